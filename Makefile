@@ -1,0 +1,50 @@
+# ML Systems Workbench: the two set-up commands are `make lab` and `make test`.
+# Both create .venv on first use and reinstall when pyproject.toml changes.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+LAB_ARGS ?=
+# JupyterLab refuses to run as root (containers, CI) unless told it may.
+ROOT_ARGS := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
+PYTEST_ARGS ?=
+FIGURES_DIR ?= figures
+
+.PHONY: venv lab test figures bench lint clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(BIN)/python -m pip --version >/dev/null 2>&1 || { \
+	  rm -rf $(VENV); \
+	  $(PYTHON) -m venv $(VENV) || { \
+	    echo "error: '$(PYTHON) -m venv' failed. On Debian/Ubuntu: sudo apt-get install python3-venv"; \
+	    rm -rf $(VENV); exit 1; }; }
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+# JupyterLab on notebooks/, e.g. make lab LAB_ARGS="--no-browser --port 8899"
+lab: $(STAMP)
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ROOT_ARGS) $(LAB_ARGS)
+
+# The whole suite: unit, property, snapshot (lit), notebook and browser tests.
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The paper-figure notebooks at full size into $(FIGURES_DIR)/ (PNG, HTML, manifest.json).
+figures: $(STAMP)
+	$(BIN)/python -m mlsys_workbench.figures --out $(FIGURES_DIR)
+
+# Every benchmark; each writes JSON into benchmarks/results/.
+bench: $(STAMP)
+	@set -e; for script in benchmarks/*_bench.py; do \
+	  echo "== $$script"; $(BIN)/python $$script; done
+
+lint: $(STAMP)
+	$(BIN)/ruff check lmskit compilerkit mlsys_workbench datasets tests benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

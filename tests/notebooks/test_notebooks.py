@@ -1,0 +1,69 @@
+"""Every notebook runs top to bottom at smoke size in a real kernel, and is stored clean."""
+
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from mlsys_workbench.notebooks import (
+    NotebookError,
+    has_outputs,
+    parameters_cell_index,
+    run_notebook,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+# The curriculum's budget per notebook at SMOKE=1 on a 2-core CPU.
+SMOKE_SECONDS = 120
+
+
+def test_there_are_notebooks():
+    assert (REPO / "notebooks" / "00_tour.ipynb") in NOTEBOOKS
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_stored_without_outputs(path):
+    cells = has_outputs(nbformat.read(path, as_version=4))
+    assert not cells, f"{path.name}: cells {cells} carry outputs; clear them before committing"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_has_a_parameters_cell_with_smoke(path):
+    nb = nbformat.read(path, as_version=4)
+    index = parameters_cell_index(nb)
+    assert index is not None, f"{path.name}: no cell tagged 'parameters'"
+    assert "SMOKE" in nb.cells[index].source, f"{path.name}: parameters cell does not set SMOKE"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_runs_at_smoke_size(path, tmp_path):
+    start = time.perf_counter()
+    nb = run_notebook(path, parameters={"SMOKE": 1}, timeout=SMOKE_SECONDS * 2)
+    seconds = time.perf_counter() - start
+    errors = [
+        (i, out.get("text", ""))
+        for i, cell in enumerate(nb.cells)
+        for out in cell.get("outputs", [])
+        if out.get("name") == "stderr" and "Traceback" in out.get("text", "")
+    ]
+    assert not errors, f"{path.name}: tracebacks printed in cells {errors}"
+    assert seconds < SMOKE_SECONDS * 2, f"{path.name} took {seconds:.0f} s at SMOKE=1"
+
+
+def test_a_failing_cell_is_named(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("SMOKE = 0", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("assert SMOKE == 0, 'parameter was injected'"),
+    ]
+    path = tmp_path / "broken.ipynb"
+    nbformat.write(nb, path)
+    run_notebook(path)  # defaults hold
+    with pytest.raises(NotebookError) as error:
+        run_notebook(path, parameters={"SMOKE": 1})
+    message = str(error.value)
+    assert "broken.ipynb" in message and "cell 3" in message and "parameter was injected" in message
