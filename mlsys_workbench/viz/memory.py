@@ -1,0 +1,136 @@
+"""Tensor lifetimes and memory over a step, as plotly figures.
+
+  intervals: dicts with "name", "start", "end" (schedule positions, end inclusive), "bytes",
+             "kind" (weight / activation / gradient / optimizer-state / temporary / ...), and
+             optionally "hover" and "host": a list of (start, end) spans spent swapped out.
+  series:    device and host bytes per schedule position (lists of equal length).
+The lifetime chart draws one bar per tensor, grouped by kind; the memory timeline draws device
+and host bytes, the budget line, and marks the peak with the tensors live there.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .graph import PALETTE
+
+KIND_COLOURS = {
+    "weight": "#76b7b2",
+    "activation": "#4e79a7",
+    "gradient": "#e15759",
+    "optimizer-state": "#59a14f",
+    "temporary": "#bab0ac",
+    "host": "#f28e2b",
+}
+
+
+def human_bytes(count: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(count) < 1024 or unit == "TiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    raise AssertionError("unreachable")
+
+
+# Kinds without a fixed colour get the next palette colour, the same one for the whole process.
+_SPARE_COLOURS: dict[str, str] = {}
+
+
+def _kind_colour(kind):
+    if kind not in KIND_COLOURS and kind not in _SPARE_COLOURS:
+        _SPARE_COLOURS[kind] = PALETTE[len(_SPARE_COLOURS) % len(PALETTE)]
+    return KIND_COLOURS.get(kind) or _SPARE_COLOURS[kind]
+
+
+def _check_intervals(intervals):
+    for item in intervals:
+        if item["end"] < item["start"]:
+            raise ValueError(f"tensor {item['name']!r}: end {item['end']} before start "
+                             f"{item['start']}")
+        if item["bytes"] < 0:
+            raise ValueError(f"tensor {item['name']!r}: negative size {item['bytes']}")
+
+
+def lifetime_traces(intervals, max_bars: int = 2000):
+    """Horizontal bars, one per tensor (the largest ``max_bars``), one trace per kind."""
+    _check_intervals(intervals)
+    chosen = sorted(intervals, key=lambda t: -t["bytes"])[:max_bars]
+    chosen.sort(key=lambda t: (t.get("kind", ""), t["start"], t["name"]))
+    row = {t["name"]: i for i, t in enumerate(chosen)}
+    traces = []
+    for kind in dict.fromkeys(t.get("kind", "tensor") for t in chosen):
+        group = [t for t in chosen if t.get("kind", "tensor") == kind]
+        traces.append(go.Bar(
+            orientation="h", name=kind, marker_color=_kind_colour(kind),
+            y=[row[t["name"]] for t in group], base=[t["start"] for t in group],
+            x=[t["end"] - t["start"] + 1 for t in group],
+            hovertext=[t.get("hover") or f"{t['name']}<br>{human_bytes(t['bytes'])}<br>"
+                       f"[{t['start']}, {t['end']}]" for t in group],
+            hoverinfo="text",
+        ))
+    spans = [(row[t["name"]], a, b) for t in chosen for a, b in t.get("host", [])]
+    if spans:
+        traces.append(go.Bar(
+            orientation="h", name="on host", marker_color=KIND_COLOURS["host"],
+            y=[r for r, _, _ in spans], base=[a for _, a, _ in spans],
+            x=[b - a + 1 for _, a, b in spans], hoverinfo="skip", opacity=0.85,
+        ))
+    return traces
+
+
+def lifetime_chart(intervals, title: str = "Tensor lifetimes", max_bars: int = 2000):
+    fig = go.Figure(lifetime_traces(intervals, max_bars))
+    fig.update_layout(title=title, barmode="overlay", xaxis_title="schedule position",
+                      yaxis={"title": "tensor", "showticklabels": False}, plot_bgcolor="white")
+    return fig
+
+
+def memory_traces(device, host=None, budget=None, live_at_peak=()):
+    steps = list(range(len(device)))
+    traces = [go.Scatter(x=steps, y=list(device), name="device bytes", mode="lines",
+                         line={"color": "#4e79a7", "shape": "hv"}, fill="tozeroy")]
+    if host is not None:
+        if len(host) != len(device):
+            raise ValueError(f"host series has {len(host)} points, device {len(device)}")
+        traces.append(go.Scatter(x=steps, y=list(host), name="host bytes", mode="lines",
+                                 line={"color": KIND_COLOURS["host"], "shape": "hv"}))
+    if budget is not None:
+        traces.append(go.Scatter(x=[0, max(len(device) - 1, 0)], y=[budget, budget],
+                                 name="budget", mode="lines",
+                                 line={"color": "#e15759", "dash": "dash"}))
+    if len(device):
+        peak = max(steps, key=lambda i: device[i])
+        top = sorted(live_at_peak, key=lambda t: -t["bytes"])[:8]
+        lines = [f"{t['name']}: {human_bytes(t['bytes'])}" for t in top]
+        traces.append(go.Scatter(
+            x=[peak], y=[device[peak]], mode="markers", name="peak",
+            marker={"size": 12, "color": "#e15759", "symbol": "star"},
+            hovertext=f"peak {human_bytes(device[peak])} at {peak}<br>" + "<br>".join(lines),
+            hoverinfo="text",
+        ))
+    return traces
+
+
+def memory_timeline(device, host=None, budget=None, live_at_peak=(), title="Memory over the step"):
+    """Device (and host) bytes per schedule position, the budget, and the peak marked."""
+    fig = go.Figure(memory_traces(device, host, budget, live_at_peak))
+    fig.update_layout(title=title, xaxis_title="schedule position", yaxis_title="bytes",
+                      plot_bgcolor="white", hovermode="x")
+    return fig
+
+
+def lifetimes_and_memory(intervals, device, host=None, budget=None, live_at_peak=(),
+                         title="Tensor lifetimes and memory"):
+    """The lifetime chart above the memory timeline, sharing one schedule axis."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.6, 0.4],
+                        vertical_spacing=0.04)
+    for trace in lifetime_traces(intervals):
+        fig.add_trace(trace, row=1, col=1)
+    for trace in memory_traces(device, host, budget, live_at_peak):
+        fig.add_trace(trace, row=2, col=1)
+    fig.update_layout(title=title, barmode="overlay", plot_bgcolor="white", height=700)
+    fig.update_yaxes(showticklabels=False, row=1, col=1)
+    fig.update_yaxes(title_text="bytes", row=2, col=1)
+    fig.update_xaxes(title_text="schedule position", row=2, col=1)
+    return fig
