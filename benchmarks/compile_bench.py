@@ -1,0 +1,105 @@
+"""compilerkit vs onnxruntime: compile time and single-thread batch-1 latency, same run.
+
+    python benchmarks/compile_bench.py [--models squeezenet,resnet50] [-O 3] [--repeat 5]
+
+Writes benchmarks/results/compile_bench.json and prints a table of ratios (ORT latency /
+compilerkit latency: > 1 means compilerkit is faster) with the geometric mean over the light
+models. Datasets models (mlsys_datasets) are included when that package is importable.
+"""
+
+import argparse
+import glob
+import json
+import math
+import os
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+import compilerkit as ck
+
+LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+
+
+def models():
+    out = {}
+    for p in sorted(glob.glob(os.path.join(LIGHT, "light_*.onnx"))):
+        out[os.path.basename(p)[6:-5]] = ("light", p)
+    try:
+        import mlsys_datasets
+        for name in mlsys_datasets.ONNX_MODELS:
+            out[name] = ("datasets", str(mlsys_datasets.onnx_path(name)))
+    except Exception:  # noqa: BLE001 - the datasets package may not be built yet
+        pass
+    return out
+
+
+def inputs_for(path):
+    m = onnx.load(path, load_external_data=False)
+    inits = {i.name for i in m.graph.initializer}
+    feeds = []
+    for i in m.graph.input:
+        if i.name in inits:
+            continue
+        shape = [d.dim_value if d.dim_value > 0 else 1 for d in i.type.tensor_type.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)
+        feeds.append((i.name, np.random.default_rng(0).standard_normal(shape).astype(dtype)))
+    return feeds
+
+
+def best(fn, repeat):
+    fn()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="")
+    ap.add_argument("-O", dest="opt", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    wanted = set(filter(None, args.models.split(",")))
+    rows = []
+    for name, (kind, path) in models().items():
+        if wanted and name not in wanted:
+            continue
+        feeds = inputs_for(path)
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        fd = {n: a for n, a in feeds}
+        shapes = {n: list(a.shape) for n, a in feeds}
+        t = time.perf_counter()
+        cm = ck.compile(path, opt_level=args.opt, input_shapes=shapes, asm=False)
+        compile_s = time.perf_counter() - t
+        arrays = [a for _, a in feeds]
+        ok = bool(np.allclose(cm.run(*arrays)[0], sess.run(None, fd)[0], rtol=1e-3, atol=1e-5))
+        ck_s = best(lambda: cm.run(*arrays), args.repeat)
+        ort_s = best(lambda: sess.run(None, fd), args.repeat)
+        row = dict(model=name, kind=kind, opt_level=args.opt, compile_s=compile_s,
+                   stage_s=dict(cm.timings), compilerkit_ms=ck_s * 1e3, ort_ms=ort_s * 1e3,
+                   speed_ratio=ort_s / ck_s, matches_ort=ok, arena_bytes=cm.arena_bytes,
+                   naive_bytes=cm.naive_bytes)
+        rows.append(row)
+        print(f"{name:14s} compile {compile_s:6.2f}s  ck {ck_s*1e3:8.2f} ms  ort {ort_s*1e3:8.2f}"
+              f" ms  ratio {ort_s/ck_s:5.2f}x  ok={ok}", flush=True)
+    light = [r["speed_ratio"] for r in rows if r["kind"] == "light"]
+    geo = math.exp(sum(math.log(x) for x in light) / len(light)) if light else None
+    print(f"\ngeomean speed vs onnxruntime over {len(light)} light models: "
+          f"{geo:.3f}x" if geo else "")
+    out = os.path.join(os.path.dirname(__file__), "results")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "compile_bench.json"), "w") as f:
+        json.dump({"rows": rows, "geomean_light_speed_ratio": geo}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""compilerkit: ONNX -> ONNX IR -> Kernel IR -> LLVM IR -> native code, step by step
+(after onnx-mlir). Each step is a public function, so a notebook can run them one at a time:
+
+    m = import_onnx("model.onnx")          # ONNX IR (onnx dialect)
+    optimize_onnx(m)                        # shape inference, folding, decomposition, DCE
+    k = lower(m, opt_level=3)               # Kernel IR (krnl dialect), scheduled, buffers planned
+    llvm_ir = to_llvm(k)                    # LLVM IR text
+    cm = compile("model.onnx")              # all of it, + `.run(*arrays)` and `.stages`
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+from compilerkit.backends import Target, get_backend
+from compilerkit.codegen import ENTRY, emit_llvm
+from compilerkit.dialects import onnx as onnx_d
+from compilerkit.frontend import ModelError, UnsupportedOpError, import_model
+from compilerkit.ir import parse_ir, print_ir
+from compilerkit.krnl_passes import plan_buffers, tile_matmul
+from compilerkit.lowering import SUPPORTED, lower_to_krnl
+from compilerkit.onnx_passes import run_onnx_passes
+from compilerkit.onnx_passes.single_node import main_func
+from compilerkit.runtime import InputError, Session
+
+__all__ = ["compile", "import_onnx", "optimize_onnx", "lower", "to_llvm", "CompiledModel",
+           "ModelError", "UnsupportedOpError", "InputError", "SUPPORTED", "print_ir",
+           "parse_ir", "Target", "get_backend"]
+
+
+def import_onnx(model, input_shapes=None):
+    """ONNX file path, bytes or ModelProto -> ONNX IR module (as imported)."""
+    return import_model(model, input_shapes)
+
+
+def optimize_onnx(module):
+    """The ONNX IR passes, in place; returns the module."""
+    return run_onnx_passes(module)
+
+
+def lower(module, opt_level: int = 3, target: Target | None = None):
+    """ONNX IR -> Kernel IR: lowering, the -O3 matmul schedule, buffer planning."""
+    kmodule = lower_to_krnl(module)
+    if opt_level >= 3:
+        simd = target.vector_width if target is not None else 8
+        tile_matmul(kmodule, simd=simd)
+    plan_buffers(kmodule)
+    return kmodule
+
+
+def to_llvm(kmodule, target: Target | None = None) -> str:
+    """Kernel IR -> LLVM IR text (unoptimised)."""
+    if target is None:
+        target = get_backend("host").target
+    return str(emit_llvm(kmodule, target))
+
+
+def _signature(func_op, n_inputs):
+    names_in = [a.data for a in func_op.attributes["input_names"].data]
+    names_out = [a.data for a in func_op.attributes["output_names"].data]
+    args = list(func_op.body.block.args)
+    sig = []
+    for name, a in zip(names_in + names_out, args):
+        t = a.type
+        sig.append((name, tuple(t.get_shape()), onnx_d.numpy_dtype(t.element_type)))
+    return sig[:n_inputs], sig[n_inputs:]
+
+
+class CompiledModel:
+    """A compiled model: `.run(*arrays) -> list[np.ndarray]`, `.stages` (stage -> text),
+    `.timings` (stage -> seconds), `.arena_bytes` / `.naive_bytes` (buffer planning)."""
+
+    def __init__(self, stages, timings, session, inputs, outputs, arena_bytes, naive_bytes,
+                 llvm_module, backend, opt_level):
+        self.stages = stages
+        self.timings = timings
+        self.session = session
+        self.inputs = inputs
+        self.outputs = outputs
+        self.arena_bytes = arena_bytes
+        self.naive_bytes = naive_bytes
+        self.llvm_module = llvm_module
+        self.backend = backend
+        self.opt_level = opt_level
+
+    def run(self, *arrays):
+        return self.session.run(*arrays)
+
+    __call__ = run
+
+    def __repr__(self):
+        return (f"CompiledModel(inputs={self.inputs}, outputs={self.outputs}, "
+                f"arena={self.arena_bytes} B vs naive {self.naive_bytes} B)")
+
+
+def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
+            asm: bool = True) -> CompiledModel:
+    """Compile an ONNX model (path, bytes or ModelProto) for `target` at -O`opt_level`."""
+    if opt_level not in (0, 1, 2, 3):
+        raise ValueError(f"opt_level must be 0..3, got {opt_level}")
+    backend = get_backend(target)
+    timings = OrderedDict()
+    stages = OrderedDict()
+    t = time.perf_counter()
+    module = import_onnx(model, input_shapes)
+    optimize_onnx(module)
+    stages["onnx-ir"] = print_ir(module)
+    timings["onnx-ir"] = time.perf_counter() - t
+    t = time.perf_counter()
+    kmodule = lower(module, opt_level, backend.target)
+    stages["kernel-ir"] = print_ir(kmodule)
+    timings["kernel-ir"] = time.perf_counter() - t
+    t = time.perf_counter()
+    text = to_llvm(kmodule, backend.target)
+    optimized, mod = backend.optimize(text, opt_level)
+    stages["llvm-ir"] = optimized
+    timings["llvm-ir"] = time.perf_counter() - t
+    t = time.perf_counter()
+    if asm:
+        stages["asm"] = backend.assembly(mod, opt_level)
+    fn, arena, engine = backend.load(mod, ENTRY)
+    timings["asm"] = time.perf_counter() - t
+    f = main_func(kmodule)
+    n_in = f.attributes["num_inputs"].value.data
+    inputs, outputs = _signature(f, n_in)
+    session = Session(fn, arena, inputs, outputs, keep_alive=(engine, backend))
+    naive = f.attributes["naive_bytes"].value.data
+    return CompiledModel(stages, timings, session, inputs, outputs, arena, naive, mod, backend,
+                         opt_level)

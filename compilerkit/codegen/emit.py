@@ -1,0 +1,456 @@
+"""Kernel IR -> LLVM IR with llvmlite.
+
+Assumes buffer planning has run (every krnl.alloc has an arena `offset`). Produces one
+C-callable entry point
+
+    void main_graph(void **buffers)   // inputs..., outputs..., arena
+
+plus `main_graph_arena_bytes()`. Memrefs are flat pointers, row-major; `krnl.iterate` nests
+become counted loops (blocked loops step by the tile, inner tile loops stop at min(end, ...)),
+`krnl.matmul` becomes a register-blocked micro-kernel with `simd`-wide vectors. Constants are
+typed LLVM globals (`[n x float] [...]`), so LLVM writes them in the target's byte order; large
+splat constants are zero-initialised globals filled once by the entry function. math ops call
+compilerkit's own IR math library (mathlib.py), never libm.
+"""
+
+from __future__ import annotations
+
+import math
+
+import llvmlite.ir as ir
+import numpy as np
+from xdsl.dialects import arith, func
+from xdsl.dialects import math as xmath
+from xdsl.dialects.builtin import (
+    DenseResourceAttr,
+    Float32Type,
+    Float64Type,
+    IndexType,
+    IntegerType,
+)
+
+from compilerkit.codegen.mathlib import MathLib
+from compilerkit.dialects import krnl
+from compilerkit.dialects import onnx as onnx_d
+from compilerkit.onnx_passes.single_node import main_func
+
+ENTRY = "main_graph"
+I64 = ir.IntType(64)
+I8P = ir.IntType(8).as_pointer()
+
+
+def llvm_type(t):
+    """Scalar type in registers (i1 for booleans)."""
+    if isinstance(t, Float32Type):
+        return ir.FloatType()
+    if isinstance(t, Float64Type):
+        return ir.DoubleType()
+    if isinstance(t, IndexType):
+        return I64
+    if isinstance(t, IntegerType):
+        return ir.IntType(t.width.data)
+    raise NotImplementedError(f"type {t}")
+
+
+def mem_type(t):
+    """Scalar type in memory: booleans are bytes, as numpy stores them."""
+    lt = llvm_type(t)
+    return ir.IntType(8) if lt == ir.IntType(1) else lt
+
+
+def _row_strides(dims):
+    out, acc = [], 1
+    for d in reversed(dims):
+        out.append(acc)
+        acc *= d
+    return out[::-1]
+
+
+def _const_text(array: np.ndarray, elem) -> str:
+    """LLVM constant text for a typed array, formatted in bulk with numpy (fast)."""
+    flat = np.ascontiguousarray(array).reshape(-1)
+    lt = str(mem_type(elem))
+    if flat.dtype.kind == "f":
+        # LLVM spells float constants as the hex of the double with the same value.
+        bits = flat.astype(np.float64).view(np.uint64)
+        items = np.char.add(f"{lt} 0x", np.char.zfill(np.char.upper(
+            np.char.mod("%x", bits)), 16))
+    else:
+        items = np.char.add(f"{lt} ", flat.astype(np.int64).astype(str))
+    return "[" + ", ".join(items.tolist()) + "]"
+
+
+class Emitter:
+    def __init__(self, kmodule, target):
+        self.kmodule = kmodule
+        self.target = target
+        self.module = ir.Module(name="compilerkit")
+        self.module.triple = target.triple
+        if target.data_layout:
+            self.module.data_layout = target.data_layout
+        self.math = MathLib(self.module)
+        self.values = {}
+        self.loops = {}  # loop handle -> (kind, original handle, tile)
+        self.unrolled = set()
+        self.splat_fills = []
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def ptr(self, mem):
+        return self.values[mem]
+
+    def linear(self, mem, indices):
+        dims = list(mem.type.get_shape())
+        acc = None
+        for idx, s in zip(indices, _row_strides(dims)):
+            v = self.values[idx]
+            t = v if s == 1 else self.b.mul(v, ir.Constant(I64, s))
+            acc = t if acc is None else self.b.add(acc, t)
+        return acc if acc is not None else ir.Constant(I64, 0)
+
+    def loop(self, lo, hi, step, body):
+        b = self.b
+        pre = b.block
+        head = b.append_basic_block("loop")
+        inner = b.append_basic_block("body")
+        done = b.append_basic_block("done")
+        b.branch(head)
+        b.position_at_end(head)
+        iv = b.phi(I64)
+        iv.add_incoming(lo, pre)
+        b.cbranch(b.icmp_signed("<", iv, hi), inner, done)
+        b.position_at_end(inner)
+        body(iv)
+        iv.add_incoming(b.add(iv, step), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+        return iv
+
+    def imin(self, a, c):
+        return self.b.select(self.b.icmp_signed("<", a, c), a, c)
+
+    # ---- globals ---------------------------------------------------------------------------
+    def global_(self, op):
+        name = "g_" + op.sym_name.data
+        t = op.res.type
+        elem = t.element_type
+        n = max(1, math.prod(t.get_shape()))
+        at = ir.ArrayType(mem_type(elem), n)
+        g = ir.GlobalVariable(self.module, at, name=name)
+        g.linkage = "internal"
+        g.align = 64
+        value = op.value
+        array = onnx_d.attr_array(value, self.kmodule)
+        if array.dtype == np.bool_:
+            array = array.astype(np.int8)
+        if onnx_d.is_splat(array) and array.size > 1024:
+            g.initializer = ir.Constant(at, None)  # zeroinitializer, filled at first run
+            self.splat_fills.append((g, array.reshape(-1)[0].item(), n, elem))
+        else:
+            g.initializer = ir.FormattedConstant(at, _const_text(array, elem))
+            g.global_constant = True
+        return self.b.bitcast(g, mem_type(elem).as_pointer())
+
+    # ---- the entry function ----------------------------------------------------------------
+    def emit(self):
+        f = main_func(self.kmodule)
+        args = f.body.block.args
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I8P.as_pointer()]), ENTRY)
+        self.fn = fn
+        entry = fn.append_basic_block("entry")
+        self.b = ir.IRBuilder(entry)
+        self.alloca_block = entry
+        # Function arguments and the arena, from the pointer array.
+        for k, a in enumerate(list(args) + [None]):
+            raw = self.b.load(self.b.gep(fn.args[0], [ir.Constant(I64, k)]))
+            if a is None:
+                self.arena = raw
+            else:
+                self.values[a] = self.b.bitcast(raw, mem_type(a.type.element_type).as_pointer())
+        self.start = self.b.block
+        body = fn.append_basic_block("body")
+        self.b.position_at_end(body)
+        for op in f.body.block.ops:
+            self.op(op)
+        self.b.ret_void()
+        # Splat constants are filled on the first call only (a flag global remembers).
+        self.b.position_at_end(self.start)
+        if self.splat_fills:
+            flag = ir.GlobalVariable(self.module, ir.IntType(8), name="splats_ready")
+            flag.linkage = "internal"
+            flag.initializer = ir.Constant(ir.IntType(8), 0)
+            fill_bb = fn.append_basic_block("fill_splats")
+            ready = self.b.icmp_unsigned("!=", self.b.load(flag), ir.Constant(ir.IntType(8), 0))
+            self.b.cbranch(ready, body, fill_bb)
+            self.b.position_at_end(fill_bb)
+            for g, value, n, elem in self.splat_fills:
+                p = self.b.bitcast(g, mem_type(elem).as_pointer())
+                c = ir.Constant(mem_type(elem), value)
+                self.loop(ir.Constant(I64, 0), ir.Constant(I64, n), ir.Constant(I64, 1),
+                          lambda i, p=p, c=c: self.b.store(c, self.b.gep(p, [i])))
+            self.b.store(ir.Constant(ir.IntType(8), 1), flag)
+            self.b.branch(body)
+        else:
+            self.b.branch(body)
+        arena_bytes = f.attributes.get("arena_bytes")
+        size = arena_bytes.value.data if arena_bytes is not None else 0
+        sz = ir.Function(self.module, ir.FunctionType(I64, []), ENTRY + "_arena_bytes")
+        ir.IRBuilder(sz.append_basic_block()).ret(ir.Constant(I64, size))
+        return self.module
+
+    # ---- one op ----------------------------------------------------------------------------
+    def op(self, op):
+        b = self.b
+        if isinstance(op, func.ReturnOp):
+            return
+        if isinstance(op, krnl.GlobalOp):
+            self.values[op.res] = self.global_(op)
+        elif isinstance(op, krnl.AllocOp):
+            if op.offset is None:
+                raise ValueError("krnl.alloc without an arena offset: run buffer planning")
+            raw = b.gep(self.arena, [ir.Constant(I64, op.offset.value.data)])
+            self.values[op.res] = b.bitcast(raw, mem_type(op.res.type.element_type).as_pointer())
+        elif isinstance(op, krnl.ReshapeOp):
+            self.values[op.res] = self.values[op.source]
+        elif isinstance(op, krnl.DefineLoopsOp):
+            for h in op.loops:
+                self.loops[h] = ("full", h, 1)
+        elif isinstance(op, krnl.BlockOp):
+            _, base, _ = self.loops[op.loop]
+            t = op.tile.value.data
+            self.loops[op.outer] = ("outer", base, t)
+            self.loops[op.inner] = ("inner", base, t)
+        elif isinstance(op, krnl.PermuteOp):
+            pass  # the order is the one krnl.iterate lists (checked by the schedule helpers)
+        elif isinstance(op, krnl.UnrollOp):
+            self.unrolled.add(op.loop)
+        elif isinstance(op, krnl.IterateOp):
+            self.iterate(op)
+        elif isinstance(op, krnl.LoadOp):
+            p = b.gep(self.ptr(op.memref), [self.linear(op.memref, op.indices)])
+            v = b.load(p)
+            if llvm_type(op.res.type) == ir.IntType(1):
+                v = b.trunc(v, ir.IntType(1))
+            self.values[op.res] = v
+        elif isinstance(op, krnl.StoreOp):
+            v = self.values[op.value]
+            if v.type == ir.IntType(1):
+                v = b.zext(v, ir.IntType(8))
+            b.store(v, b.gep(self.ptr(op.memref), [self.linear(op.memref, op.indices)]))
+        elif isinstance(op, krnl.MatMulOp):
+            self.matmul(op)
+        elif isinstance(op, arith.ConstantOp):
+            t = llvm_type(op.result.type)
+            v = op.value.value.data
+            self.values[op.result] = ir.Constant(t, v if not isinstance(t, ir.IntType) else int(v))
+        elif op.name.startswith("arith."):
+            self.values[op.results[0]] = self.arith(op)
+        elif op.name.startswith("math."):
+            x = self.values[op.operands[0]]
+            name = op.name.split(".")[1]
+            name = {"absf": "fabs"}.get(name, name)
+            fn = self.math.get(name)
+            if x.type == ir.DoubleType():
+                y = b.fpext(b.call(fn, [b.fptrunc(x, ir.FloatType())]), ir.DoubleType())
+            else:
+                y = b.call(fn, [x])
+            self.values[op.results[0]] = y
+        else:
+            raise NotImplementedError(f"codegen: no rule for {op.name}")
+
+    def arith(self, op):
+        b = self.b
+        v = [self.values[o] for o in op.operands]
+        n = op.name[len("arith."):]
+        simple = {"addf": b.fadd, "subf": b.fsub, "mulf": b.fmul, "divf": b.fdiv,
+                  "addi": b.add, "subi": b.sub, "muli": b.mul, "divsi": b.sdiv,
+                  "remsi": b.srem, "andi": b.and_, "ori": b.or_}
+        if n in simple:
+            return simple[n](v[0], v[1])
+        if n in ("maximumf", "minimumf"):
+            # NaN-propagating max/min, as ONNX Max/Min/Relu on NaN inputs.
+            pick = b.fcmp_ordered(">" if n == "maximumf" else "<", v[0], v[1])
+            r = b.select(pick, v[0], v[1])
+            return b.select(b.fcmp_unordered("uno", v[0], v[0]), v[0], r)
+        if n in ("maxsi", "minsi"):
+            return b.select(b.icmp_signed(">" if n == "maxsi" else "<", v[0], v[1]), v[0], v[1])
+        if n == "negf":
+            return b.fneg(v[0])
+        if n == "select":
+            return b.select(v[0], v[1], v[2])
+        if n == "cmpf":
+            pred = op.predicate.value.data
+            names = ["false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord", "ueq", "ugt",
+                     "uge", "ult", "ule", "une", "uno", "true"]
+            p = names[pred]
+            sym = {"eq": "==", "gt": ">", "ge": ">=", "lt": "<", "le": "<=", "ne": "!="}
+            if p[0] == "o" and p[1:] in sym:
+                return b.fcmp_ordered(sym[p[1:]], v[0], v[1])
+            if p[0] == "u" and p[1:] in sym:
+                return b.fcmp_unordered(sym[p[1:]], v[0], v[1])
+            return b.fcmp_unordered(p, v[0], v[1])
+        if n == "cmpi":
+            names = ["eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge"]
+            p = names[op.predicate.value.data]
+            sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+            if p in ("eq", "ne"):
+                return b.icmp_signed(sym[p], v[0], v[1])
+            fn = b.icmp_signed if p[0] == "s" else b.icmp_unsigned
+            return fn(sym[p[1:]], v[0], v[1])
+        t = llvm_type(op.results[0].type)
+        if n == "sitofp":
+            return b.sitofp(v[0], t)
+        if n == "fptosi":
+            return b.fptosi(v[0], t)
+        if n == "extf":
+            return b.fpext(v[0], t)
+        if n == "truncf":
+            return b.fptrunc(v[0], t)
+        if n == "extsi":
+            return b.sext(v[0], t)
+        if n == "trunci":
+            return b.trunc(v[0], t)
+        if n == "index_cast":
+            w_in, w_out = v[0].type.width, t.width
+            return v[0] if w_in == w_out else (b.sext(v[0], t) if w_in < w_out
+                                                else b.trunc(v[0], t))
+        raise NotImplementedError(f"codegen: arith.{n}")
+
+    # ---- loops -----------------------------------------------------------------------------
+    def iterate(self, op):
+        original = list(op.original)
+        bounds = op.bound_list()
+        emitted = [self.loops[h] + (h,) for h in op.emitted]
+        args = list(op.body.block.args)
+        env = {}
+
+        def level(pos):
+            if pos == len(emitted):
+                for k, a in enumerate(args):
+                    parts = env.get(k, {})
+                    self.values[a] = parts.get("inner", parts.get("outer", parts.get("full")))
+                for inner_op in op.body.block.ops:
+                    self.op(inner_op)
+                return
+            kind, base, tile, handle = emitted[pos]
+            k = original.index(base)
+            lo, hi = bounds[k]
+            if kind == "inner":
+                start = env[k]["outer"]
+                lo_v, hi_v = start, self.imin(self.b.add(start, ir.Constant(I64, tile)),
+                                               ir.Constant(I64, hi))
+                step = 1
+            else:
+                lo_v, hi_v = ir.Constant(I64, lo), ir.Constant(I64, hi)
+                step = tile if kind == "outer" else 1
+
+            def body(iv):
+                env.setdefault(k, {})[kind] = iv
+                level(pos + 1)
+
+            if handle in self.unrolled and kind == "full" and hi - lo <= 64:
+                for value in range(lo, hi):
+                    body(ir.Constant(I64, value))
+            else:
+                self.loop(lo_v, hi_v, ir.Constant(I64, step), body)
+
+        level(0)
+
+    # ---- the matmul micro-kernel -----------------------------------------------------------
+    def alloca(self, t):
+        with self.b.goto_block(self.alloca_block):
+            self.b.position_at_start(self.alloca_block)
+            return self.b.alloca(t)
+
+    def matmul(self, op):
+        b = self.b
+        a, bm, c = (self.ptr(v) for v in (op.a, op.b, op.c))
+        i0, j0, k0, a_off, b_off, c_off = (self.values[v] for v in
+                                           (op.i, op.j, op.k, op.a_off, op.b_off, op.c_off))
+        m, n, kk = krnl.ints_of(op.sizes)
+        tm, tn, tk = krnl.ints_of(op.tile)
+        sa_r, sa_k, ldb, ldc = krnl.ints_of(op.strides)
+        simd = op.simd.value.data
+        C = lambda v: ir.Constant(I64, v)  # noqa: E731
+        elem_t = a.type.pointee
+        if (tm, tn, tk) == (1, 1, 1):
+            av = b.load(b.gep(a, [b.add(a_off, b.add(b.mul(i0, C(sa_r)), b.mul(k0, C(sa_k))))]))
+            bv = b.load(b.gep(bm, [b.add(b_off, b.add(b.mul(k0, C(ldb)), j0))]))
+            cp = b.gep(c, [b.add(c_off, b.add(b.mul(i0, C(ldc)), j0))])
+            b.store(b.fadd(b.load(cp), b.fmul(av, bv)), cp)
+            return
+        i_end = self.imin(b.add(i0, C(tm)), C(m))
+        j_end = self.imin(b.add(j0, C(tn)), C(n))
+        k_end = self.imin(b.add(k0, C(tk)), C(kk))
+        vt = ir.VectorType(elem_t, simd)
+        vp = vt.as_pointer()
+        fma = self._fmuladd(vt)
+        mr, nv = 4, 2  # 4 rows x 2 vectors of accumulators
+
+        def a_at(row, k):
+            return b.load(b.gep(a, [b.add(a_off, b.add(b.mul(row, C(sa_r)), b.mul(k, C(sa_k))))]))
+
+        def kernel(rows, ii):
+            # acc[r][v] = C[ii+r, jj + v*simd ...] over full vector column blocks.
+            accs = [[self.alloca(vt) for _ in range(nv)] for _ in range(rows)]
+
+            def cols(jj):
+                cptrs = [[b.bitcast(b.gep(c, [b.add(c_off, b.add(
+                    b.mul(b.add(ii, C(r)), C(ldc)), b.add(jj, C(v * simd))))]), vp)
+                    for v in range(nv)] for r in range(rows)]
+                for r in range(rows):
+                    for v in range(nv):
+                        ld = b.load(cptrs[r][v], align=4)
+                        b.store(ld, accs[r][v])
+
+                def ks(k):
+                    brow = b.add(b_off, b.mul(k, C(ldb)))
+                    bvs = [b.load(b.bitcast(b.gep(bm, [b.add(brow, b.add(jj, C(v * simd)))]),
+                                            vp), align=4) for v in range(nv)]
+                    for r in range(rows):
+                        s = a_at(b.add(ii, C(r)), k)
+                        splat = b.shuffle_vector(
+                            b.insert_element(ir.Constant(vt, None), s, C(0)),
+                            ir.Constant(vt, None), ir.Constant(ir.VectorType(ir.IntType(32),
+                                                                             simd), None))
+                        for v in range(nv):
+                            b.store(b.call(fma, [splat, bvs[v], b.load(accs[r][v])]),
+                                    accs[r][v])
+
+                self.loop(k0, k_end, C(1), ks)
+                for r in range(rows):
+                    for v in range(nv):
+                        b.store(b.load(accs[r][v]), cptrs[r][v], align=4)
+
+            jv = self.loop(j0, b.sub(j_end, C(nv * simd - 1)), C(nv * simd), cols)
+
+            # Leftover columns: scalar dot products.
+            def scalar_col(j):
+                for r in range(rows):
+                    row = b.add(ii, C(r))
+                    cp = b.gep(c, [b.add(c_off, b.add(b.mul(row, C(ldc)), j))])
+                    acc = self.alloca(elem_t)
+                    b.store(b.load(cp), acc)
+
+                    def ks(k, row=row, acc=acc):
+                        bv = b.load(b.gep(bm, [b.add(b_off, b.add(b.mul(k, C(ldb)), j))]))
+                        b.store(b.fadd(b.load(acc), b.fmul(a_at(row, k), bv)), acc)
+
+                    self.loop(k0, k_end, C(1), ks)
+                    b.store(b.load(acc), cp)
+
+            self.loop(jv, j_end, C(1), scalar_col)
+
+        iv = self.loop(i0, b.sub(i_end, C(mr - 1)), C(mr), lambda ii: kernel(mr, ii))
+        self.loop(iv, i_end, C(1), lambda ii: kernel(1, ii))
+
+    def _fmuladd(self, vt):
+        suffix = "f32" if vt.element == ir.FloatType() else "f64"
+        name = f"llvm.fmuladd.v{vt.count}{suffix}"
+        if name in self.module.globals:
+            return self.module.globals[name]
+        return ir.Function(self.module, ir.FunctionType(vt, [vt, vt, vt]), name)
+
+
+def emit_llvm(kmodule, target) -> ir.Module:
+    """Kernel IR module (after buffer planning) -> llvmlite ir.Module."""
+    return Emitter(kmodule, target).emit()

@@ -1,0 +1,1 @@
+"""The two IR levels of compilerkit: ONNX IR (`onnx`) and Kernel IR (`krnl`)."""

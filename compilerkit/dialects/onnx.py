@@ -1,0 +1,242 @@
+"""ONNX IR: the `onnx` dialect, one op per ONNX operator.
+
+Each ONNX node becomes one op named `onnx.<OpType>` whose operands are ranked tensors and whose
+ONNX attributes are op attributes (ints -> i64 IntegerAttr, floats -> f32 FloatAttr, lists ->
+ArrayAttr, strings -> StringAttr, tensors -> dense attributes). Constants are `onnx.Constant`
+ops holding a `dense<...>` attribute, or a `dense_resource<...>` handle for large ones (the
+bytes then live in the module's resource table, see `resources`).
+
+Operand and result counts vary between ONNX operators (optional inputs, Dropout's mask, ...),
+so every op declares variadic operands and results; the ONNX schema checks the rest.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    NoneType,
+    ArrayAttr,
+    DenseIntOrFPElementsAttr,
+    DenseResourceAttr,
+    Float32Type,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    f32,
+    f64,
+    i1,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect
+from xdsl.irdl import IRDLOperation, irdl_op_definition, var_operand_def, var_result_def
+
+# The ONNX operators compilerkit knows at the ONNX IR level. Lowering supports a subset
+# (compilerkit.lowering.SUPPORTED); the importer accepts these so folding can remove some.
+ONNX_OPS = [
+    "Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "Ceil", "Clip", "Concat",
+    "Constant", "ConstantOfShape", "NoValue", "Conv", "ConvTranspose", "Div", "Dropout", "Elu", "Equal",
+    "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather", "Gemm", "GlobalAveragePool",
+    "GlobalMaxPool", "Greater", "HardSigmoid", "Identity", "LRN", "LeakyRelu", "Less", "Log",
+    "MatMul", "Max", "MaxPool", "Mean", "Min", "Mul", "Neg", "Not", "Pad", "Pow", "Range",
+    "Reciprocal", "ReduceL2", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum",
+    "Relu", "Reshape", "Selu", "Shape", "Sigmoid", "Sign", "Size", "Slice", "Softmax", "Softplus",
+    "Softsign", "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "Transpose",
+    "Unsqueeze", "Where",
+]
+
+
+def _make_op(op_type: str) -> type[IRDLOperation]:
+    # One class per operator, so each prints and parses as its own `onnx.<OpType>`.
+    cls = type(
+        f"{op_type}Op",
+        (IRDLOperation,),
+        {
+            "name": f"onnx.{op_type}",
+            "__doc__": f"The ONNX `{op_type}` operator.",
+            "__module__": __name__,
+            "ins": var_operand_def(),
+            "outs": var_result_def(),
+        },
+    )
+    return irdl_op_definition(cls)
+
+
+OPS: dict[str, type[IRDLOperation]] = {t: _make_op(t) for t in ONNX_OPS}
+globals().update({cls.__name__: cls for cls in OPS.values()})
+
+ONNX = Dialect("onnx", list(OPS.values()), [])
+
+
+def op_type(op) -> str:
+    """The ONNX operator name of an onnx dialect op (`onnx.Conv` -> `Conv`)."""
+    return op.name.split(".", 1)[1]
+
+
+def create(op_type_: str, operands, result_types, attributes=None) -> IRDLOperation:
+    return OPS[op_type_].create(
+        operands=list(operands), result_types=list(result_types), attributes=attributes or {}
+    )
+
+
+# ---- element types -------------------------------------------------------------------------
+
+# ONNX TensorProto data type <-> MLIR element type <-> numpy dtype.
+_ELEM = {1: f32, 11: f64, 7: i64, 6: i32, 9: i1}
+_NP = {1: np.float32, 11: np.float64, 7: np.int64, 6: np.int32, 9: np.bool_}
+
+
+def elem_type(onnx_dtype: int) -> Attribute:
+    if onnx_dtype not in _ELEM:
+        raise NotImplementedError(f"ONNX element type {onnx_dtype} is not supported")
+    return _ELEM[onnx_dtype]
+
+
+def numpy_dtype(t: Attribute) -> np.dtype:
+    for k, v in _ELEM.items():
+        if v == t:
+            return np.dtype(_NP[k])
+    raise NotImplementedError(f"element type {t} has no numpy dtype")
+
+
+def mlir_elem_of(dtype) -> Attribute:
+    dtype = np.dtype(dtype)
+    for k, v in _NP.items():
+        if np.dtype(v) == dtype:
+            return _ELEM[k]
+    raise NotImplementedError(f"numpy dtype {dtype} is not supported")
+
+
+def tensor_type(shape, elem: Attribute) -> TensorType:
+    # -1 marks a dynamic dimension (printed `?`).
+    return TensorType(elem, [int(d) for d in shape])
+
+
+# ---- constants: dense attributes and the resource table -------------------------------------
+
+# Arrays above this many elements are kept out of the IR text: the op holds a
+# `dense_resource<handle>` and the bytes live in `resources(module)`.
+INLINE_LIMIT = 16
+
+_RESOURCES: "weakref.WeakKeyDictionary[ModuleOp, dict[str, np.ndarray]]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def resources(module: ModuleOp) -> dict[str, np.ndarray]:
+    """The resource table (handle -> numpy array) of a module; created on first use."""
+    return _RESOURCES.setdefault(module, {})
+
+
+def share_resources(src: ModuleOp, dst: ModuleOp) -> None:
+    _RESOURCES[dst] = resources(src)
+
+
+def dense_attr(array: np.ndarray, module: ModuleOp | None = None, hint: str = "c"):
+    """A dense attribute for `array`, or a dense_resource handle when it is large."""
+    array = np.asarray(array)
+    ttype = tensor_type(array.shape, mlir_elem_of(array.dtype))
+    if array.size <= INLINE_LIMIT or module is None:
+        flat = np.ascontiguousarray(array).reshape(-1)
+        if array.dtype == np.bool_:
+            values = [int(v) for v in flat]
+        elif array.dtype.kind == "f":
+            values = [float(v) for v in flat]
+        else:
+            values = [int(v) for v in flat]
+        return DenseIntOrFPElementsAttr.from_list(ttype, values)
+    table = resources(module)
+    base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in hint) or "c"
+    handle, n = base, 0
+    while handle in table:
+        n += 1
+        handle = f"{base}_{n}"
+    table[handle] = array
+    return DenseResourceAttr.from_params(handle, ttype)
+
+
+def attr_array(attr, module: ModuleOp | None = None) -> np.ndarray:
+    """The numpy value of a dense or dense_resource attribute (little surprise: a copy-free view
+    for resources, which may be read-only broadcasts for splats)."""
+    if isinstance(attr, DenseResourceAttr):
+        return resources(module)[attr.resource_handle.data]
+    shape = attr.get_shape()
+    dtype = numpy_dtype(attr.get_element_type())
+    values = attr.get_values()
+    return np.array(values, dtype=dtype).reshape(shape)
+
+
+def is_splat(array: np.ndarray) -> bool:
+    """True for arrays that are one value broadcast (how folded ConstantOfShape is kept)."""
+    return array.size > 1 and all(s == 0 for s in array.strides)
+
+
+def constant_value(value, module: ModuleOp):
+    """The numpy array of an SSA value if it is produced by onnx.Constant, else None."""
+    owner = getattr(value, "owner", None)
+    if owner is None or getattr(owner, "name", None) != "onnx.Constant":
+        return None
+    return attr_array(owner.attributes["value"], module)
+
+
+def make_constant(array: np.ndarray, module: ModuleOp, hint: str = "c") -> IRDLOperation:
+    array = np.asarray(array)
+    attr = dense_attr(array, module, hint)
+    return create("Constant", [], [attr.get_type()], {"value": attr})
+
+
+# ---- ONNX attributes <-> MLIR attributes ----------------------------------------------------
+
+
+def to_mlir_attr(value) -> Attribute:
+    if isinstance(value, bool):
+        return IntegerAttr(int(value), i64)
+    if isinstance(value, int):
+        return IntegerAttr(value, i64)
+    if isinstance(value, float):
+        return FloatAttr(value, f32)
+    if isinstance(value, bytes):
+        return StringAttr(value.decode())
+    if isinstance(value, str):
+        return StringAttr(value)
+    if isinstance(value, np.ndarray):
+        return dense_attr(value)
+    if isinstance(value, (list, tuple)):
+        return ArrayAttr([to_mlir_attr(v) for v in value])
+    raise NotImplementedError(f"attribute value {value!r}")
+
+
+def from_mlir_attr(attr: Attribute):
+    if isinstance(attr, IntegerAttr):
+        return attr.value.data
+    if isinstance(attr, FloatAttr):
+        return attr.value.data
+    if isinstance(attr, StringAttr):
+        return attr.data
+    if isinstance(attr, ArrayAttr):
+        return [from_mlir_attr(a) for a in attr.data]
+    if isinstance(attr, DenseIntOrFPElementsAttr):
+        return attr_array(attr)
+    return attr
+
+
+def get_attr(op, name: str, default=None):
+    attr = op.attributes.get(name)
+    return default if attr is None else from_mlir_attr(attr)
+
+
+def shape_of(value) -> tuple[int, ...]:
+    return tuple(value.type.get_shape())
+
+
+def is_static(t) -> bool:
+    return isinstance(t, TensorType) and all(d >= 0 for d in t.get_shape())
+
+
+__all__ = ["ONNX", "OPS", "create", "op_type", "resources", "make_constant", "Float32Type",
+           "IntegerType"]

@@ -1,0 +1,72 @@
+"""ONNX TensorProto -> numpy, decoding `raw_data` as little-endian explicitly.
+
+ONNX defines raw_data as little-endian whatever machine wrote it, so we decode with an explicit
+'<' dtype rather than numpy's native order (onnx-mlir issue 2851 is what host-order decoding
+costs on big-endian targets). External data is read only from files inside the model's folder.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from onnx import TensorProto
+
+# ONNX data type -> (little-endian numpy dtype, typed field of TensorProto holding the values).
+_DTYPES = {
+    TensorProto.FLOAT: ("<f4", "float_data"),
+    TensorProto.DOUBLE: ("<f8", "double_data"),
+    TensorProto.INT64: ("<i8", "int64_data"),
+    TensorProto.INT32: ("<i4", "int32_data"),
+    TensorProto.INT8: ("<i1", "int32_data"),
+    TensorProto.UINT8: ("<u1", "int32_data"),
+    TensorProto.BOOL: ("|b1", "int32_data"),
+}
+
+
+class ModelError(ValueError):
+    """The ONNX input is malformed or refused (bad file, unsafe external data, ...)."""
+
+
+def _external_bytes(t: TensorProto, base_dir: str | None) -> bytes:
+    info = {e.key: e.value for e in t.external_data}
+    if base_dir is None:
+        raise ModelError(f"tensor {t.name!r} uses external data but the model was not loaded "
+                         "from a file, so there is no folder to read it from")
+    location = info.get("location", "")
+    root = os.path.realpath(base_dir)
+    path = os.path.realpath(os.path.join(root, location))
+    # Refuse anything that escapes the model's folder (absolute paths, '..', symlinks out).
+    if os.path.isabs(location) or os.path.commonpath([root, path]) != root:
+        raise ModelError(f"tensor {t.name!r}: external data path {location!r} points outside "
+                         f"the model folder {root!r}; refused")
+    if not os.path.isfile(path):
+        raise ModelError(f"tensor {t.name!r}: external data file {location!r} not found")
+    offset = int(info.get("offset", 0))
+    length = int(info["length"]) if "length" in info else None
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read() if length is None else f.read(length)
+
+
+def to_array(t: TensorProto, base_dir: str | None = None) -> np.ndarray:
+    if t.data_type not in _DTYPES:
+        raise ModelError(f"tensor {t.name!r}: ONNX element type {t.data_type} is not supported")
+    le_dtype, field = _DTYPES[t.data_type]
+    shape = tuple(int(d) for d in t.dims)
+    count = int(np.prod(shape)) if shape else 1
+    native = np.dtype(le_dtype).newbyteorder("=")
+    if t.data_location == TensorProto.EXTERNAL:
+        raw = _external_bytes(t, base_dir)
+    elif t.HasField("raw_data"):
+        raw = t.raw_data
+    else:
+        values = getattr(t, field)
+        if len(values) != count:
+            raise ModelError(f"tensor {t.name!r}: {len(values)} values for shape {shape}")
+        return np.array(values, dtype=native).reshape(shape)
+    itemsize = np.dtype(le_dtype).itemsize
+    if len(raw) != count * itemsize:
+        raise ModelError(f"tensor {t.name!r}: {len(raw)} bytes of data for shape {shape}")
+    # Explicit little-endian decode, then to native order for numpy arithmetic.
+    return np.frombuffer(raw, dtype=le_dtype).astype(native).reshape(shape)

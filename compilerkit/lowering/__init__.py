@@ -1,0 +1,168 @@
+"""ONNX IR -> Kernel IR (`convert-onnx-to-krnl`).
+
+Assumes the ONNX passes have run: every value has a static shape, parameters given as inputs
+(shapes, axes, pads) are constants. The Kernel IR function takes the model inputs and then the
+outputs as memref arguments (destination passing) and returns nothing. Constants become
+`krnl.global`; every other value is a `krnl.alloc` (given an arena offset later by buffer
+planning), except that a buffer returned by the model is replaced by its output argument.
+One module per op family does the work; this file only dispatches.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, NoneType
+from xdsl.ir import Block, Region
+
+from compilerkit.dialects import krnl
+from compilerkit.dialects import onnx as onnx_d
+from compilerkit.frontend import UnsupportedOpError
+from compilerkit.lowering import conv, elementwise, matmul, norm, pool, reduction, shape_ops
+from compilerkit.lowering.builder import KernelBuilder, memref_type, shape
+from compilerkit.onnx_passes.single_node import main_func
+
+
+def _with_ctx(fn, **wanted):
+    # Some lowerings need the module (to read constant inputs) or the opset (semantics moved).
+    def call(b, op, ins, module, opset):
+        kw = {}
+        if "module" in wanted:
+            kw["module"] = module
+        if "opset" in wanted:
+            kw["opset"] = opset
+        return fn(b, op, ins, **kw)
+    return call
+
+
+LOWERINGS = {}
+for _name in elementwise.UNARY:
+    LOWERINGS[_name] = _with_ctx(elementwise.lower_unary)
+for _name in elementwise.BINARY:
+    LOWERINGS[_name] = _with_ctx(elementwise.lower_binary)
+for _name in elementwise.VARIADIC:
+    LOWERINGS[_name] = _with_ctx(elementwise.lower_variadic)
+LOWERINGS.update({
+    "Clip": _with_ctx(elementwise.lower_clip, module=1, opset=1),
+    "Cast": _with_ctx(elementwise.lower_cast),
+    "Expand": _with_ctx(elementwise.lower_expand),
+    "MatMul": _with_ctx(matmul.lower_matmul),
+    "Gemm": _with_ctx(matmul.lower_gemm),
+    "Conv": _with_ctx(conv.lower_conv),
+    "ConvTranspose": _with_ctx(conv.lower_conv_transpose),
+    "MaxPool": _with_ctx(pool.lower_pool),
+    "AveragePool": _with_ctx(pool.lower_pool),
+    "GlobalAveragePool": _with_ctx(pool.lower_global_pool),
+    "GlobalMaxPool": _with_ctx(pool.lower_global_pool),
+    "Softmax": _with_ctx(norm.lower_softmax, opset=1),
+    "LogSoftmax": _with_ctx(norm.lower_softmax, opset=1),
+    "LRN": _with_ctx(norm.lower_lrn),
+    "BatchNormalization": _with_ctx(norm.lower_batchnorm),
+    "Reshape": _with_ctx(shape_ops.lower_view),
+    "Flatten": _with_ctx(shape_ops.lower_view),
+    "Squeeze": _with_ctx(shape_ops.lower_view),
+    "Unsqueeze": _with_ctx(shape_ops.lower_view),
+    "Transpose": _with_ctx(shape_ops.lower_transpose),
+    "Concat": _with_ctx(shape_ops.lower_concat),
+    "Split": _with_ctx(shape_ops.lower_split, module=1),
+    "Pad": _with_ctx(shape_ops.lower_pad, module=1, opset=1),
+    "Slice": _with_ctx(shape_ops.lower_slice, module=1, opset=1),
+    "Gather": _with_ctx(shape_ops.lower_gather),
+    "ConstantOfShape": _with_ctx(shape_ops.lower_constant_of_shape),
+    "Tile": _with_ctx(shape_ops.lower_tile),
+})
+for _name in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"):
+    LOWERINGS[_name] = _with_ctx(reduction.lower_reduce, module=1)
+
+SUPPORTED = sorted(LOWERINGS)
+
+
+def _label(op) -> str:
+    a = op.attributes.get("onnx_node_name")
+    return a.data if a is not None else "?"
+
+
+def _memref(t):
+    if not onnx_d.is_static(t):
+        raise ValueError(f"type {t} is not static")
+    return memref_type(t.get_shape(), t.element_type)
+
+
+def lower_to_krnl(module: ModuleOp) -> ModuleOp:
+    """A new module holding the Kernel IR of `module` (which is left unchanged)."""
+    from compilerkit.onnx_passes.single_node import opset_of
+
+    src = main_func(module)
+    ret = src.body.block.last_op
+    in_types = [_memref(a.type) for a in src.body.block.args]
+    out_types = [_memref(v.type) for v in ret.operands]
+    block = Block(arg_types=in_types + out_types)
+    b = KernelBuilder(block)
+    values = {a: m for a, m in zip(src.body.block.args, block.args)}
+    new = ModuleOp([])
+    onnx_d.share_resources(module, new)
+    opset = None
+    n_globals = 0
+    for op in src.body.block.ops:
+        if op is ret:
+            break
+        kind = onnx_d.op_type(op)
+        if kind == "NoValue":
+            values[op.results[0]] = None
+            continue
+        if kind == "Constant":
+            value = op.attributes["value"]
+            name = getattr(getattr(value, "resource_handle", None), "data", None)
+            name = f"{name}" if name else f"const_{n_globals}"
+            n_globals += 1
+            g = krnl.GlobalOp(name, value, _memref(value.get_type()))
+            block.add_op(g)
+            values[op.results[0]] = g.res
+            continue
+        if kind == "Dropout" and len(op.operands) > 2 and not isinstance(
+                op.operands[2].type, NoneType):
+            raise UnsupportedOpError(f"node {_label(op)!r}: Dropout in training mode is not "
+                                     "supported (inference only)")
+        if kind not in LOWERINGS:
+            raise UnsupportedOpError(
+                f"node {_label(op)!r}: op {kind!r} cannot be lowered to Kernel IR; supported "
+                f"ops: {', '.join(SUPPORTED)}")
+        for v in list(op.operands) + list(op.results):
+            if not isinstance(v.type, NoneType) and not onnx_d.is_static(v.type) and (
+                    v in values or v in op.results) and (
+                    v not in op.results or v.uses):
+                raise UnsupportedOpError(
+                    f"node {_label(op)!r} ({kind}): value has a dynamic or unknown shape "
+                    f"{v.type}; fix the model's input shapes with input_shapes=")
+        if opset is None:
+            opset = opset_of(op)
+        ins = [values[v] for v in op.operands]
+        while ins and ins[-1] is None:
+            ins.pop()
+        try:
+            outs = LOWERINGS[kind](b, op, ins, module, opset)
+        except NotImplementedError as e:
+            raise UnsupportedOpError(f"node {_label(op)!r}: op {kind!r}: {e}") from None
+        for res, m in zip(op.results, outs):
+            values[res] = m
+    n_in = len(in_types)
+    taken = set()
+    for k, v in enumerate(ret.operands):
+        m, out_arg = values[v], block.args[n_in + k]
+        if isinstance(m.owner, krnl.AllocOp) and m not in taken:
+            taken.add(m)
+            m.replace_all_uses_with(out_arg)
+            block.erase_op(m.owner)
+        else:
+            with b.nest(shape(out_arg)) as ivs:
+                b.store(b.load(m, ivs), out_arg, ivs)
+    block.add_op(func.ReturnOp())
+    f = func.FuncOp("main_graph", (in_types + out_types, []), Region(block))
+    for key in ("input_names", "output_names"):
+        if key in src.attributes:
+            f.attributes[key] = src.attributes[key]
+    f.attributes["num_inputs"] = onnx_d.to_mlir_attr(n_in)
+    new.body.block.add_op(f)
+    return new
+
+
+__all__ = ["lower_to_krnl", "SUPPORTED", "LOWERINGS"]

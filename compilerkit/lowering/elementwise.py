@@ -1,0 +1,167 @@
+"""Lowering of elementwise ONNX ops (unary, binary and variadic, numpy broadcasting) to one
+krnl.iterate over the output: load each input at its broadcast index, scalar math, store.
+
+Assumes static shapes; float math on f32/f64, add/sub/mul/div/max/min also on integers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compilerkit.dialects import onnx as onnx_d
+from compilerkit.lowering.builder import KernelBuilder, broadcast_index, is_float, shape
+
+
+def _sigmoid(b, x, op):
+    one = b.const(1.0, x.type)
+    return b.binary("div", one, b.add_(one, b.unary("exp", b.neg(x))))
+
+
+def _leaky(b, x, op, default=0.01):
+    alpha = b.const(onnx_d.get_attr(op, "alpha", default), x.type)
+    neg = b.cmpf("olt", x, b.const(0.0, x.type))
+    return b.select(neg, b.mul(alpha, x), x)
+
+
+def _elu(b, x, op):
+    alpha = b.const(onnx_d.get_attr(op, "alpha", 1.0), x.type)
+    one = b.const(1.0, x.type)
+    neg = b.cmpf("olt", x, b.const(0.0, x.type))
+    return b.select(neg, b.mul(alpha, b.binary("sub", b.unary("exp", x), one)), x)
+
+
+def _selu(b, x, op):
+    gamma = b.const(onnx_d.get_attr(op, "gamma", 1.05070102214813232421875), x.type)
+    alpha = b.const(onnx_d.get_attr(op, "alpha", 1.67326319217681884765625), x.type)
+    neg = b.cmpf("ole", x, b.const(0.0, x.type))
+    e = b.mul(alpha, b.binary("sub", b.unary("exp", x), b.const(1.0, x.type)))
+    return b.mul(gamma, b.select(neg, e, x))
+
+
+def _hard_sigmoid(b, x, op):
+    alpha = b.const(onnx_d.get_attr(op, "alpha", 0.2), x.type)
+    beta = b.const(onnx_d.get_attr(op, "beta", 0.5), x.type)
+    y = b.add_(b.mul(alpha, x), beta)
+    return b.binary("min", b.binary("max", y, b.const(0.0, x.type)), b.const(1.0, x.type))
+
+
+def _softplus(b, x, op):
+    # log(1 + exp(x)) computed as max(x, 0) + log(1 + exp(-|x|)) so large x does not overflow.
+    zero = b.const(0.0, x.type)
+    e = b.unary("exp", b.neg(b.unary("abs", x)))
+    return b.add_(b.binary("max", x, zero), b.unary("log", b.add_(b.const(1.0, x.type), e)))
+
+
+def _relu(b, x, op):
+    if is_float(x.type):
+        return b.binary("max", x, b.const(0.0, x.type))
+    return b.binary("max", x, b.const(0, x.type))
+
+
+UNARY = {
+    "Relu": _relu,
+    "Sigmoid": _sigmoid,
+    "Tanh": lambda b, x, op: b.unary("tanh", x),
+    "Exp": lambda b, x, op: b.unary("exp", x),
+    "Log": lambda b, x, op: b.unary("log", x),
+    "Sqrt": lambda b, x, op: b.unary("sqrt", x),
+    "Abs": lambda b, x, op: b.unary("abs", x),
+    "Neg": lambda b, x, op: b.neg(x),
+    "Floor": lambda b, x, op: b.unary("floor", x),
+    "Ceil": lambda b, x, op: b.unary("ceil", x),
+    "Reciprocal": lambda b, x, op: b.binary("div", b.const(1.0, x.type), x),
+    "LeakyRelu": _leaky,
+    "Elu": _elu,
+    "Selu": _selu,
+    "HardSigmoid": _hard_sigmoid,
+    "Softplus": _softplus,
+    "Softsign": lambda b, x, op: b.binary(
+        "div", x, b.add_(b.const(1.0, x.type), b.unary("abs", x))),
+    "Identity": lambda b, x, op: x,
+    "Dropout": lambda b, x, op: x,
+}
+
+BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
+VARIADIC = {"Sum": "add", "Max": "max", "Min": "min", "Mean": "add"}
+
+
+def _map(b: KernelBuilder, inputs, out, scalar):
+    """out[ivs] = scalar([in[broadcast(ivs)] for in in inputs])."""
+    with b.nest(shape(out)) as ivs:
+        values = [b.load(m, broadcast_index(b, ivs, shape(m))) for m in inputs]
+        b.store(scalar(values), out, ivs)
+
+
+def lower_unary(b: KernelBuilder, op, ins):
+    kind = onnx_d.op_type(op)
+    out = b.alloc(onnx_d.shape_of(op.results[0]), op.results[0].type.element_type)
+    _map(b, ins[:1], out, lambda v: UNARY[kind](b, v[0], op))
+    return [out]
+
+
+def lower_binary(b: KernelBuilder, op, ins):
+    kind = BINARY[onnx_d.op_type(op)]
+    out = b.alloc(onnx_d.shape_of(op.results[0]), op.results[0].type.element_type)
+    _map(b, ins, out, lambda v: b.binary(kind, v[0], v[1]))
+    return [out]
+
+
+def lower_variadic(b: KernelBuilder, op, ins):
+    name = onnx_d.op_type(op)
+    kind = VARIADIC[name]
+    out = b.alloc(onnx_d.shape_of(op.results[0]), op.results[0].type.element_type)
+
+    def scalar(values):
+        acc = values[0]
+        for v in values[1:]:
+            acc = b.binary(kind, acc, v)
+        if name == "Mean":
+            acc = b.binary("div", acc, b.const(float(len(values)), acc.type))
+        return acc
+
+    _map(b, ins, out, scalar)
+    return [out]
+
+
+def _clip_bounds(op, module, opset):
+    if opset < 11:
+        return onnx_d.get_attr(op, "min", -np.inf), onnx_d.get_attr(op, "max", np.inf)
+    bounds = []
+    for k, default in ((1, -np.inf), (2, np.inf)):
+        if len(op.operands) > k and op.operands[k].type.__class__.__name__ != "NoneType":
+            v = onnx_d.constant_value(op.operands[k], module)
+            if v is None:
+                raise NotImplementedError("Clip with non-constant min/max")
+            bounds.append(float(v))
+        else:
+            bounds.append(default)
+    return bounds
+
+
+def lower_clip(b: KernelBuilder, op, ins, module=None, opset=13):
+    lo, hi = _clip_bounds(op, module, opset)
+    out = b.alloc(onnx_d.shape_of(op.results[0]), op.results[0].type.element_type)
+
+    def scalar(v):
+        x = v[0]
+        if lo != -np.inf:
+            x = b.binary("max", x, b.const(lo, x.type))
+        if hi != np.inf:
+            x = b.binary("min", x, b.const(hi, x.type))
+        return x
+
+    _map(b, ins[:1], out, scalar)
+    return [out]
+
+
+def lower_expand(b: KernelBuilder, op, ins):
+    out = b.alloc(onnx_d.shape_of(op.results[0]), op.results[0].type.element_type)
+    _map(b, ins[:1], out, lambda v: v[0])
+    return [out]
+
+
+def lower_cast(b: KernelBuilder, op, ins):
+    elem = op.results[0].type.element_type
+    out = b.alloc(onnx_d.shape_of(op.results[0]), elem)
+    _map(b, ins[:1], out, lambda v: b.cast(v[0], elem))
+    return [out]

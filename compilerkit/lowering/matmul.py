@@ -1,0 +1,93 @@
+"""Lowering of MatMul (numpy batch broadcasting, 1-D operands) and Gemm (transA/transB,
+alpha, beta, broadcast C) to Kernel IR.
+
+Every product becomes a loop nest over (i, j, k) whose body is one `krnl.matmul` with tile
+[1, 1, 1], i.e. one multiply-add; the -O3 krnl pass `tile_matmul` blocks and permutes that nest
+and grows the tile, so the same op becomes a vectorised micro-kernel. krnl.matmul needs rows of
+B and C contiguous, so a transposed, non-constant B is copied first (constant ones were already
+transposed by the decomposition pass).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compilerkit.dialects import krnl
+from compilerkit.dialects import onnx as onnx_d
+from compilerkit.lowering.builder import KernelBuilder, broadcast_index, shape, strides
+
+
+def emit_matmul(b: KernelBuilder, a, bm, c, m, n, k, offs, a_strides, ldb, ldc):
+    """C[c_off + i*ldc + j] += A[a_off + i*sa + k*sk] * B[b_off + k*ldb + j] over (M, N, K)."""
+    with b.nest([m, n, k]) as (i, j, kk):
+        b.block.add_op(krnl.MatMulOp(a, bm, c, i, j, kk, offs, sizes=[m, n, k], tile=[1, 1, 1],
+                                     strides=[a_strides[0], a_strides[1], ldb, ldc], simd=1))
+
+
+def fill(b: KernelBuilder, out, value):
+    with b.nest(shape(out)) as ivs:
+        b.store(b.const(value, out.type.element_type), out, ivs)
+
+
+def lower_matmul(b: KernelBuilder, op, ins):
+    a, bm = ins
+    sa, sb = list(shape(a)), list(shape(bm))
+    a2 = [1] + sa if len(sa) == 1 else sa
+    b2 = sb + [1] if len(sb) == 1 else sb
+    m, k = a2[-2], a2[-1]
+    n = b2[-1]
+    out_dims = onnx_d.shape_of(op.results[0])
+    out = b.alloc(out_dims, op.results[0].type.element_type)
+    fill(b, out, 0.0)
+    batch = list(np.broadcast_shapes(tuple(a2[:-2]), tuple(b2[:-2])))
+    a_batch, b_batch = a2[:-2], b2[:-2]
+    with b.nest(batch) as ivs:
+        # Element offsets of this batch entry in each flat buffer (broadcast batch dims).
+        def offset(dims, mat_size):
+            idx = broadcast_index(b, ivs, dims) if dims else []
+            st = strides(dims)
+            terms = [(iv, s * mat_size) for iv, s, d in zip(idx, st, dims) if d != 1]
+            return b.affine(terms)
+
+        offs = [offset(a_batch, m * k), offset(b_batch, k * n),
+                b.affine([(iv, s * m * n) for iv, s in zip(ivs, strides(batch))])]
+        emit_matmul(b, a, bm, out, m, n, k, offs, (k, 1), n, n)
+    return [out]
+
+
+def lower_gemm(b: KernelBuilder, op, ins):
+    a, bm = ins[0], ins[1]
+    c = ins[2] if len(ins) > 2 else None
+    trans_a = onnx_d.get_attr(op, "transA", 0)
+    trans_b = onnx_d.get_attr(op, "transB", 0)
+    alpha = onnx_d.get_attr(op, "alpha", 1.0)
+    beta = onnx_d.get_attr(op, "beta", 1.0)
+    m, n = onnx_d.shape_of(op.results[0])
+    k = shape(a)[0] if trans_a else shape(a)[1]
+    elem = op.results[0].type.element_type
+    if trans_b:
+        # Copy B^T into a row-major (K, N) buffer: the micro-kernel reads rows of B.
+        bt = b.alloc([k, n], elem)
+        with b.nest([k, n]) as (kk, j):
+            b.store(b.load(bm, [j, kk]), bt, [kk, j])
+        bm = bt
+    out = b.alloc([m, n], elem)
+    scale_after = alpha != 1.0
+    if c is not None and beta != 0.0 and not scale_after:
+        with b.nest([m, n]) as ivs:
+            v = b.load(c, broadcast_index(b, ivs, shape(c)))
+            if beta != 1.0:
+                v = b.mul(v, b.const(beta, elem))
+            b.store(v, out, ivs)
+    else:
+        fill(b, out, 0.0)
+    zero = b.index(0)
+    emit_matmul(b, a, bm, out, m, n, k, [zero, zero, zero], (1, m) if trans_a else (k, 1), n, n)
+    if scale_after:
+        with b.nest([m, n]) as ivs:
+            v = b.mul(b.load(out, ivs), b.const(alpha, elem))
+            if c is not None and beta != 0.0:
+                cv = b.mul(b.load(c, broadcast_index(b, ivs, shape(c))), b.const(beta, elem))
+                v = b.add_(v, cv)
+            b.store(v, out, ivs)
+    return [out]

@@ -1,0 +1,82 @@
+"""Constant folding on ONNX IR: an op whose operands are all constants becomes a constant.
+
+Covers the shape-computing subgraphs Keras/tf2onnx export (Shape -> Gather/Slice -> Concat ->
+Cast/Unsqueeze -> Reshape): `Shape` and `Size` of a statically shaped value fold even though
+their operand is not constant. Values are computed by ONNX's reference evaluator, so folding
+means what the ONNX spec says. ConstantOfShape folds to a splat kept as a zero-copy broadcast
+(the light models build all their weights this way). Results above FOLD_LIMIT elements are left
+alone unless they are splats, so folding never blows up the model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx.reference import ReferenceEvaluator
+from xdsl.dialects.builtin import NoneType
+
+from compilerkit.dialects import onnx as onnx_d
+from compilerkit.onnx_passes.single_node import main_func, node_model
+
+FOLD_LIMIT = 1 << 22
+# Ops never folded: they have side inputs of no value, or folding would only copy.
+_NEVER = {"Constant", "NoValue", "Dropout"}
+
+
+def _evaluate(op, module):
+    kind = onnx_d.op_type(op)
+    operands = [v for v in op.operands if not isinstance(v.type, NoneType)]
+    if kind in ("Shape", "Size") and all(onnx_d.is_static(v.type) for v in operands):
+        shape = np.array(onnx_d.shape_of(operands[0]), dtype=np.int64)
+        if kind == "Size":
+            return [np.array(int(np.prod(shape)), dtype=np.int64)]
+        start = onnx_d.get_attr(op, "start", 0)
+        end = onnx_d.get_attr(op, "end", None)
+        return [shape[start:end]]
+    values = [onnx_d.constant_value(v, module) for v in operands]
+    if any(v is None for v in values):
+        return None
+    if kind == "ConstantOfShape":
+        fill = onnx_d.get_attr(op, "value", np.zeros(1, np.float32))
+        fill = np.asarray(fill).reshape(-1)[:1]
+        shape = tuple(int(d) for d in values[0])
+        return [np.broadcast_to(fill.reshape(()), shape)]
+    if any(v.size > FOLD_LIMIT for v in values):
+        return None
+    model = node_model(op, module, with_constants=False)
+    feeds = {f"in{k}": np.array(v, order="C")
+             for k, v in enumerate(op.operands) if not isinstance(v.type, NoneType)
+             for v in [onnx_d.constant_value(v, module)]}
+    try:
+        return list(ReferenceEvaluator(model).run(None, feeds))
+    except Exception:  # noqa: BLE001 - not foldable here; lowering will compile it instead
+        return None
+
+
+def fold_constants(module) -> bool:
+    """Fold every all-constant op; returns whether anything changed."""
+    f = main_func(module)
+    block = f.body.block
+    changed = False
+    for op in list(f.body.block.ops):
+        if not op.name.startswith("onnx.") or onnx_d.op_type(op) in _NEVER:
+            continue
+        if not op.results or not all(r.uses for r in op.results):
+            continue
+        outs = _evaluate(op, module)
+        if outs is None:
+            continue
+        hint = op.attributes["onnx_node_name"].data if "onnx_node_name" in op.attributes else "c"
+        new_ops = []
+        for res, value in zip(op.results, outs):
+            value = np.asarray(value)
+            want = res.type.element_type if hasattr(res.type, "element_type") else None
+            if want is not None:
+                value = value.astype(onnx_d.numpy_dtype(want), copy=False)
+            c = onnx_d.make_constant(value, module, hint)
+            new_ops.append(c)
+        f.body.block.insert_ops_before(new_ops, op)
+        for res, c in zip(op.results, new_ops):
+            res.replace_all_uses_with(c.results[0])
+        block.erase_op(op)
+        changed = True
+    return changed

@@ -1,0 +1,42 @@
+"""Shared helpers: build one-node ONNX models and compare compilerkit with onnxruntime."""
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper, numpy_helper
+
+import compilerkit as ck
+
+
+def make_model(nodes, inputs, outputs, inits=(), opset=13):
+    """inputs: [(name, array)], outputs: [name]; shapes of outputs left to inference."""
+    vi = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+          for n, a in inputs]
+    vo = [helper.make_empty_tensor_value_info(n) for n in outputs]
+    g = helper.make_graph(nodes, "g", vi, vo,
+                          [numpy_helper.from_array(np.asarray(a), n) for n, a in inits])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def ort_run(model, arrays):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    feeds = {i.name: a for i, a in zip(s.get_inputs(), arrays)}
+    return s.run(None, feeds)
+
+
+def check(model, arrays, opt_level=3, rtol=1e-4, atol=1e-5):
+    ref = ort_run(model, arrays)
+    out = ck.compile(model, opt_level=opt_level, asm=False).run(*arrays)
+    assert len(out) == len(ref)
+    for o, r in zip(out, ref):
+        assert o.shape == r.shape
+        np.testing.assert_allclose(o, r, rtol=rtol, atol=atol)
+    return out
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)

@@ -1,0 +1,118 @@
+"""Bad input gives clear Python errors, never a crash."""
+
+import os
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ckhelpers import make_model  # noqa: E402
+
+import compilerkit as ck  # noqa: E402
+
+
+def relu_model(shape=(2, 3)):
+    return make_model([helper.make_node("Relu", ["x"], ["y"], name="r")],
+                      [("x", np.zeros(shape, np.float32))], ["y"])
+
+
+def test_truncated_file(tmp_path):
+    data = relu_model().SerializeToString()
+    p = tmp_path / "t.onnx"
+    p.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ck.ModelError, match="truncated|not a valid|not an ONNX"):
+        ck.compile(str(p))
+
+
+def test_not_onnx(tmp_path):
+    p = tmp_path / "t.onnx"
+    p.write_text("hello, this is not a protobuf\n")
+    with pytest.raises(ck.ModelError):
+        ck.compile(str(p))
+
+
+def test_unsupported_op_names_node_and_lists_supported():
+    m = make_model([helper.make_node("Hardmax", ["x"], ["y"], name="the_node")],
+                   [("x", np.zeros((2, 3), np.float32))], ["y"])
+    with pytest.raises(ck.UnsupportedOpError) as e:
+        ck.compile(m)
+    msg = str(e.value)
+    assert "the_node" in msg and "Hardmax" in msg and "Conv" in msg
+
+
+def test_dynamic_dim_needs_input_shapes():
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 3])
+    y = helper.make_empty_tensor_value_info("y")
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(ck.ModelError, match="'x'.*dynamic|input_shapes"):
+        ck.compile(m)
+    cm = ck.compile(m, input_shapes={"x": [4, 3]}, asm=False)
+    a = np.arange(-6, 6, dtype=np.float32).reshape(4, 3)
+    np.testing.assert_array_equal(cm.run(a)[0], np.maximum(a, 0))
+
+
+def test_wrong_shape_and_dtype_checked_before_native_code():
+    cm = ck.compile(relu_model(), asm=False)
+    with pytest.raises(ck.InputError, match=r"'x'.*\[2, 3\]"):
+        cm.run(np.zeros((3, 2), np.float32))
+    with pytest.raises(ck.InputError, match="float32"):
+        cm.run(np.zeros((2, 3), np.float64))
+    with pytest.raises(ck.InputError, match="expected 1 inputs"):
+        cm.run()
+
+
+def test_noncontiguous_and_big_endian_inputs_are_fine():
+    cm = ck.compile(relu_model((3, 2)), asm=False)
+    a = np.arange(-3, 3, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(cm.run(a.T)[0], np.maximum(a.T, 0))
+    big = a.T.astype(">f4")
+    with pytest.raises(ck.InputError):  # dtype differs (>f4 is not float32 native)
+        cm.run(big) if np.dtype(">f4") != np.float32 else (_ for _ in ()).throw(ck.InputError())
+
+
+def _external_model(tmp_path, location):
+    w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
+    w.ClearField("raw_data")
+    w.ClearField("float_data")
+    w.data_location = onnx.TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", "0"), ("length", "24")):
+        e = w.external_data.add()
+        e.key, e.value = k, v
+    m = make_model([helper.make_node("Add", ["x", "w"], ["y"])],
+                   [("x", np.zeros((2, 3), np.float32))], ["y"])
+    m.graph.initializer.append(w)
+    d = tmp_path / "model"
+    d.mkdir()
+    p = d / "m.onnx"
+    p.write_bytes(m.SerializeToString())
+    return p
+
+
+def test_external_data_inside_folder_is_read(tmp_path):
+    p = _external_model(tmp_path, "w.bin")
+    (p.parent / "w.bin").write_bytes(np.full((2, 3), 2.5, "<f4").tobytes())
+    cm = ck.compile(str(p), asm=False)
+    np.testing.assert_array_equal(cm.run(np.ones((2, 3), np.float32))[0], np.full((2, 3), 3.5))
+
+
+@pytest.mark.parametrize("location", ["../secret.bin", "/etc/passwd"])
+def test_external_data_outside_folder_is_refused(tmp_path, location):
+    (tmp_path / "secret.bin").write_bytes(b"\0" * 24)
+    p = _external_model(tmp_path, location)
+    with pytest.raises(ck.ModelError, match="outside"):
+        ck.compile(str(p))
+
+
+def test_raw_data_is_decoded_little_endian():
+    from compilerkit.frontend import to_array
+    t = onnx.TensorProto()
+    t.data_type = onnx.TensorProto.FLOAT
+    t.dims.append(2)
+    t.raw_data = np.array([1.5, -2.0], "<f4").tobytes()
+    np.testing.assert_array_equal(to_array(t), [1.5, -2.0])
+    t.raw_data = np.array([1.5, -2.0], ">f4").tobytes()  # wrong order must NOT round-trip
+    assert not np.array_equal(to_array(t), [1.5, -2.0])
