@@ -1,0 +1,40 @@
+"""mlsys_datasets: the workbench's data and model zoo (no downloads, everything seeded).
+
+* Keras models (``models``): ``mlp``, ``lenet``, ``small_resnet``, ``resnet50``, ``unet3d``,
+  ``keras_model(name, **params)``.
+* Synthetic data (numpy only): ``digits(n, seed)`` (``digit_images``),
+  ``brats_volumes(n, side, seed)`` (``brats``).
+* Committed ONNX files (``zoo``): ``ONNX_MODELS``, ``onnx_path(name)``, ``load_onnx(name)``,
+  ``manifest()``; rebuilt and verified by ``python -m mlsys_datasets build|check|list``.
+
+Importing the package is cheap: TensorFlow is imported only when a Keras model is first asked
+for, onnx only when a model file is loaded.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .zoo import ONNX_MODELS, load_onnx, manifest, onnx_path
+
+# name -> submodule that defines it; resolved on first access (PEP 562) so that
+# `from mlsys_datasets import digits` never drags TensorFlow in.
+_LAZY = {
+    "mlp": "models", "lenet": "models", "small_resnet": "models", "resnet50": "models",
+    "unet3d": "models", "keras_model": "models", "MODEL_NAMES": "models",
+    "digits": "digit_images", "brats_volumes": "brats",
+}
+
+__all__ = ["ONNX_MODELS", "onnx_path", "load_onnx", "manifest", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
