@@ -6,6 +6,7 @@
     k = lower(m, opt_level=3)               # Kernel IR (krnl dialect), scheduled, buffers planned
     llvm_ir = to_llvm(k)                    # LLVM IR text
     cm = compile("model.onnx")              # all of it, + `.run(*arrays)` and `.stages`
+    cm = compile_kernel(k)                  # from (hand-rescheduled) Kernel IR onwards
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ from compilerkit.codegen import ENTRY, emit_llvm
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError, UnsupportedOpError, import_model
 from compilerkit.ir import parse_ir, print_ir
-from compilerkit.krnl_passes import plan_buffers, tile_matmul
+from compilerkit.krnl_passes import plan_buffers, tile_matmul, unroll_small
 from compilerkit.lowering import SUPPORTED, lower_to_krnl
 from compilerkit.onnx_passes import run_onnx_passes
 from compilerkit.onnx_passes.single_node import main_func
 from compilerkit.runtime import InputError, Session
+from compilerkit.stages import Stages
 
-__all__ = ["compile", "import_onnx", "optimize_onnx", "lower", "to_llvm", "CompiledModel",
+__all__ = ["compile", "compile_kernel", "import_onnx", "optimize_onnx", "lower", "to_llvm",
+           "CompiledModel",
            "ModelError", "UnsupportedOpError", "InputError", "SUPPORTED", "print_ir",
            "parse_ir", "Target", "get_backend"]
 
@@ -42,11 +45,14 @@ def optimize_onnx(module):
 
 
 def lower(module, opt_level: int = 3, target: Target | None = None):
-    """ONNX IR -> Kernel IR: lowering, the -O3 matmul schedule, buffer planning."""
+    """ONNX IR -> Kernel IR: lowering, the -O3 matmul schedule, -O2+ unrolling of short inner
+    loops, buffer planning."""
     kmodule = lower_to_krnl(module)
     if opt_level >= 3:
         simd = target.vector_width if target is not None else 8
         tile_matmul(kmodule, simd=simd)
+    if opt_level >= 2:
+        unroll_small(kmodule)
     plan_buffers(kmodule)
     return kmodule
 
@@ -70,8 +76,8 @@ def _signature(func_op, n_inputs):
 
 
 class CompiledModel:
-    """A compiled model: `.run(*arrays) -> list[np.ndarray]`, `.stages` (stage -> text),
-    `.timings` (stage -> seconds), `.arena_bytes` / `.naive_bytes` (buffer planning)."""
+    """A compiled model: `.run(*arrays) -> list[np.ndarray]`, `.stages` (stage -> text; the IR
+    texts of `compile` and "asm" are generated on first access), `.timings` (stage -> seconds; "asm" is the JIT's machine code), `.arena_bytes` / `.naive_bytes` (buffer planning)."""
 
     def __init__(self, stages, timings, session, inputs, outputs, arena_bytes, naive_bytes,
                  llvm_module, backend, opt_level):
@@ -103,24 +109,41 @@ def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
         raise ValueError(f"opt_level must be 0..3, got {opt_level}")
     backend = get_backend(target)
     timings = OrderedDict()
-    stages = OrderedDict()
+    stages = Stages()
     t = time.perf_counter()
     module = import_onnx(model, input_shapes)
     optimize_onnx(module)
-    stages["onnx-ir"] = print_ir(module)
+    # Printed on first access: the module is private to this compile and no longer changes.
+    stages.set("onnx-ir", lambda: print_ir(module))
     timings["onnx-ir"] = time.perf_counter() - t
     t = time.perf_counter()
     kmodule = lower(module, opt_level, backend.target)
-    stages["kernel-ir"] = print_ir(kmodule)
     timings["kernel-ir"] = time.perf_counter() - t
+    stages.set("kernel-ir", lambda: print_ir(kmodule))
+    return _native(kmodule, backend, opt_level, stages, timings, asm)
+
+
+def compile_kernel(kmodule, target: str = "host", opt_level: int = 3,
+                   asm: bool = True) -> CompiledModel:
+    """Compile a Kernel IR module (from `lower`, perhaps rescheduled by hand with
+    `krnl_passes.block` / `permute` / `unroll`) to native code. The module is only read."""
+    if opt_level not in (0, 1, 2, 3):
+        raise ValueError(f"opt_level must be 0..3, got {opt_level}")
+    stages = Stages()
+    stages.set("kernel-ir", print_ir(kmodule))  # now: the caller may change the module later
+    return _native(kmodule, get_backend(target), opt_level, stages, OrderedDict(), asm)
+
+
+def _native(kmodule, backend, opt_level, stages, timings, asm) -> CompiledModel:
     t = time.perf_counter()
     text = to_llvm(kmodule, backend.target)
     optimized, mod = backend.optimize(text, opt_level)
-    stages["llvm-ir"] = optimized
+    stages.set("llvm-ir", optimized)
     timings["llvm-ir"] = time.perf_counter() - t
     t = time.perf_counter()
     if asm:
-        stages["asm"] = backend.assembly(mod, opt_level)
+        # Produced on first look-up: a second full code generation (stages.py).
+        stages.set("asm", lambda: backend.assembly(mod, opt_level))
     fn, arena, engine = backend.load(mod, ENTRY)
     timings["asm"] = time.perf_counter() - t
     f = main_func(kmodule)

@@ -56,6 +56,10 @@ class HostBackend(Backend):
             pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
             pto.loop_vectorization = opt_level >= 2
             pto.slp_vectorization = opt_level >= 2
+            # LLVM's unroller fully unrolled every short constant-trip nest of a model and
+            # dominated -O3 compile time; short loops are unrolled in Kernel IR instead
+            # (krnl_passes/unroll_small.py), the micro-kernel is register-blocked by hand.
+            pto.loop_unrolling = False
             pb = llvm.create_pass_builder(tm, pto)
             pb.getModulePassManager().run(mod, pb)
         return str(mod), mod

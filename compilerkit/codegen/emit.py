@@ -20,9 +20,7 @@ import math
 import llvmlite.ir as ir
 import numpy as np
 from xdsl.dialects import arith, func
-from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (
-    DenseResourceAttr,
     Float32Type,
     Float64Type,
     IndexType,
@@ -30,6 +28,7 @@ from xdsl.dialects.builtin import (
 )
 
 from compilerkit.codegen.mathlib import MathLib
+from compilerkit.codegen.microkernel import counted_loop, matmul_kernel
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.onnx_passes.single_node import main_func
@@ -108,22 +107,7 @@ class Emitter:
         return acc if acc is not None else ir.Constant(I64, 0)
 
     def loop(self, lo, hi, step, body):
-        b = self.b
-        pre = b.block
-        head = b.append_basic_block("loop")
-        inner = b.append_basic_block("body")
-        done = b.append_basic_block("done")
-        b.branch(head)
-        b.position_at_end(head)
-        iv = b.phi(I64)
-        iv.add_incoming(lo, pre)
-        b.cbranch(b.icmp_signed("<", iv, hi), inner, done)
-        b.position_at_end(inner)
-        body(iv)
-        iv.add_incoming(b.add(iv, step), b.block)
-        b.branch(head)
-        b.position_at_end(done)
-        return iv
+        return counted_loop(self.b, lo, hi, step, body)
 
     def imin(self, a, c):
         return self.b.select(self.b.icmp_signed("<", a, c), a, c)
@@ -142,13 +126,30 @@ class Emitter:
         array = onnx_d.attr_array(value, self.kmodule)
         if array.dtype == np.bool_:
             array = array.astype(np.int8)
-        if onnx_d.is_splat(array) and array.size > 1024:
+        if array.size == 0:
+            g.initializer = ir.Constant(at, None)  # an empty tensor: one unused element
+        elif onnx_d.is_splat(array) and array.size > 1024:
             g.initializer = ir.Constant(at, None)  # zeroinitializer, filled at first run
             self.splat_fills.append((g, array.reshape(-1)[0].item(), n, elem))
         else:
             g.initializer = ir.FormattedConstant(at, _const_text(array, elem))
             g.global_constant = True
         return self.b.bitcast(g, mem_type(elem).as_pointer())
+
+    def _fill_fn(self, t):
+        name = f"ck_fill_{str(t).replace(' ', '')}"
+        if name in self.module.globals:
+            return self.module.globals[name]
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [t.as_pointer(), t, I64]),
+                         name)
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        p, value, n = fn.args
+        counted_loop(b, ir.Constant(I64, 0), n, ir.Constant(I64, 1),
+                     lambda i: b.store(value, b.gep(p, [i])))
+        b.ret_void()
+        return fn
 
     # ---- the entry function ----------------------------------------------------------------
     def emit(self):
@@ -169,8 +170,11 @@ class Emitter:
         self.start = self.b.block
         body = fn.append_basic_block("body")
         self.b.position_at_end(body)
-        for op in f.body.block.ops:
-            self.op(op)
+        for group in _op_groups(f.body.block):
+            if isinstance(group, list):
+                self.outline(group)
+            else:
+                self.op(group)
         self.b.ret_void()
         # Splat constants are filled on the first call only (a flag global remembers).
         self.b.position_at_end(self.start)
@@ -183,10 +187,11 @@ class Emitter:
             self.b.cbranch(ready, body, fill_bb)
             self.b.position_at_end(fill_bb)
             for g, value, n, elem in self.splat_fills:
-                p = self.b.bitcast(g, mem_type(elem).as_pointer())
-                c = ir.Constant(mem_type(elem), value)
-                self.loop(ir.Constant(I64, 0), ir.Constant(I64, n), ir.Constant(I64, 1),
-                          lambda i, p=p, c=c: self.b.store(c, self.b.gep(p, [i])))
+                # One shared fill loop per element type, called per constant: hundreds of
+                # inlined fill loops in one function made LLVM's -O3 slow (DenseNet).
+                t = mem_type(elem)
+                p = self.b.bitcast(g, t.as_pointer())
+                self.b.call(self._fill_fn(t), [p, ir.Constant(t, value), ir.Constant(I64, n)])
             self.b.store(ir.Constant(ir.IntType(8), 1), flag)
             self.b.branch(body)
         else:
@@ -224,7 +229,10 @@ class Emitter:
         elif isinstance(op, krnl.UnrollOp):
             self.unrolled.add(op.loop)
         elif isinstance(op, krnl.IterateOp):
-            self.iterate(op)
+            if self.b.function is self.fn:
+                self.outline([op])
+            else:
+                self.iterate(op)
         elif isinstance(op, krnl.LoadOp):
             p = b.gep(self.ptr(op.memref), [self.linear(op.memref, op.indices)])
             v = b.load(p)
@@ -272,7 +280,9 @@ class Emitter:
             r = b.select(pick, v[0], v[1])
             return b.select(b.fcmp_unordered("uno", v[0], v[0]), v[0], r)
         if n in ("maxsi", "minsi"):
-            return b.select(b.icmp_signed(">" if n == "maxsi" else "<", v[0], v[1]), v[0], v[1])
+            # i1 holds booleans: signed, true would be -1 and max(true, false) false.
+            cmp = b.icmp_unsigned if v[0].type == ir.IntType(1) else b.icmp_signed
+            return b.select(cmp(">" if n == "maxsi" else "<", v[0], v[1]), v[0], v[1])
         if n == "negf":
             return b.fneg(v[0])
         if n == "select":
@@ -315,6 +325,56 @@ class Emitter:
                                                 else b.trunc(v[0], t))
         raise NotImplementedError(f"codegen: arith.{n}")
 
+    # ---- one function per top-level loop nest ----------------------------------------------
+    def outline(self, nests):
+        """Emit top-level krnl.iterate nests (those of one ONNX node) as one internal, noinline
+        function and call it.
+
+        LLVM's optimisation time grows faster than linearly with function size, and it also
+        pays a fixed cost per function: one function per ONNX node keeps each unit small and
+        their number low (and the asm readable, one label per node). The nests' buffers become
+        `noalias` pointer parameters: buffer planning gives buffers that are live at the same
+        time disjoint arena ranges, and views share one parameter, so the vectoriser needs no
+        run-time overlap checks. Constants are rematerialised inside.
+        """
+        inside = set()
+        for op in nests:
+            for inner in op.walk():
+                inside.update(inner.results)
+                for region in inner.regions:
+                    for blk in region.blocks:
+                        inside.update(blk.args)
+        params, seen = [], {}
+        for inner in (x for op in nests for x in op.walk()):
+            for v in inner.operands:
+                if v in inside or isinstance(v.type, krnl.LoopType) or v in seen:
+                    continue
+                lv = self.values[v]
+                seen[v] = lv
+                if not isinstance(lv, ir.Constant) and all(lv is not q for q in params):
+                    params.append(lv)
+        self.n_outlined = getattr(self, "n_outlined", 0) + 1
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [q.type for q in params]),
+                         f"{ENTRY}_{_op_label(nests[0], self.n_outlined)}")
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        fn.attributes.add("nounwind")
+        for arg in fn.args:
+            if isinstance(arg.type, ir.PointerType):
+                arg.add_attribute("noalias")
+        saved_b, saved_alloca = self.b, self.alloca_block
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.alloca_block = self.b.block
+        for v, lv in seen.items():
+            if not isinstance(lv, ir.Constant):
+                self.values[v] = fn.args[next(k for k, q in enumerate(params) if q is lv)]
+        for op in nests:
+            self.iterate(op)
+        self.b.ret_void()
+        self.b, self.alloca_block = saved_b, saved_alloca
+        self.values.update(seen)
+        self.b.call(fn, params)
+
     # ---- loops -----------------------------------------------------------------------------
     def iterate(self, op):
         original = list(op.original)
@@ -356,11 +416,6 @@ class Emitter:
         level(0)
 
     # ---- the matmul micro-kernel -----------------------------------------------------------
-    def alloca(self, t):
-        with self.b.goto_block(self.alloca_block):
-            self.b.position_at_start(self.alloca_block)
-            return self.b.alloca(t)
-
     def matmul(self, op):
         b = self.b
         a, bm, c = (self.ptr(v) for v in (op.a, op.b, op.c))
@@ -369,86 +424,53 @@ class Emitter:
         m, n, kk = krnl.ints_of(op.sizes)
         tm, tn, tk = krnl.ints_of(op.tile)
         sa_r, sa_k, ldb, ldc = krnl.ints_of(op.strides)
-        simd = op.simd.value.data
         C = lambda v: ir.Constant(I64, v)  # noqa: E731
-        elem_t = a.type.pointee
         if (tm, tn, tk) == (1, 1, 1):
             av = b.load(b.gep(a, [b.add(a_off, b.add(b.mul(i0, C(sa_r)), b.mul(k0, C(sa_k))))]))
             bv = b.load(b.gep(bm, [b.add(b_off, b.add(b.mul(k0, C(ldb)), j0))]))
             cp = b.gep(c, [b.add(c_off, b.add(b.mul(i0, C(ldc)), j0))])
             b.store(b.fadd(b.load(cp), b.fmul(av, bv)), cp)
             return
-        i_end = self.imin(b.add(i0, C(tm)), C(m))
-        j_end = self.imin(b.add(j0, C(tn)), C(n))
-        k_end = self.imin(b.add(k0, C(tk)), C(kk))
-        vt = ir.VectorType(elem_t, simd)
-        vp = vt.as_pointer()
-        fma = self._fmuladd(vt)
-        mr, nv = 4, 2  # 4 rows x 2 vectors of accumulators
+        # A whole tile: call the shared micro-kernel (microkernel.py) on its clipped bounds.
+        kernel = matmul_kernel(self.module, a.type.pointee, op.simd.value.data)
+        ends = [self.imin(b.add(v, C(t)), C(size)) for v, t, size in
+                ((i0, tm, m), (j0, tn, n), (k0, tk, kk))]
+        b.call(kernel, [a, bm, c, i0, ends[0], j0, ends[1], k0, ends[2], a_off, b_off, c_off,
+                        C(sa_r), C(sa_k), C(ldb), C(ldc)])
 
-        def a_at(row, k):
-            return b.load(b.gep(a, [b.add(a_off, b.add(b.mul(row, C(sa_r)), b.mul(k, C(sa_k))))]))
 
-        def kernel(rows, ii):
-            # acc[r][v] = C[ii+r, jj + v*simd ...] over full vector column blocks.
-            accs = [[self.alloca(vt) for _ in range(nv)] for _ in range(rows)]
+def _op_groups(block):
+    """The top-level ops in emission order, runs of krnl.iterate from one ONNX node (lowering
+    tags them `onnx_node`) gathered into lists. Other top-level ops (alloc, global, reshape,
+    loop handles, constants) only define values, never read a nest's writes, so the ones
+    between two nests of a run are emitted before the run."""
+    out, run, pending, tag = [], [], [], None
+    for op in block.ops:
+        if isinstance(op, krnl.IterateOp):
+            t = op.attributes.get("onnx_node")
+            t = t.data if t is not None else None
+            if run and (t is None or t != tag):
+                out.append(run)
+                run = []
+            out.extend(pending)
+            pending = []
+            run.append(op)
+            tag = t
+        elif run:
+            pending.append(op)
+        else:
+            out.append(op)
+    if run:
+        out.append(run)
+    out.extend(pending)
+    return out
 
-            def cols(jj):
-                cptrs = [[b.bitcast(b.gep(c, [b.add(c_off, b.add(
-                    b.mul(b.add(ii, C(r)), C(ldc)), b.add(jj, C(v * simd))))]), vp)
-                    for v in range(nv)] for r in range(rows)]
-                for r in range(rows):
-                    for v in range(nv):
-                        ld = b.load(cptrs[r][v], align=4)
-                        b.store(ld, accs[r][v])
 
-                def ks(k):
-                    brow = b.add(b_off, b.mul(k, C(ldb)))
-                    bvs = [b.load(b.bitcast(b.gep(bm, [b.add(brow, b.add(jj, C(v * simd)))]),
-                                            vp), align=4) for v in range(nv)]
-                    for r in range(rows):
-                        s = a_at(b.add(ii, C(r)), k)
-                        splat = b.shuffle_vector(
-                            b.insert_element(ir.Constant(vt, None), s, C(0)),
-                            ir.Constant(vt, None), ir.Constant(ir.VectorType(ir.IntType(32),
-                                                                             simd), None))
-                        for v in range(nv):
-                            b.store(b.call(fma, [splat, bvs[v], b.load(accs[r][v])]),
-                                    accs[r][v])
-
-                self.loop(k0, k_end, C(1), ks)
-                for r in range(rows):
-                    for v in range(nv):
-                        b.store(b.load(accs[r][v]), cptrs[r][v], align=4)
-
-            jv = self.loop(j0, b.sub(j_end, C(nv * simd - 1)), C(nv * simd), cols)
-
-            # Leftover columns: scalar dot products.
-            def scalar_col(j):
-                for r in range(rows):
-                    row = b.add(ii, C(r))
-                    cp = b.gep(c, [b.add(c_off, b.add(b.mul(row, C(ldc)), j))])
-                    acc = self.alloca(elem_t)
-                    b.store(b.load(cp), acc)
-
-                    def ks(k, row=row, acc=acc):
-                        bv = b.load(b.gep(bm, [b.add(b_off, b.add(b.mul(k, C(ldb)), j))]))
-                        b.store(b.fadd(b.load(acc), b.fmul(a_at(row, k), bv)), acc)
-
-                    self.loop(k0, k_end, C(1), ks)
-                    b.store(b.load(acc), cp)
-
-            self.loop(jv, j_end, C(1), scalar_col)
-
-        iv = self.loop(i0, b.sub(i_end, C(mr - 1)), C(mr), lambda ii: kernel(mr, ii))
-        self.loop(iv, i_end, C(1), lambda ii: kernel(1, ii))
-
-    def _fmuladd(self, vt):
-        suffix = "f32" if vt.element == ir.FloatType() else "f64"
-        name = f"llvm.fmuladd.v{vt.count}{suffix}"
-        if name in self.module.globals:
-            return self.module.globals[name]
-        return ir.Function(self.module, ir.FunctionType(vt, [vt, vt, vt]), name)
+def _op_label(op, n: int) -> str:
+    """A function name for an outlined nest: the ONNX node it came from when lowering said so."""
+    name = op.attributes.get("onnx_node")
+    text = name.data if name is not None else "nest"
+    return f"{n}_" + "".join(ch if ch.isalnum() else "_" for ch in text)[:40]
 
 
 def emit_llvm(kmodule, target) -> ir.Module:

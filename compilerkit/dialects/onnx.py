@@ -87,8 +87,11 @@ def create(op_type_: str, operands, result_types, attributes=None) -> IRDLOperat
 # ---- element types -------------------------------------------------------------------------
 
 # ONNX TensorProto data type <-> MLIR element type <-> numpy dtype.
-_ELEM = {1: f32, 11: f64, 7: i64, 6: i32, 9: i1}
-_NP = {1: np.float32, 11: np.float64, 7: np.int64, 6: np.int32, 9: np.bool_}
+# Signed integers and floats only: MLIR integers are signless and arith picks signed division,
+# comparison and widening, so unsigned types would need their own lowering rules.
+_ELEM = {1: f32, 11: f64, 7: i64, 6: i32, 5: IntegerType(16), 3: IntegerType(8), 9: i1}
+_NP = {1: np.float32, 11: np.float64, 7: np.int64, 6: np.int32, 5: np.int16, 3: np.int8,
+       9: np.bool_}
 
 
 def elem_type(onnx_dtype: int) -> Attribute:

@@ -130,9 +130,12 @@ def _onnx_attr_value(a: onnx.AttributeProto, base_dir):
 def import_model(model, input_shapes: dict | None = None) -> ModuleOp:
     """ONNX model (path, bytes or ModelProto) -> ONNX IR module with one `main_graph` func."""
     proto, base_dir = load_model(model)
-    for opset in proto.opset_import:
-        if opset.domain not in ("", "ai.onnx"):
-            raise UnsupportedOpError(f"operator domain {opset.domain!r} is not supported")
+    # Exporters (tf2onnx, keras2onnx) declare ai.onnx.ml even when no node uses it: refuse a
+    # foreign domain only where a node actually belongs to it.
+    for node in proto.graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            raise UnsupportedOpError(f"node {node.name or node.op_type!r}: operator domain "
+                                     f"{node.domain!r} ({node.op_type}) is not supported")
     proto = _fix_input_shapes(proto, input_shapes)
     types = _value_types(proto)
     g = proto.graph
@@ -140,6 +143,12 @@ def import_model(model, input_shapes: dict | None = None) -> ModuleOp:
     values = {}
     inits = {t.name: t for t in g.initializer}
     inputs = [i for i in g.input if i.name not in inits]
+    for i in inputs:
+        if i.name not in types:
+            dt = i.type.tensor_type.elem_type
+            name = onnx.TensorProto.DataType.Name(dt) if dt else "no tensor type"
+            raise UnsupportedOpError(f"input {i.name!r}: element type {name} is not supported "
+                                     f"(supported: float, double, int8/16/32/64, bool)")
     arg_types = [types[i.name] for i in inputs]
     block = Block(arg_types=arg_types)
     for inp, arg in zip(inputs, block.args):

@@ -2,6 +2,8 @@
 
 from compilerkit.krnl_passes.buffers import plan_buffers
 from compilerkit.krnl_passes.schedule import block, permute, unroll
-from compilerkit.krnl_passes.tile_matmul import tile_matmul
+from compilerkit.krnl_passes.tile_matmul import matmul_nests, tile_matmul
+from compilerkit.krnl_passes.unroll_small import unroll_small
 
-__all__ = ["plan_buffers", "tile_matmul", "block", "permute", "unroll"]
+__all__ = ["plan_buffers", "tile_matmul", "matmul_nests", "block", "permute", "unroll",
+           "unroll_small"]

@@ -11,11 +11,17 @@ this, since their lowerings emit the same nest.
 
 from __future__ import annotations
 
-from compilerkit.dialects import krnl
-from compilerkit.krnl_passes.schedule import block, drop, permute
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, i64
 
+from compilerkit.dialects import krnl
+from compilerkit.krnl_passes.schedule import block, drop, permute
+
 TILE = (64, 128, 256)
+
+
+def matmul_nests(op):
+    """(krnl.iterate, krnl.matmul) for every loop nest whose body is one krnl.matmul."""
+    return list(_matmul_nests(op))
 
 
 def _matmul_nests(op):

@@ -11,7 +11,7 @@ One module per op family does the work; this file only dispatches.
 from __future__ import annotations
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, NoneType
+from xdsl.dialects.builtin import ModuleOp, NoneType, StringAttr
 from xdsl.ir import Block, Region
 
 from compilerkit.dialects import krnl
@@ -49,8 +49,8 @@ LOWERINGS.update({
     "Gemm": _with_ctx(matmul.lower_gemm),
     "Conv": _with_ctx(conv.lower_conv),
     "ConvTranspose": _with_ctx(conv.lower_conv_transpose),
-    "MaxPool": _with_ctx(pool.lower_pool),
-    "AveragePool": _with_ctx(pool.lower_pool),
+    "MaxPool": _with_ctx(pool.lower_pool, module=1),
+    "AveragePool": _with_ctx(pool.lower_pool, module=1),
     "GlobalAveragePool": _with_ctx(pool.lower_global_pool),
     "GlobalMaxPool": _with_ctx(pool.lower_global_pool),
     "Softmax": _with_ctx(norm.lower_softmax, opset=1),
@@ -74,6 +74,16 @@ for _name in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd")
     LOWERINGS[_name] = _with_ctx(reduction.lower_reduce, module=1)
 
 SUPPORTED = sorted(LOWERINGS)
+
+
+def _tag_nests(block, after, label):
+    """Name the ONNX node on each top-level nest it produced (codegen emits a node's nests as
+    one LLVM function named after it)."""
+    op = after.next_op if after is not None else block.first_op
+    while op is not None:
+        if isinstance(op, krnl.IterateOp):
+            op.attributes["onnx_node"] = StringAttr(label)
+        op = op.next_op
 
 
 def _label(op) -> str:
@@ -138,10 +148,17 @@ def lower_to_krnl(module: ModuleOp) -> ModuleOp:
         ins = [values[v] for v in op.operands]
         while ins and ins[-1] is None:
             ins.pop()
+        first_new = block.last_op
         try:
             outs = LOWERINGS[kind](b, op, ins, module, opset)
         except NotImplementedError as e:
             raise UnsupportedOpError(f"node {_label(op)!r}: op {kind!r}: {e}") from None
+        _tag_nests(block, first_new, _label(op))
+        for k, res in enumerate(op.results[len(outs):], start=len(outs)):
+            if res.uses:
+                raise UnsupportedOpError(f"node {_label(op)!r}: output {k} of {kind} is not "
+                                         "supported (only the first "
+                                         f"{len(outs)} output(s) are computed)")
         for res, m in zip(op.results, outs):
             values[res] = m
     n_in = len(in_types)

@@ -25,17 +25,18 @@ def conv_geometry(op, in_spatial, k_spatial, out_spatial, transpose=False):
     pads = onnx_d.get_attr(op, "pads", None) or [0] * (2 * r)
     auto = onnx_d.get_attr(op, "auto_pad", "NOTSET")
     if auto in ("SAME_UPPER", "SAME_LOWER"):
+        # ONNX: SAME_UPPER puts the odd padding element at the end, for Conv and ConvTranspose
+        # alike (onnxruntime follows; older runtimes swapped it for ConvTranspose).
+        out_pad = onnx_d.get_attr(op, "output_padding", None) or [0] * r
         begin = []
         for i in range(r):
             if transpose:
-                total = max(st[i] * (in_spatial[i] - 1) + (k_spatial[i] - 1) * dil[i] + 1
-                            - out_spatial[i], 0)
+                total = max(st[i] * (in_spatial[i] - 1) + out_pad[i]
+                            + (k_spatial[i] - 1) * dil[i] + 1 - out_spatial[i], 0)
             else:
                 total = max((out_spatial[i] - 1) * st[i] + (k_spatial[i] - 1) * dil[i] + 1
                             - in_spatial[i], 0)
             begin.append(total // 2 if auto == "SAME_UPPER" else total - total // 2)
-            if transpose:
-                begin[-1] = total - total // 2 if auto == "SAME_UPPER" else total // 2
         pads = begin
     elif auto == "VALID":
         pads = [0] * r

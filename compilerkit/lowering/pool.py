@@ -5,23 +5,48 @@ One krnl.iterate over (output position, kernel position) accumulates into the ou
 outside the input are the padding value (-inf for max, 0 for average) through guarded loads.
 AveragePool then divides by the window's element count, computed with index arithmetic:
 the window clipped to the padded input (count_include_pad) or to the input itself.
-The output shape (ceil_mode) comes from shape inference.
+The divisor is a constant buffer computed here (window_counts), as onnxruntime counts: taps that
+land in the input, or in the padded input when count_include_pad (a dilated window counts its
+taps, not its span). The output shape (ceil_mode) comes from shape inference, which drops
+windows that would start in the right padding (shape_inference.pool_output_size).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import i64
+import numpy as np
 
+from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.lowering.builder import KernelBuilder, shape
+from compilerkit.lowering.builder import KernelBuilder, memref_type, shape
 from compilerkit.lowering.conv import conv_geometry
 from compilerkit.lowering.matmul import fill
 
+_COUNTS = itertools.count()
 
-def lower_pool(b: KernelBuilder, op, ins):
+
+def window_counts(op, in_sp, out_sp, st, dil, pads):
+    """AveragePool divisors, shape out_sp: per dimension, the taps start + t*d (t < k) inside
+    [0, in) or, with count_include_pad, inside [-pad_begin, in + pad_end); then the product."""
+    k_sp = onnx_d.get_attr(op, "kernel_shape")
+    r = len(k_sp)
+    include = onnx_d.get_attr(op, "count_include_pad", 0)
+    auto = onnx_d.get_attr(op, "auto_pad", "NOTSET")
+    all_pads = onnx_d.get_attr(op, "pads", None) or [0] * (2 * r)
+    end_pads = all_pads[r:] if auto == "NOTSET" else [0] * r
+    total = np.ones(out_sp, dtype=np.int64)
+    for d in range(r):
+        start = np.arange(out_sp[d]) * st[d] - pads[d]
+        taps = start[:, None] + np.arange(k_sp[d])[None, :] * dil[d]
+        lo, hi = (-pads[d], in_sp[d] + end_pads[d]) if include else (0, in_sp[d])
+        cnt = ((taps >= lo) & (taps < hi)).sum(axis=1)
+        total = total * np.maximum(cnt, 1).reshape([-1 if e == d else 1 for e in range(r)])
+    return total
+
+
+def lower_pool(b: KernelBuilder, op, ins, module=None):
     kind = onnx_d.op_type(op)
     is_max = kind == "MaxPool"
     if len(op.results) > 1 and op.results[1].uses:
@@ -43,23 +68,16 @@ def lower_pool(b: KernelBuilder, op, ins):
         v = b.guarded_load(x, lead + spatial, -math.inf if is_max else 0.0)
         dst = lead + os_
         b.store(b.binary("max" if is_max else "add", b.load(out, dst), v), out, dst)
-    if not is_max:
-        include = onnx_d.get_attr(op, "count_include_pad", 0)
-        all_pads = onnx_d.get_attr(op, "pads", None) or [0] * (2 * r)
-        auto = onnx_d.get_attr(op, "auto_pad", "NOTSET")
-        end_pads = all_pads[r:] if auto == "NOTSET" else [0] * r
+    if not is_max and math.prod(out_dims) > 0:
+        # Every window's element count is known at compile time: a constant buffer over the
+        # output positions (exact for dilations and ceil_mode windows that hang over the end).
+        count = window_counts(op, in_sp, out_sp, st, dil, pads)
+        dtype = onnx_d.numpy_dtype(elem)
+        name = f"pool_count_{next(_COUNTS)}"
+        g = b.add(krnl.GlobalOp(name, onnx_d.dense_attr(count.astype(dtype), module, name),
+                                memref_type(count.shape, elem)))
         with b.nest(out_dims) as ivs:
-            count = None
-            for d in range(r):
-                start = b.affine([(ivs[2 + d], st[d])], -pads[d])
-                lo_lim = -pads[d] if include else 0
-                hi_lim = in_sp[d] + end_pads[d] if include else in_sp[d]
-                end = b.add(arith.MinSIOp(b.affine([(start, 1)], k_sp[d]), b.index(hi_lim)))
-                begin = b.add(arith.MaxSIOp(start, b.index(lo_lim)))
-                size = b.add(arith.SubiOp(end, begin))
-                count = size if count is None else b.add(arith.MuliOp(count, size))
-            cf = b.cast(b.cast(count, i64), elem)
-            b.store(b.binary("div", b.load(out, ivs), cf), out, ivs)
+            b.store(b.binary("div", b.load(out, ivs), b.load(g, ivs[2:])), out, ivs)
     return [out]
 
 

@@ -32,6 +32,16 @@ def reduce_axes(op, module, rank):
     return sorted(a + rank if a < 0 else a for a in axes)
 
 
+def _int_identity(init, elem):
+    """The float identity (+-inf for min/max) as the integer type's extreme; bool is 0/1."""
+    width = elem.width.data
+    if not math.isinf(init):
+        return int(init)
+    if width == 1:
+        return 1 if init > 0 else 0
+    return 2 ** (width - 1) - 1 if init > 0 else -(2 ** (width - 1))
+
+
 def lower_reduce(b: KernelBuilder, op, ins, module=None):
     name = onnx_d.op_type(op)
     kind, init = _KIND[name]
@@ -42,8 +52,7 @@ def lower_reduce(b: KernelBuilder, op, ins, module=None):
     elem = op.results[0].type.element_type
     out_dims = onnx_d.shape_of(op.results[0])
     out = b.alloc(out_dims, elem)
-    fill(b, out, init if elem.__class__.__name__.startswith("Float") else int(
-        max(min(init, 2**62), -2**62)))
+    fill(b, out, init if elem.__class__.__name__.startswith("Float") else _int_identity(init, elem))
     with b.nest(xs) as ivs:
         if keep:
             zero = b.index(0)

@@ -47,9 +47,19 @@ def _evaluate(op, module):
              for k, v in enumerate(op.operands) if not isinstance(v.type, NoneType)
              for v in [onnx_d.constant_value(v, module)]}
     try:
-        return list(ReferenceEvaluator(model).run(None, feeds))
+        results = list(ReferenceEvaluator(model).run(None, feeds))
     except Exception:  # noqa: BLE001 - not foldable here; lowering will compile it instead
         return None
+    return [_compact(r) for r in results]
+
+
+def _compact(array):
+    """A large result holding one value (a Reshape/Transpose of a splat weight) is kept as a
+    zero-copy broadcast, so codegen still emits it as a fill instead of megabytes of text."""
+    array = np.asarray(array)
+    if array.size > 1024 and np.all(array == array.reshape(-1)[0]):
+        return np.broadcast_to(array.reshape(-1)[0], array.shape)
+    return array
 
 
 def fold_constants(module) -> bool:

@@ -3,6 +3,7 @@
 Assumes the function arguments are static (the frontend fixed them). Each op whose result
 types are not yet static is asked of ONNX's own shape inference as a one-node model, with its
 constant operands as initializers; ops left dynamic stay so and lowering will refuse them.
+Where ONNX's C++ inference lags its own spec, the result is corrected here (pool_output_size).
 """
 
 from __future__ import annotations
@@ -14,12 +15,64 @@ from compilerkit.dialects import onnx as onnx_d
 from compilerkit.onnx_passes.single_node import main_func, node_model, refresh_signature, set_type
 
 
+def pool_output_size(in_size, k, s, d, pad_begin, pad_end, ceil_mode) -> int:
+    """MaxPool/AveragePool output length. With ceil_mode, a last window that would start in the
+    right padding is dropped (the ONNX spec since opset 19 and onnxruntime do this; onnx's
+    C++ shape inference does not)."""
+    span = in_size + pad_begin + pad_end - d * (k - 1) - 1
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (out - 1) * s >= in_size + pad_begin:
+        out -= 1
+    return out
+
+
+def _pool_dims(op, dims):
+    if onnx_d.op_type(op) not in ("MaxPool", "AveragePool") or len(dims) < 3:
+        return dims
+    if not onnx_d.get_attr(op, "ceil_mode", 0) or onnx_d.get_attr(
+            op, "auto_pad", "NOTSET") != "NOTSET":
+        return dims
+    k = onnx_d.get_attr(op, "kernel_shape")
+    r = len(k)
+    st = onnx_d.get_attr(op, "strides", None) or [1] * r
+    dil = onnx_d.get_attr(op, "dilations", None) or [1] * r
+    pads = onnx_d.get_attr(op, "pads", None) or [0] * (2 * r)
+    in_sp = onnx_d.shape_of(op.operands[0])[2:]
+    return list(dims[:2]) + [pool_output_size(in_sp[i], k[i], st[i], dil[i], pads[i],
+                                              pads[r + i], 1) for i in range(r)]
+
+
+def _forget_downstream(value):
+    """Make every result computed from `value` dynamic again, so this pass re-infers it (users
+    come later in the block) from the corrected shape."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        for use in v.uses:
+            for r in use.operation.results:
+                if isinstance(r.type, NoneType) or not hasattr(r.type, "get_shape"):
+                    continue
+                if onnx_d.is_static(r.type):
+                    set_type(r, onnx_d.tensor_type([-1] * len(r.type.get_shape()),
+                                                   r.type.element_type))
+                    stack.append(r)
+
+
 def infer_shapes(module) -> bool:
     f = main_func(module)
     changed = False
     for op in list(f.body.block.ops):
         if not op.name.startswith("onnx.") or op.name in ("onnx.Constant", "onnx.NoValue"):
             continue
+        res0 = op.results[0] if op.results else None
+        if res0 is not None and onnx_d.is_static(res0.type):
+            # The frontend's whole-model inference may already have typed it: correct pools.
+            dims = list(onnx_d.shape_of(res0))
+            fixed = _pool_dims(op, dims)
+            if fixed != dims:
+                set_type(res0, onnx_d.tensor_type(fixed, res0.type.element_type))
+                _forget_downstream(res0)
+                changed = True
         if all(onnx_d.is_static(r.type) or isinstance(r.type, NoneType) for r in op.results):
             continue
         if not all(onnx_d.is_static(v.type) or isinstance(v.type, NoneType)
@@ -38,6 +91,8 @@ def infer_shapes(module) -> bool:
             if tt is None or not tt.HasField("shape"):
                 continue
             dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+            if k == 0:
+                dims = _pool_dims(op, dims)
             elem = onnx_d.elem_type(tt.elem_type) if tt.elem_type else res.type.element_type
             t = onnx_d.tensor_type(dims, elem)
             if t != res.type:

@@ -25,6 +25,8 @@ def arr(shape, seed):
        opt=st.sampled_from([0, 3]))
 def test_conv(c, oc, hw, k, s, p, d, g, opt):
     c, oc = c * g, oc * g
+    if hw + 2 * p < d * (k - 1) + 1:
+        d = 1  # the dilated kernel would not fit: not a valid Conv
     x, w = arr((1, c, hw, hw), 1), arr((oc, c // g, k, k), 2)
     m = make_model([N("Conv", ["x", "w", "b"], ["y"], strides=[s, s], pads=[p] * 4,
                       dilations=[d, d], group=g)], [("x", x)], ["y"],
@@ -32,21 +34,38 @@ def test_conv(c, oc, hw, k, s, p, d, g, opt):
     check(m, [x], opt_level=opt, rtol=1e-4, atol=1e-4)
 
 
-@FAST
+@settings(max_examples=12, deadline=None)
 @given(kind=st.sampled_from(["MaxPool", "AveragePool"]), hw=st.integers(3, 9),
-       k=st.integers(1, 3), s=st.integers(1, 2), p=st.integers(0, 1), ceil=st.integers(0, 1),
-       inc=st.integers(0, 1))
-def test_pool(kind, hw, k, s, p, ceil, inc):
+       k=st.integers(1, 3), s=st.integers(1, 3), p=st.integers(0, 2), ceil=st.integers(0, 1),
+       inc=st.integers(0, 1), d=st.integers(1, 2), rank=st.sampled_from([2, 2, 3]),
+       opt=st.sampled_from([0, 3]))
+def test_pool(kind, hw, k, s, p, ceil, inc, d, rank, opt):
+    # ceil_mode with padding included: a last window that would start in the right padding is
+    # dropped (onnxruntime and the ONNX spec); dilated AveragePool counts taps, not the span.
     p = min(p, k - 1)
-    # ceil_mode with padding: windows starting in the right padding are dropped by newer ONNX
-    # shape rules and onnxruntime differently; not covered (see the report).
-    p = 0 if ceil else p
-    x = arr((1, 2, hw, hw), 4)
-    attrs = dict(kernel_shape=[k, k], strides=[s, s], pads=[p] * 4, ceil_mode=ceil)
+    if (hw + 2 * p - d * (k - 1) - 1) < 0:
+        d = 1
+    x = arr((1, 2) + (hw,) * rank, 4)
+    attrs = dict(kernel_shape=[k] * rank, strides=[s] * rank, pads=[p] * 2 * rank,
+                 ceil_mode=ceil, dilations=[d] * rank)
     if kind == "AveragePool":
         attrs["count_include_pad"] = inc
-    m = make_model([N(kind, ["x"], ["y"], **attrs)], [("x", x)], ["y"])
-    check(m, [x])
+    m = make_model([N(kind, ["x"], ["y"], **attrs)], [("x", x)], ["y"], opset=19)
+    check(m, [x], opt_level=opt)
+
+
+@FAST
+@given(c=st.integers(1, 3), oc=st.integers(1, 3), hw=st.integers(2, 6), k=st.integers(1, 3),
+       s=st.integers(1, 3), auto=st.sampled_from(["SAME_UPPER", "SAME_LOWER", "NOTSET"]),
+       opt=st.sampled_from([0, 3]))
+def test_conv_transpose(c, oc, hw, k, s, auto, opt):
+    x, w = arr((1, c, hw, hw), 10), arr((c, oc, k, k), 11)
+    attrs = dict(strides=[s, s], auto_pad=auto)
+    if auto == "NOTSET":
+        attrs["pads"] = [min(1, k - 1)] * 4
+    m = make_model([N("ConvTranspose", ["x", "w"], ["y"], **attrs)], [("x", x)], ["y"],
+                   [("w", w)])
+    check(m, [x], opt_level=opt, rtol=1e-4, atol=1e-4)
 
 
 @FAST

@@ -87,3 +87,66 @@ def test_constants_are_typed_globals():
     model, _ = cnn()
     text = ck.to_llvm(ck.lower(ck.optimize_onnx(ck.import_onnx(model))))
     assert "x float] [float 0x" in text
+
+
+def test_asm_stage_is_generated_on_first_access():
+    model, x = cnn()
+    cm = ck.compile(model)
+    assert not cm.stages.computed("asm")
+    asm = cm.stages["asm"]
+    assert cm.stages.computed("asm") and cm.stages["asm"] is asm
+    assert "main_graph:" in asm
+    assert "asm" not in ck.compile(model, asm=False).stages
+
+
+def test_one_llvm_function_per_onnx_node_and_one_shared_matmul_kernel():
+    from compilerkit.show import asm_function, llvm_function, llvm_functions
+    model, x = cnn()
+    cm = ck.compile(model, opt_level=3)
+    names = llvm_functions(cm.stages["llvm-ir"])
+    kernels = [n for n in names if n.startswith("ck_matmul_")]
+    assert len(kernels) == 1  # the Conv and the Gemm share it
+    nests = [n for n in names if n.startswith("main_graph_") and n != "main_graph_arena_bytes"]
+    # Conv, Relu, MaxPool, Gemm, Softmax: one function each (Flatten is a view, no loops).
+    assert len(nests) == 5, nests
+    body = llvm_function(cm.stages["llvm-ir"], kernels[0])
+    assert "fmuladd" in body and body.startswith("define internal")
+    assert asm_function(cm.stages["asm"], kernels[0]).startswith(kernels[0] + ":")
+
+
+def test_compile_kernel_runs_a_hand_rescheduled_module():
+    from ckhelpers import ort_run
+
+    from compilerkit.krnl_passes import block, matmul_nests, permute
+    model, x = cnn()
+    ref = ort_run(model, [x])[0]
+    k = ck.lower(ck.optimize_onnx(ck.import_onnx(model)), opt_level=2)
+    for it, _ in matmul_nests(k):
+        permute(it, [0, 2, 1])
+        block(it, 2, 4)
+    cm = ck.compile_kernel(k, opt_level=2)
+    assert "krnl.block" in cm.stages["kernel-ir"] and "krnl.permute" in cm.stages["kernel-ir"]
+    np.testing.assert_allclose(cm.run(x)[0], ref, rtol=1e-5, atol=1e-6)
+
+
+def test_pool_output_size_drops_a_window_starting_in_the_right_padding():
+    from compilerkit.onnx_passes.shape_inference import pool_output_size
+    # in 7, k 2, s 2, pads 1+1, ceil: windows start at -1, 1, 3, 5, 7; 7 = in + pad_begin - 1
+    # still starts inside (the last input row is 6, padded row 7 is the right padding): drop.
+    assert pool_output_size(7, 2, 2, 1, 1, 1, 1) == 4
+    assert pool_output_size(7, 2, 2, 1, 1, 1, 0) == 4
+    assert pool_output_size(8, 3, 2, 1, 0, 0, 1) == 4  # (8-3)/2 = 2.5 -> 3 + 1, kept
+    assert pool_output_size(5, 2, 2, 1, 1, 1, 1) == 3
+
+
+def test_dilated_average_pool_counts_taps():
+    from onnx import helper as h
+
+    from compilerkit.lowering.pool import window_counts
+    m = ck.optimize_onnx(ck.import_onnx(make_model(
+        [h.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3], dilations=[2], pads=[2, 2])],
+        [("x", np.zeros((1, 1, 5), np.float32))], ["y"], opset=19)))
+    op = next(o for o in m.walk() if o.name == "onnx.AveragePool")
+    # taps at start + {0, 2, 4} for start = -2, -1, 0, 1, 2 (output 5): inside [0, 5)
+    counts = window_counts(op, [5], [5], [1], [2], [2])
+    np.testing.assert_array_equal(counts, [2, 2, 3, 2, 2])

@@ -65,6 +65,23 @@ CASES = {
                        ceil_mode=1)], [("x", f32(1, 2, 8, 8))], []),
     "avgpool_pad": ([N("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
                       count_include_pad=1)], [("x", f32(1, 2, 5, 5))], []),
+    # The last window (start 8) would begin in the right padding: dropped, 4x4 output.
+    "maxpool_ceil_pad": ([N("MaxPool", ["x"], ["y0"], kernel_shape=[2, 2], strides=[2, 2],
+                            pads=[1, 1, 1, 1], ceil_mode=1), N("Relu", ["y0"], ["y"])],
+                         [("x", f32(1, 2, 7, 7))], []),
+    "avgpool_ceil_pad": ([N("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
+                            pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1)],
+                         [("x", f32(1, 2, 6, 6))], []),
+    "avgpool_dilated": ([N("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], dilations=[2, 2],
+                           pads=[2, 2, 2, 2])], [("x", f32(1, 2, 7, 7))], []),
+    "conv_transpose_same_upper": ([N("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2],
+                                     auto_pad="SAME_UPPER")], [("x", f32(1, 1, 3, 3))],
+                                  [("w", f32(1, 2, 3, 3))]),
+    "add_int16": ([N("Add", ["a", "b"], ["y"])], [("a", np.arange(-6, 6, dtype=np.int16)),
+                                                 ("b", np.full(12, 3, np.int16))], []),
+    "reduce_max_bool": ([N("ReduceMax", ["x", "ax"], ["y"])],
+                        [("x", np.array([[True, False], [False, False]]))],
+                        [("ax", np.array([1], np.int64))]),
     "maxpool3d": ([N("MaxPool", ["x"], ["y"], kernel_shape=[2, 2, 2])],
                   [("x", f32(1, 2, 4, 4, 4))], []),
     "gap": ([N("GlobalAveragePool", ["x"], ["y"])], [("x", f32(2, 3, 5, 5))], []),
@@ -98,7 +115,8 @@ CASES = {
     "dropout_identity": ([N("Dropout", ["x"], ["d"]), N("Identity", ["d"], ["y"])],
                          [("x", f32(2, 3))], []),
 }
-OPSET = {"reduce_mean": 13, "reduce_max": 13}
+OPSET = {"reduce_mean": 13, "reduce_max": 13, "avgpool_dilated": 19, "reduce_max_bool": 20,
+         "add_int16": 14, "maxpool_ceil_pad": 19}
 
 
 @pytest.mark.parametrize("opt_level", [0, 3])

@@ -1,0 +1,41 @@
+"""`CompiledModel.stages`: an ordered, read-only mapping from stage name to its text, where a
+stage may be computed on first access.
+
+The assembly listing needs a second run of LLVM's code generator over the whole module (the
+JIT already ran one to produce machine code), which costs about as much as the JIT itself, and
+printing a large model's IR takes a second; most callers never read them, so these stages are
+produced when first looked up and then kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+class Stages(Mapping):
+    def __init__(self):
+        self._items = {}
+
+    def set(self, name: str, text_or_thunk):
+        """A stage: its text, or a zero-argument callable producing it on first access."""
+        self._items[name] = text_or_thunk
+
+    def __getitem__(self, name: str) -> str:
+        value = self._items[name]
+        if callable(value):
+            value = self._items[name] = value()
+        return value
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self):
+        return len(self._items)
+
+    def computed(self, name: str) -> bool:
+        return name in self._items and not callable(self._items[name])
+
+    def __repr__(self):
+        shown = {k: (f"<{len(v)} chars>" if not callable(v) else "<on first access>")
+                 for k, v in self._items.items()}
+        return f"Stages({shown})"
