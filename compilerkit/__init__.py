@@ -143,13 +143,12 @@ def _native(kmodule, backend, opt_level, stages, timings, asm) -> CompiledModel:
     t = time.perf_counter()
     if asm:
         # Produced on first look-up: a second full code generation (stages.py).
-        stages.set("asm", lambda: backend.assembly(mod, opt_level))
-    fn, arena, engine = backend.load(mod, ENTRY)
-    timings["asm"] = time.perf_counter() - t
+        stages.set(backend.code_stage, lambda: backend.assembly(mod, opt_level))
     f = main_func(kmodule)
     n_in = f.attributes["num_inputs"].value.data
     inputs, outputs = _signature(f, n_in)
-    session = Session(fn, arena, inputs, outputs, keep_alive=(engine, backend))
+    session = backend.session(mod, inputs, outputs)
+    timings[backend.code_stage] = time.perf_counter() - t
     naive = f.attributes["naive_bytes"].value.data
-    return CompiledModel(stages, timings, session, inputs, outputs, arena, naive, mod, backend,
-                         opt_level)
+    return CompiledModel(stages, timings, session, inputs, outputs, session.arena_bytes, naive,
+                         mod, backend, opt_level)

@@ -7,6 +7,7 @@ nothing else branches on it.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 
@@ -25,6 +26,7 @@ class Backend:
     """Compile an llvmlite module at an optimisation level and load it for running."""
 
     target: Target
+    code_stage = "asm"  # the name of the machine-code stage in `.stages` ("ptx" on the GPU)
 
     def optimize(self, llvm_ir: str, opt_level: int):  # -> (optimised IR text, binding module)
         raise NotImplementedError
@@ -32,13 +34,22 @@ class Backend:
     def assembly(self, module) -> str:
         raise NotImplementedError
 
-    def load(self, module, entry: str):  # -> a callable taking a void** array
+    def session(self, module, inputs, outputs):
+        """Load the optimised module; return an object with `.run(*arrays) -> list` and
+        `.arena_bytes`. `inputs`/`outputs` are [(name, shape, numpy dtype)]; the session checks
+        arguments against them before any compiled code runs."""
         raise NotImplementedError
 
 
-def get_backend(name: str) -> Backend:
-    if name in ("host", "native", "cpu"):
-        from compilerkit.backends.host import HostBackend
+# target name -> (module, class); imported on demand so a missing optional dependency (the
+# CUDA bindings, say) only matters to the target that needs it.
+BACKENDS = {"host": ("compilerkit.backends.host", "HostBackend")}
+ALIASES = {"native": "host", "cpu": "host"}
 
-        return HostBackend()
-    raise ValueError(f"unknown target {name!r}; available: 'host'")
+
+def get_backend(name: str) -> Backend:
+    key = ALIASES.get(name, name)
+    if key not in BACKENDS:
+        raise ValueError(f"unknown target {name!r}; available: {sorted(BACKENDS)}")
+    module, cls = BACKENDS[key]
+    return getattr(importlib.import_module(module), cls)()

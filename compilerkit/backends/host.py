@@ -14,6 +14,8 @@ import tempfile
 import llvmlite.binding as llvm
 
 from compilerkit.backends.base import Backend, Target
+from compilerkit.codegen.emit import ENTRY
+from compilerkit.runtime import Session
 
 _READY = False
 
@@ -78,6 +80,10 @@ class HostBackend(Backend):
             engine.get_function_address(entry))
         size = ctypes.CFUNCTYPE(ctypes.c_int64)(engine.get_function_address(entry + "_arena_bytes"))
         return fn, size(), engine
+
+    def session(self, mod, inputs, outputs):
+        fn, arena, engine = self.load(mod, ENTRY)
+        return Session(fn, arena, inputs, outputs, keep_alive=(engine, self))
 
 
 def c_compiler() -> str | None:
