@@ -1,0 +1,312 @@
+"""TensorFlow training step -> lmskit Graph, and lmskit Graph -> TensorFlow GraphDef.
+
+`capture(model, loss, optimizer, input_spec)` builds the usual Keras step (GradientTape forward,
+gradients, apply_gradients) and traces it once with tf.function; `capture_step(step, specs)` does
+the same for any tf.function training step.
+
+Assumptions:
+- The leading dimension of every input is the batch. It is traced as None so the GraphDef runs at
+  any batch size; every other dimension must be known.
+- Shapes are affine in the batch. TF's own shape inference, run on the GraphDef re-imported with
+  the batch fixed at two sizes, gives each dimension's coefficient and constant (no re-trace).
+- Phases: ops under a `gradient_tape/` name scope are backward (that is where TF2's GradientTape
+  puts them, as TFLMS relied on the optimizer's gradient scope); ops that follow a backward op are
+  update; the rest, upstream of the loss or of the backward ops, are forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import tensorflow as tf
+
+from .graph import Graph, Op, Tensor, Variable, producer_name
+
+BACKWARD_SCOPE = "gradient_tape/"
+# Two batch sizes at which TF infers shapes; any two distinct sizes pin an affine dimension.
+# Odd primes avoid coincidences with kernel sizes and channel counts.
+_PROBE_BATCHES = (3, 7)
+
+
+_INDEX_VECTOR_LEN = 8
+
+
+def _is_index_vector(t) -> bool:
+    return t.dtype in (tf.int32, tf.int64) and t.shape.rank == 1
+
+
+class CaptureError(ValueError):
+    """The step cannot be turned into a Graph (no gradients, unknown shapes, ...)."""
+
+
+@dataclass
+class TFSource:
+    """What TensorFlow needs to run a captured graph again."""
+
+    graph_def: tf.compat.v1.GraphDef
+    input_names: list[str]               # placeholder op names, in call order
+    input_specs: list[tf.TensorSpec]
+    captures: list[tuple[object, str]]   # (eager tensor outside, placeholder op name inside)
+    variables: dict[str, object] = field(default_factory=dict)   # placeholder name -> tf handle
+
+
+def capture(model, loss, optimizer, input_spec, name: str = "train_step") -> Graph:
+    """Trace one Keras training step (forward, backward, update) into a Graph.
+
+    input_spec: (x_spec, y_spec), each a tf.TensorSpec or a shape tuple (float32 for x, int32
+    for y). The leading dimension is the batch and may be None.
+    """
+    import keras
+
+    if not model.trainable_variables:
+        raise CaptureError(f"model {model.name!r} has no trainable variables: there is no "
+                           "backward pass to capture (build the model and unfreeze some layers)")
+    loss_fn = keras.losses.get(loss) if isinstance(loss, str) else loss
+    opt = keras.optimizers.get(optimizer) if isinstance(optimizer, str) else optimizer
+    opt.build(model.trainable_variables)   # slot variables must exist before tracing
+    x_spec, y_spec = input_spec
+    specs = [_spec(x_spec, tf.float32, "x"), _spec(y_spec, tf.int32, "y")]
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            value = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(value, model.trainable_variables)
+        if all(g is None for g in grads):
+            raise CaptureError("the loss does not depend on any trainable variable")
+        opt.apply_gradients([(g, v) for g, v in zip(grads, model.trainable_variables, strict=True)
+                             if g is not None])
+        return value
+
+    step.__name__ = name
+    return capture_step(step, specs, optimizer=opt)
+
+
+def _spec(spec, dtype, name):
+    if isinstance(spec, tf.TensorSpec):
+        return tf.TensorSpec([None] + list(spec.shape)[1:], spec.dtype, spec.name or name)
+    return tf.TensorSpec([None] + list(spec)[1:], dtype, name)
+
+
+def capture_step(step, input_specs, optimizer=None) -> Graph:
+    """Trace a tf.function training step (returning the loss first) into a Graph.
+
+    optimizer (optional) tells which variables are optimizer state; without it a non-trainable
+    variable that only update ops touch counts as optimizer state.
+    """
+    specs = [_spec(s, tf.float32, f"input_{i}") for i, s in enumerate(input_specs)]
+    for s in specs:
+        if None in list(s.shape)[1:]:
+            raise CaptureError(f"input {s.name!r} has shape {list(s.shape)}: only the leading "
+                               "(batch) dimension may be None; give the others, e.g. "
+                               "tf.TensorSpec([None, 224, 224, 3])")
+    if not isinstance(step, tf.types.experimental.PolymorphicFunction):
+        step = tf.function(step)
+    cf = step.get_concrete_function(*specs)
+    fg = cf.graph
+    graph_def = fg.as_graph_def()
+
+    outputs = [t for t in tf.nest.flatten(cf.structured_outputs) if isinstance(t, tf.Tensor)]
+    if not outputs:
+        raise CaptureError("the step returns nothing; return the loss")
+    internal_outputs = fg.outputs
+    n_inputs = len(specs)
+    input_names = [t.op.name for t in fg.inputs[:n_inputs]]
+    captures = [(ext, internal.op.name) for ext, internal in fg.captures]
+
+    # Variables: map captured resource handles to tf.Variables (identity of the handle object).
+    by_handle = {id(v.handle): v for v in cf.variables}
+    var_of_placeholder = {}
+    for ext, ph in captures:
+        v = by_handle.get(id(ext))
+        if v is not None:
+            var_of_placeholder[ph] = v
+
+    probe = [_infer_shapes(graph_def, fg, input_names, specs, b) for b in _PROBE_BATCHES]
+
+    ops, tensors, unknown = [], [], []
+    for tf_op in fg.get_operations():
+        op = Op(tf_op.name, tf_op.type,
+                inputs=[t.name for t in tf_op.inputs],
+                control_inputs=[c.name for c in tf_op.control_inputs],
+                outputs=[t.name for t in tf_op.outputs],
+                attrs=_plain_attrs(tf_op))
+        ops.append(op)
+        for t in tf_op.outputs:
+            dtype = t.dtype.name
+            s0, s1 = probe[0].get(t.name), probe[1].get(t.name)
+            if dtype in ("resource", "variant"):
+                coef, const = (), ()
+            elif (s0 is None or s1 is None) and _is_index_vector(t):
+                # BroadcastGradientArgs and friends: data-dependent length, but they hold axes,
+                # not data; a few elements is the honest size.
+                coef, const = (0,), (_INDEX_VECTOR_LEN,)
+            elif s0 is None or s1 is None:
+                unknown.append(t.name)
+                continue
+            else:
+                (b0, b1) = _PROBE_BATCHES
+                coef = tuple((d1 - d0) // (b1 - b0) for d0, d1 in zip(s0, s1, strict=True))
+                const = tuple(d0 - c * b0 for d0, c in zip(s0, coef, strict=True))
+            variable = None
+            if tf_op.type == "ReadVariableOp":
+                variable = producer_name(tf_op.inputs[0].name)
+            tensors.append(Tensor(t.name, tf_op.name, dtype, coef, const, variable))
+    if unknown:
+        shown = ", ".join(unknown[:10]) + (f" and {len(unknown) - 10} more" if len(unknown) > 10
+                                            else "")
+        raise CaptureError(f"unknown static shapes for {len(unknown)} tensors: {shown}. Give every "
+                           "dimension except the batch in the input specs (tf.TensorSpec([None, "
+                           "...])) and avoid data-dependent shapes (tf.unique, boolean_mask) in "
+                           "the step")
+
+    variables = []
+    for ph, v in var_of_placeholder.items():
+        variables.append(Variable(ph, v.dtype.name, tuple(v.shape.as_list()), bool(v.trainable)))
+    loss = _strip_identity(fg, internal_outputs[0])
+    graph = Graph(ops, tensors, variables, loss=loss.name,
+                  fetches=[t.name for t in internal_outputs],
+                  source=TFSource(graph_def, input_names, specs, captures,
+                                  {ph: v.handle for ph, v in var_of_placeholder.items()}))
+    assign_phases(graph)
+    _assign_variable_kinds(graph)
+    if optimizer is not None:
+        slots = {id(getattr(v, "_value", v).handle) for v in optimizer.variables}
+        for ph, v in var_of_placeholder.items():
+            graph.variables[ph].kind = "optimizer-state" if id(v.handle) in slots else "weight"
+
+    if not any(op.phase == "backward" for op in graph.ops.values()):
+        raise CaptureError("the step computes no gradients: no op sits under a "
+                           f"{BACKWARD_SCOPE!r} name scope (compute them with tf.GradientTape "
+                           "inside the step)")
+    return graph
+
+
+def _strip_identity(fg, t):
+    # The function's output is an Identity (with control deps on the updates) of the loss.
+    while t.op.type == "Identity":
+        t = t.op.inputs[0]
+    return t
+
+
+def _plain_attrs(tf_op) -> dict:
+    """The few attributes the simulator needs for FLOPs, as plain Python values."""
+    out = {}
+    for key in ("transpose_a", "transpose_b", "adj_x", "adj_y"):
+        try:
+            out[key] = bool(tf_op.get_attr(key))
+        except (ValueError, TypeError):
+            pass
+    return out
+
+
+def _infer_shapes(graph_def, fg, input_names, specs, batch) -> dict[str, tuple[int, ...]]:
+    """Fully defined shapes of every tensor when the batch is `batch`, by TF's shape inference.
+
+    The GraphDef is re-imported with the inputs' batch fixed. Resource placeholders lose the
+    handle data that tells ReadVariableOp its shape, so each ReadVariableOp is replaced by a
+    Placeholder of the shape the trace already knows.
+    """
+    gd = tf.compat.v1.GraphDef()
+    gd.CopyFrom(graph_def)
+    spec_of = dict(zip(input_names, specs, strict=True))
+    for node in gd.node:
+        if node.name in spec_of:
+            dims = [batch] + list(spec_of[node.name].shape)[1:]
+            node.attr["shape"].CopyFrom(tf.compat.v1.AttrValue(
+                shape=tf.TensorShape(dims).as_proto()))
+        elif node.op == "ReadVariableOp":
+            t = fg.get_operation_by_name(node.name).outputs[0]
+            if t.shape.is_fully_defined():
+                dtype = node.attr["dtype"]
+                node.op = "Placeholder"
+                del node.input[:]
+                node.attr.clear()
+                node.attr["dtype"].CopyFrom(dtype)
+                node.attr["shape"].CopyFrom(tf.compat.v1.AttrValue(shape=t.shape.as_proto()))
+    shapes = {}
+    with tf.Graph().as_default() as g:
+        tf.graph_util.import_graph_def(gd, name="")
+        for op in g.get_operations():
+            for t in op.outputs:
+                if t.shape.is_fully_defined():
+                    shapes[t.name] = tuple(t.shape.as_list())
+    return shapes
+
+
+def assign_phases(graph: Graph) -> None:
+    """forward / backward / update for every op (see the module docstring)."""
+    succ = graph.successors()
+    backward = {name for name in graph.ops if name.startswith(BACKWARD_SCOPE)
+                or f"/{BACKWARD_SCOPE}" in name}
+    after_backward = set()
+    stack = list(backward)
+    while stack:
+        for s in succ[stack.pop()]:
+            if s not in backward and s not in after_backward:
+                after_backward.add(s)
+                stack.append(s)
+    # Upstream of the loss or of a backward op (and not after one): forward.
+    needed = set()
+    stack = [producer_name(graph.loss)] + list(backward)
+    while stack:
+        op = graph.ops[stack.pop()]
+        for p in graph.predecessors(op):
+            if p not in needed:
+                needed.add(p)
+                stack.append(p)
+    needed.add(producer_name(graph.loss))
+    for op in graph.ops.values():
+        if op.name in backward:
+            op.phase = "backward"
+        elif op.name in needed and op.name not in after_backward:
+            op.phase = "forward"
+        else:
+            op.phase = "update"
+
+
+def _assign_variable_kinds(graph: Graph) -> None:
+    """A non-trainable variable touched only by update ops is optimizer state (slots, step
+    counters); trainable ones and those the forward pass reads or writes (BatchNorm moving
+    statistics) are weights."""
+    users: dict[str, set[str]] = {}
+    for op in graph.ops.values():
+        for t in op.inputs:
+            users.setdefault(producer_name(t), set()).add(op.phase)
+    for v in graph.variables.values():
+        phases = users.get(v.name, set())
+        v.kind = "optimizer-state" if not v.trainable and phases <= {"update"} else "weight"
+
+
+# -- back to TensorFlow ----------------------------------------------------------------------
+def _input_ref(name: str) -> str:
+    return name[:-2] if name.endswith(":0") else name
+
+
+def to_graph_def(graph: Graph, places: dict[str, str] | None = None) -> tf.compat.v1.GraphDef:
+    """The Graph as a GraphDef: original NodeDefs with rewired inputs, plus swap identities.
+
+    places maps lmskit places to TF devices, e.g. {"device": "/device:GPU:0",
+    "host": "/device:CPU:0"}; only swap nodes get an explicit device (the rest keep TF's choice).
+    Swap nodes carry `_grappler_do_not_remove` so the dependency optimizer keeps them.
+    """
+    places = places or {"device": "/device:CPU:0", "host": "/device:CPU:1"}
+    src = graph.source
+    original = {n.name: n for n in src.graph_def.node}
+    gd = tf.compat.v1.GraphDef()
+    gd.versions.CopyFrom(src.graph_def.versions)
+    gd.library.CopyFrom(src.graph_def.library)
+    for op in graph.ops.values():
+        node = gd.node.add()
+        if op.name in original:
+            node.CopyFrom(original[op.name])
+            del node.input[:]
+        else:
+            dtype = graph.tensors[op.inputs[0]].dtype
+            node.name, node.op = op.name, op.type
+            node.attr["T"].CopyFrom(tf.compat.v1.AttrValue(type=tf.as_dtype(dtype).as_datatype_enum))
+            node.attr["_grappler_do_not_remove"].CopyFrom(tf.compat.v1.AttrValue(b=True))
+            node.device = places[op.device]
+        node.input.extend(_input_ref(t) for t in op.inputs)
+        node.input.extend("^" + c for c in op.control_inputs)
+    return gd

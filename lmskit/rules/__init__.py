@@ -1,0 +1,75 @@
+"""Swap rewrites with TFLMS semantics: `swap(graph, **options)`.
+
+v1 options (the paper's names and defaults) rewrite by default; giving any v2 option
+(swapout_threshold, swapin_ahead, swapin_groupby, sync_mode, serialization) selects v2. Each
+rule is a small function in v1.py / v2.py so a notebook can apply them one at a time; the
+result of every swap() is checked by checker.check before it is returned.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from ..graph import Graph
+from . import checker, common, v1, v2
+from .checker import RewriteError, check
+
+V1_OPTIONS = tuple(v1.DEFAULTS)
+V2_OPTIONS = tuple(v2.DEFAULTS)
+# Only needed when a v2 option is -1 ("auto"): autotune simulates at this device and batch.
+AUTO_OPTIONS = ("device", "batch_size")
+
+
+def _validate(options: dict) -> str:
+    known = set(V1_OPTIONS) | set(V2_OPTIONS) | set(AUTO_OPTIONS)
+    for name in options:
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TypeError(f"unknown swap option {name!r}{hint}; v1 options: "
+                            f"{', '.join(V1_OPTIONS)}; v2 options: {', '.join(V2_OPTIONS)}")
+    v1_given = [n for n in options if n in V1_OPTIONS]
+    v2_given = [n for n in options if n in V2_OPTIONS]
+    if v1_given and v2_given:
+        raise TypeError(f"options {v1_given} are TFLMS v1 and {v2_given} are v2; use one set")
+    return "v2" if v2_given else "v1"
+
+
+def swap(graph: Graph, **options) -> Graph:
+    """A new Graph with swap-out/swap-in identities inserted; the input graph is unchanged."""
+    version = _validate(options)
+    if version == "v1":
+        rewritten = v1.apply(graph, v1.plan(graph, **options))
+    else:
+        rewritten = _swap_v2(graph, options)
+    check(graph, rewritten)
+    rewritten.options = {"version": version, **options, **rewritten.options}
+    return rewritten
+
+
+def _swap_v2(graph: Graph, options: dict) -> Graph:
+    o = {**v2.DEFAULTS, **{k: v for k, v in options.items() if k in V2_OPTIONS}}
+    if o["sync_mode"] not in (0, 1, 2, 3):
+        raise ValueError(f"sync_mode must be 0-3, got {o['sync_mode']!r}")
+    auto = [k for k in ("swapout_threshold", "swapin_ahead", "swapin_groupby") if o[k] == -1]
+    if auto:
+        if "device" not in options or "batch_size" not in options:
+            raise TypeError(f"{auto} = -1 means auto: give device= and batch_size= so autotune "
+                            "can simulate, or give values")
+        from ..planner import autotune_v2
+        tuned = autotune_v2(graph, options["device"], options["batch_size"],
+                            fixed={k: o[k] for k in o if k not in auto})
+        o.update(tuned)
+    g = v1.apply(graph, v2.plan(graph, **o))   # the same edit as v1: common.insert_swap
+    swaps = [n for n, op in g.ops.items() if common.is_swap(op)]
+    if o["sync_mode"] in (1, 3):
+        v2.sync_swapouts(g, graph, [n for n in swaps if g.ops[n].attrs["swap"] == "out"])
+    if o["sync_mode"] in (2, 3):
+        v2.sync_swapins(g, graph, [n for n in swaps if g.ops[n].attrs["swap"] == "in"])
+    if o["serialization"]:
+        v2.serialize_levels(g, graph, o["serialization"])
+    g.options = {k: o[k] for k in V2_OPTIONS}   # auto values resolved
+    return g
+
+
+__all__ = ["swap", "check", "RewriteError", "checker", "common", "v1", "v2"]

@@ -1,0 +1,233 @@
+"""Replay a (rewritten) Graph on a device model: compute stream, copy streams, memory, stalls.
+
+Model (simple enough to check by hand):
+- Ops run in schedule order. Compute ops share one compute stream; swap-outs share the
+  device->host copy stream and swap-ins the host->device stream. Each stream serves its ops in
+  schedule order; an op starts when its stream is free and every op it waits for (data and
+  control) has ended.
+- A compute op takes max(FLOPs / (peak x efficiency), bytes moved / (bandwidth x efficiency)) +
+  launch overhead (roofline); bookkeeping ops (Const, Shape, variable reads, aliases) are free.
+  A copy takes bytes / link bandwidth.
+- Memory: an op's output buffer is allocated when the op starts and freed when its last reader
+  ends (a swap-out reading a device buffer frees it when the copy ends). Variables are resident.
+  At equal times frees come before allocations. Same-place aliases share their root's buffer.
+- No swapping would take the sum of the compute ops' times (one stream never waits), so
+  overhead = step time / that sum - 1. A stall is the time a compute op waited for a swap-in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .devices import Device, get_device
+from .graph import ALIAS_TYPES, Graph, producer_name
+from .schedule import buffer_roots, schedule
+
+FREE_TYPES = frozenset({"NoOp", "Const", "Placeholder", "ReadVariableOp", "VarHandleOp", "Shape",
+                        "ShapeN", "Size", "Rank", "IdentityN", "BroadcastGradientArgs"}
+                       | ALIAS_TYPES)
+
+
+def op_flops(graph: Graph, name: str, batch: int) -> float:
+    """FLOPs of one op at a batch size (2 per multiply-add; 1 per element otherwise)."""
+    op = graph.ops[name]
+    shape = lambda t: graph.tensors[t].shape(batch)  # noqa: E731
+    prod = lambda s: float(math.prod(s))  # noqa: E731
+    if not op.outputs:
+        return 0.0
+    try:
+        return _special_flops(op, shape, prod, batch)
+    except (IndexError, KeyError):
+        pass   # unexpected arity or rank (hand-made graphs): count it as elementwise
+    sizes = [prod(shape(x)) for x in op.inputs + op.outputs if graph.tensors[x].itemsize]
+    return max(sizes, default=0.0)
+
+
+def _special_flops(op, shape, prod, batch):
+    """FLOPs of the op types that are not elementwise; raises IndexError on odd arity."""
+    out = shape(op.outputs[0])
+    t = op.type
+    if t == "MatMul":
+        a = shape(op.inputs[0])
+        k = a[0] if op.attrs.get("transpose_a") else a[1]
+        return 2.0 * prod(out) * k
+    if t.startswith("BatchMatMul"):
+        a = shape(op.inputs[0])
+        k = a[-2] if op.attrs.get("adj_x") else a[-1]
+        return 2.0 * prod(out) * k
+    if t in ("Conv2D", "Conv3D"):
+        return 2.0 * prod(out) * prod(shape(op.inputs[1])[:-1])
+    if t == "DepthwiseConv2dNative":
+        return 2.0 * prod(out) * prod(shape(op.inputs[1])[:2])
+    if t in ("Conv2DBackpropInput", "Conv3DBackpropInputV2"):
+        return 2.0 * prod(shape(op.inputs[2])) * prod(shape(op.inputs[1])[:-1])
+    if t in ("Conv2DBackpropFilter", "Conv3DBackpropFilterV2"):
+        return 2.0 * prod(shape(op.inputs[2])) * prod(out[:-1])
+    raise KeyError(t)
+
+
+def op_bytes(graph: Graph, name: str, batch: int) -> float:
+    op = graph.ops[name]
+    return float(sum(graph.tensors[t].bytes(batch) for t in op.inputs + op.outputs))
+
+
+def _linear_costs(graph: Graph):
+    """Per op (FLOPs, bytes) as a*batch + c, measured at batch 1 and 2; shared by rewrites."""
+    table = graph.cache.setdefault("linear_costs", {})
+    for name in graph.ops:
+        if name not in table:
+            f1, f2 = op_flops(graph, name, 1), op_flops(graph, name, 2)
+            b1, b2 = op_bytes(graph, name, 1), op_bytes(graph, name, 2)
+            table[name] = (f2 - f1, 2 * f1 - f2, b2 - b1, 2 * b1 - b2)
+    return table
+
+
+def op_time(graph: Graph, name: str, batch: int, device: Device, costs=None) -> float:
+    """Roofline time of one compute op, or the copy time of a swap."""
+    op = graph.ops[name]
+    role = op.attrs.get("swap")
+    if role is not None:
+        nbytes = graph.tensors[op.inputs[0]].bytes(batch)
+        return nbytes / (device.d2h_bandwidth if role == "out" else device.h2d_bandwidth)
+    if op.type in FREE_TYPES:
+        return 0.0
+    fa, fc, ba, bc = (costs or _linear_costs(graph))[name]
+    return (max((fa * batch + fc) / (device.flops * device.compute_efficiency),
+                (ba * batch + bc) / (device.memory_bandwidth * device.bandwidth_efficiency))
+            + device.launch_overhead_s)
+
+
+@dataclass
+class Simulation:
+    device: str
+    batch_size: int
+    budget: int
+    peak_device_bytes: int
+    peak_host_bytes: int
+    step_time: float
+    compute_time: float          # sum of compute op times: the no-swap step time
+    stall_time: float            # compute time lost waiting for swap-ins
+    swapped_bytes: int           # bytes copied to the host
+    oom_op: str | None           # first op whose allocation exceeded the budget
+    start: dict = field(repr=False, default_factory=dict)
+    end: dict = field(repr=False, default_factory=dict)
+    memory: tuple = field(repr=False, default=())   # (times, device bytes) after each event
+
+    @property
+    def fits(self) -> bool:
+        return self.oom_op is None
+
+    @property
+    def overhead(self) -> float:
+        return self.step_time / self.compute_time - 1.0 if self.compute_time else 0.0
+
+
+def simulate(graph: Graph, device="p100-16gb", batch_size: int = 1, budget: int | None = None,
+             timeline: bool = False) -> Simulation:
+    """Event simulation of one step. budget defaults to the device memory. timeline=True keeps
+    per-op start/end times and the device-memory curve."""
+    dev = get_device(device)
+    budget = dev.memory_bytes if budget is None else budget
+    sched = schedule(graph)
+    order = sched.order
+    ops = graph.ops
+    root = buffer_roots(graph)
+    costs = _linear_costs(graph)
+    end: dict[str, float] = {}
+    start: dict[str, float] = {}
+    free = {"compute": 0.0, "out": 0.0, "in": 0.0}
+    compute_time = stall = swapped = 0.0
+    for name in order:
+        op = ops[name]
+        role = op.attrs.get("swap")
+        stream = role or "compute"
+        dur = op_time(graph, name, batch_size, dev, costs)
+        ready = 0.0
+        ready_no_swapin = 0.0
+        for t in op.inputs:
+            p = producer_name(t)
+            ready = max(ready, end[p])
+            if ops[p].attrs.get("swap") != "in":
+                ready_no_swapin = max(ready_no_swapin, end[p])
+        for p in op.control_inputs:
+            ready = max(ready, end[p])
+            ready_no_swapin = max(ready_no_swapin, end[p])
+        s = max(free[stream], ready)
+        if stream == "compute":
+            if dur == 0.0:
+                # Free ops (Const, Shape, ...) do not occupy the stream.
+                start[name] = end[name] = ready
+                continue
+            compute_time += dur
+            stall += s - max(free[stream], ready_no_swapin)
+        elif role == "out":
+            swapped += graph.tensors[op.inputs[0]].bytes(batch_size)
+        start[name] = s
+        end[name] = s + dur
+        free[stream] = s + dur
+
+    # Memory events: allocate at producer start, free at the last reader's end.
+    last_end: dict[str, float] = {}
+    for name in order:
+        op = ops[name]
+        for t in op.inputs:
+            r = root[t]
+            last_end[r] = max(last_end.get(r, 0.0), end[name])
+    step_time = max(end.values(), default=0.0)
+    for t in graph.fetches:
+        if t in root:
+            last_end[root[t]] = step_time
+    events = []   # (time, 0 = free / 1 = alloc, bytes, place, op)
+    for name in order:
+        op = ops[name]
+        for t in op.outputs:
+            if root[t] != t or graph.tensors[t].variable is not None:
+                continue
+            nbytes = graph.tensors[t].bytes(batch_size)
+            if nbytes <= 0:
+                continue
+            events.append((start[name], 1, nbytes, op.device, name))
+            events.append((max(last_end.get(t, end[name]), end[name]), 0, -nbytes, op.device,
+                           name))
+    events.sort(key=lambda e: (e[0], e[1]))
+    base = graph.variable_bytes()
+    dev_bytes, host_bytes = base, 0
+    peak_dev, peak_host, oom = base, 0, None
+    if base > budget:
+        oom = "(variables)"
+    times, curve = [], []
+    for t, kind, nbytes, place, name in events:
+        if place == "device":
+            dev_bytes += nbytes
+            if dev_bytes > peak_dev:
+                peak_dev = dev_bytes
+            if oom is None and kind == 1 and dev_bytes > budget:
+                oom = name
+            if timeline:
+                times.append(t)
+                curve.append(dev_bytes)
+        else:
+            host_bytes += nbytes
+            peak_host = max(peak_host, host_bytes)
+    return Simulation(dev.name, batch_size, budget, int(peak_dev), int(peak_host), step_time,
+                      compute_time, stall, int(swapped), oom,
+                      start if timeline else {}, end if timeline else {},
+                      (times, curve) if timeline else ())
+
+
+def largest_working_set(graph: Graph, batch_size: int) -> tuple[str, int]:
+    """The op whose inputs + outputs (plus the resident variables) need the most device memory:
+    no swap plan can go below this."""
+    best, best_bytes = None, -1
+    for name, op in graph.ops.items():
+        if op.device != "device" or "swap_of" in op.attrs:
+            continue
+        nbytes = 0
+        for t in set(op.inputs + op.outputs):
+            tensor = graph.tensors[t]
+            if tensor.variable is None:
+                nbytes += tensor.bytes(batch_size)
+        if nbytes > best_bytes:
+            best, best_bytes = name, nbytes
+    return best, best_bytes + graph.variable_bytes()
