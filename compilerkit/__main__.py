@@ -57,6 +57,9 @@ def main(argv=None) -> int:
             return _write(args.out, text)
         if args.emit == "asm":
             return _write(args.out, backend.assembly(mod, args.opt))
+        if args.emit == "lib" and backend.target.name != "host":
+            raise SystemExit(f"--emit lib links with the host's C compiler; for --target "
+                             f"{args.target} use --emit obj")
         obj = backend.object_code(mod, args.opt)
         if args.out == "-":
             raise SystemExit("--emit obj/lib needs -o OUT")

@@ -43,7 +43,12 @@ class Backend:
 
 # target name -> (module, class); imported on demand so a missing optional dependency (the
 # CUDA bindings, say) only matters to the target that needs it.
-BACKENDS = {"host": ("compilerkit.backends.host", "HostBackend")}
+BACKENDS = {
+    "host": ("compilerkit.backends.host", "HostBackend"),
+    "gpu": ("compilerkit.backends.gpu", "GpuBackend"),  # NVPTX + CUDA driver
+    "s390x": ("compilerkit.backends.emulated", "S390xBackend"),  # big-endian, in Unicorn
+    "ppc64": ("compilerkit.backends.emulated", "Ppc64Backend"),
+}
 ALIASES = {"native": "host", "cpu": "host"}
 
 

@@ -14,7 +14,8 @@ CPU setup assumes Unicorn 2.1.x (tested with 2.1.4).  s390x: control register 0 
 vector facility and the PSW selects 64-bit addressing.  ppc64: Unicorn's default CPU, a POWER10,
 runs in real mode (no address translation) with MSR SF (64-bit), FP, VEC, VSX and HV
 (hypervisor) set; HV needs a workaround, see `_force_msr`.  Code is expected from llvmlite for
-`powerpc64-unknown-linux-gnu` (ELFv1); Unicorn runs code for -mcpu up to z13 and pwr9.
+`powerpc64-unknown-linux-gnu` (ELFv1); Unicorn runs code for -mcpu up to z13 and pwr8 (most
+pwr9 code runs too, but not the ISA 3.0 `lxvwsx` splat LLVM emits for compiled models).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ STOP = 0x3000_0000  # return address of every call: emulation stops when PC reac
 TCG_BUFFER = 64 << 20
 # The newest llvm -mcpu whose code Unicorn 2.1 runs: z14's vector-enhancements (vfasb...) and
 # POWER10's prefixed instructions (pli...) are not implemented.
-NEWEST_CPU = {"s390x": "z13", "ppc64": "pwr9"}
+NEWEST_CPU = {"s390x": "z13", "ppc64": "pwr8"}
 MSR_SF, MSR_HV, MSR_VEC, MSR_VSX, MSR_FP = 1 << 63, 1 << 60, 1 << 25, 1 << 23, 1 << 13
 
 
@@ -180,6 +181,13 @@ class EmulatedMachine:
             self.uc.reg_write(ppc.UC_PPC_REG_1, sp)
             self.uc.reg_write(ppc.UC_PPC_REG_2, toc)
             self.uc.reg_write(ppc.UC_PPC_REG_LR, STOP)
+        counting = bool(max_instructions)
+        if counting != getattr(self, "_counting", counting):
+            # Unicorn counts instructions with code instrumented at translation time: blocks
+            # translated by an uncounted call would run uncounted (the budget silently ignored),
+            # so the translation cache is dropped whenever counting is switched.
+            self.uc.ctl_flush_tb()
+        self._counting = counting
         start = time.perf_counter()
         try:
             self.uc.emu_start(entry, STOP + 16, timeout=int(timeout_s * 1e6),

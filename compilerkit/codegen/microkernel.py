@@ -42,8 +42,10 @@ def counted_loop(b: ir.IRBuilder, lo, hi, step, body):
 
 
 def _fmuladd(module, vt):
-    suffix = "f32" if vt.element == ir.FloatType() else "f64"
-    name = f"llvm.fmuladd.v{vt.count}{suffix}"
+    """llvm.fmuladd for a vector type or (no `count`) a scalar type."""
+    element = getattr(vt, "element", vt)
+    suffix = "f32" if element == ir.FloatType() else "f64"
+    name = f"llvm.fmuladd.{f'v{vt.count}' if hasattr(vt, 'count') else ''}{suffix}"
     if name in module.globals:
         return module.globals[name]
     return ir.Function(module, ir.FunctionType(vt, [vt, vt, vt]), name)
@@ -68,6 +70,7 @@ def matmul_kernel(module: ir.Module, elem_t, simd: int) -> ir.Function:
     vt = ir.VectorType(elem_t, simd)
     vp = vt.as_pointer()
     fma = _fmuladd(module, vt)
+    scalar_fma = _fmuladd(module, elem_t)
 
     def alloca(t):
         # Accumulators live in entry-block allocas; SROA turns them into registers.
@@ -119,7 +122,10 @@ def matmul_kernel(module: ir.Module, elem_t, simd: int) -> ir.Function:
 
                 def ks(k, row=row, acc=acc):
                     bv = b.load(b.gep(bm, [b.add(b_off, b.add(b.mul(k, ldb), j))]))
-                    b.store(b.fadd(b.load(acc), b.fmul(a_at(row, k), bv)), acc)
+                    # fmuladd, as in the vector blocks: a C element is then rounded the same
+                    # whichever block holds it, so results do not depend on `simd` (AVX2 vs
+                    # AVX-512 hosts, 4-lane s390x/ppc64 targets agree bit for bit).
+                    b.store(b.call(scalar_fma, [a_at(row, k), bv, b.load(acc)]), acc)
 
                 counted_loop(b, k0, k1, C(1), ks)
                 b.store(b.load(acc), cp)

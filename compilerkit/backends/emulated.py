@@ -1,0 +1,250 @@
+"""Emulated big-endian backends: `target="s390x"` (IBM Z, z13) and `target="ppc64"` (POWER,
+ELFv1, pwr8), compiled by llvmlite on any host and run in the Unicorn emulator.
+
+Kernel IR -> LLVM IR with the target's triple and data layout (taken from LLVM's own target
+machine, never typed in) -> the same new-pass-manager pipeline as the host -> an ELF object
+(`reloc="static"`, `codemodel="small"`: what `elf_loader` links) -> an `EmulatedMachine`.
+The "asm" stage is the target's assembly.
+
+Byte order (onnx-mlir issue 2851): codegen emits every constant as a *typed* LLVM global
+(`[n x float] [...]`), so LLVM writes its bytes in the target's order; inputs cross into the
+emulator as big-endian bytes and outputs come back the same way, converted to native numpy
+arrays. `compile_with_host_bytes` builds the buggy variant on purpose (constants as an `i8`
+array of the host's little-endian bytes, as onnx-mlir does when cross-compiling) so a notebook
+can show what goes wrong.
+
+Every run is bounded: `session.timeout_s` (wall clock) and `session.max_instructions` (None
+turns the count off; counting costs about half the emulation speed) are plain attributes, and
+a runaway kernel raises `EmulationLimit` naming the limit. Assumes Unicorn 2.1 (see
+emulator.py for what it can execute: z13, pwr9; pwr8 is used because Unicorn faults on the
+pwr9 `lxvwsx` that LLVM emits for splats).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+
+import llvmlite.binding as llvm
+import llvmlite.ir as ir
+import numpy as np
+
+from compilerkit.backends.base import Backend, Target
+from compilerkit.backends.emulator import EmulatedMachine, EmulationLimit  # noqa: F401
+from compilerkit.codegen.emit import ENTRY, Emitter, mem_type
+from compilerkit.runtime import check_inputs
+
+_READY = False
+# name -> (triple, cpu, LLVM data-layout vector width in f32 lanes)
+TARGETS = {
+    "s390x": ("s390x-ibm-linux", "z13", 4),  # z13 vector facility: 128-bit registers
+    # VSX, 128-bit. Not pwr9: Unicorn faults on the ISA 3.0 splat load (lxvwsx) LLVM emits.
+    "ppc64": ("powerpc64-unknown-linux-gnu", "pwr8", 4),
+}
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_MAX_INSTRUCTIONS = None  # time limit only: counting halves emulation speed
+
+
+def _init():
+    global _READY
+    if not _READY:
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+        _READY = True
+
+
+def emulated_target(name: str) -> Target:
+    """The Target for "s390x" or "ppc64"; the data layout is the one LLVM reports."""
+    _init()
+    triple, cpu, width = TARGETS[name]
+    tm = llvm.Target.from_triple(triple).create_target_machine(cpu=cpu)
+    return Target(name, triple, str(tm.target_data), "big", width, cpu, "")
+
+
+class EmulatedBackend(Backend):
+    code_stage = "asm"
+
+    def __init__(self, name: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS):
+        self.target = emulated_target(name)
+        self.timeout_s = timeout_s
+        self.max_instructions = max_instructions
+
+    def machine(self, opt_level: int):
+        t = self.target
+        # static + small: absolute addresses and the relocations elf_loader implements.
+        return llvm.Target.from_triple(t.triple).create_target_machine(
+            cpu=t.cpu, features=t.features, opt=opt_level, reloc="static", codemodel="small")
+
+    def optimize(self, llvm_ir: str, opt_level: int):
+        mod = llvm.parse_assembly(llvm_ir)
+        mod.verify()
+        if opt_level > 0:
+            # The host pipeline (host.py), for the target machine: same passes, same options.
+            pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+            pto.loop_vectorization = opt_level >= 2
+            pto.slp_vectorization = opt_level >= 2
+            pto.loop_unrolling = False
+            pb = llvm.create_pass_builder(self.machine(opt_level), pto)
+            pb.getModulePassManager().run(mod, pb)
+        return str(mod), mod
+
+    def assembly(self, mod, opt_level: int = 3) -> str:
+        return self.machine(opt_level).emit_assembly(mod)
+
+    def object_code(self, mod, opt_level: int = 3) -> bytes:
+        return self.machine(opt_level).emit_object(mod)
+
+    def session(self, mod, inputs, outputs, opt_level: int = 3):
+        return EmulatedSession(self.target.name, self.object_code(mod, opt_level), inputs,
+                               outputs, timeout_s=self.timeout_s,
+                               max_instructions=self.max_instructions)
+
+
+class S390xBackend(EmulatedBackend):
+    def __init__(self, **kw):
+        super().__init__("s390x", **kw)
+
+
+class Ppc64Backend(EmulatedBackend):
+    def __init__(self, **kw):
+        super().__init__("ppc64", **kw)
+
+
+def _big(dtype) -> np.dtype:
+    return np.dtype(dtype).newbyteorder(">")
+
+
+class EmulatedSession:
+    """One EmulatedMachine per compiled model; its buffers are allocated once."""
+
+    def __init__(self, arch, obj: bytes, inputs, outputs, timeout_s=DEFAULT_TIMEOUT_S,
+                 max_instructions=DEFAULT_MAX_INSTRUCTIONS):
+        self.arch, self.obj = arch, obj
+        self.inputs, self.outputs = inputs, outputs
+        self.timeout_s, self.max_instructions = timeout_s, max_instructions
+        self.last_seconds = None  # emulated wall time of the latest run
+        sizes = [int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize
+                 for _, s, d in list(inputs) + list(outputs)]
+        probe = EmulatedMachine(arch, obj, heap_bytes=1 << 16)
+        # The arena size is what the compiled code says, asked of the emulated machine.
+        self.arena_bytes = int(self._call(probe, ENTRY + "_arena_bytes", [])["result"])
+        need = sum(s + 64 for s in sizes) + self.arena_bytes + 64 + 8 * (len(sizes) + 1) + 4096
+        del probe
+        self.machine = EmulatedMachine(arch, obj, heap_bytes=need)
+        m = self.machine
+        self.addresses = [m.alloc(max(s, 1)) for s in sizes]
+        self.arena_address = m.alloc(self.arena_bytes) if self.arena_bytes else 0
+        pointers = self.addresses + [self.arena_address]
+        self.pointer_array = m.alloc(8 * len(pointers), align=8)
+        m.write(self.pointer_array, np.array(pointers, dtype=">u8").tobytes())
+
+    def _call(self, machine, function, args):
+        return machine.call(function, args, max_instructions=self.max_instructions,
+                            timeout_s=self.timeout_s)
+
+    def run(self, *arrays):
+        ins = check_inputs(arrays, self.inputs)  # before anything is emulated
+        m = self.machine
+        for a, address in zip(ins, self.addresses, strict=False):
+            m.write(address, a.astype(_big(a.dtype)).tobytes())
+        self.last_seconds = self._call(m, ENTRY, [self.pointer_array])["seconds"]
+        outs = []
+        for (_, shape, dtype), address in zip(self.outputs, self.addresses[len(ins):],
+                                                   strict=True):
+            n = int(np.prod(shape, dtype=np.int64))
+            raw = m.read(address, n * np.dtype(dtype).itemsize)
+            outs.append(np.frombuffer(raw, dtype=_big(dtype)).astype(dtype).reshape(shape))
+        return outs
+
+
+# ---- the onnx-mlir 2851 failure mode, built on purpose ------------------------------------------
+
+class HostBytesEmitter(Emitter):
+    """Codegen that emits every non-splat constant as an `i8` array of the *host's* bytes
+    (`array.tobytes()`), which is what a cross-compiler does when it copies ONNX raw_data into
+    the image. On a big-endian target every multi-byte constant then reads byte-swapped."""
+
+    def global_(self, op):
+        from compilerkit.dialects import onnx as onnx_d
+
+        array = onnx_d.attr_array(op.value, self.kmodule)
+        if array.dtype == np.bool_ or onnx_d.is_splat(array) and array.size > 1024:
+            return super().global_(op)
+        elem = mem_type(op.res.type.element_type)
+        raw = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes()
+        at = ir.ArrayType(ir.IntType(8), max(1, len(raw)))
+        g = ir.GlobalVariable(self.module, at, name="g_" + op.sym_name.data)
+        g.linkage = "internal"
+        g.align = 64
+        g.global_constant = True
+        g.initializer = ir.Constant(at, bytearray(raw) or bytearray(1))
+        return self.b.bitcast(g, elem.as_pointer())
+
+
+def compile_with_host_bytes(model, target: str = "s390x", opt_level: int = 3,
+                            input_shapes=None):
+    """Compile like `compilerkit.compile`, but with the buggy constant emission of
+    HostBytesEmitter: for teaching only (results on a big-endian target are wrong)."""
+    import compilerkit as ck
+    from compilerkit import CompiledModel, _signature
+    from compilerkit.onnx_passes.single_node import main_func
+    from compilerkit.stages import Stages
+
+    backend = ck.get_backend(target)
+    module = ck.import_onnx(model, input_shapes)
+    ck.optimize_onnx(module)
+    kmodule = ck.lower(module, opt_level, backend.target)
+    t = time.perf_counter()
+    text = str(HostBytesEmitter(kmodule, backend.target).emit())
+    optimized, mod = backend.optimize(text, opt_level)
+    stages = Stages()
+    stages.set("llvm-ir", optimized)
+    f = main_func(kmodule)
+    inputs, outputs = _signature(f, f.attributes["num_inputs"].value.data)
+    session = backend.session(mod, inputs, outputs)
+    timings = OrderedDict(native=time.perf_counter() - t)
+    return CompiledModel(stages, timings, session, inputs, outputs, session.arena_bytes,
+                         f.attributes["naive_bytes"].value.data, mod, backend, opt_level)
+
+
+def object_bytes(compiled) -> bytes:
+    """The ELF object a compiled model runs from (emulated targets) or would link (host)."""
+    session = compiled.session
+    if hasattr(session, "obj"):
+        return session.obj
+    return compiled.backend.object_code(compiled.llvm_module, compiled.opt_level)
+
+
+def hexdump(data: bytes, width: int = 16, limit: int = 64) -> str:
+    """`xxd`-style lines for the first `limit` bytes."""
+    lines = []
+    for off in range(0, min(len(data), limit), width):
+        chunk = data[off:off + width]
+        lines.append(f"{off:08x}  {chunk.hex(' ')}")
+    return "\n".join(lines)
+
+
+def locate(obj: bytes, data: bytes):
+    """(section name, offset in it) of the first occurrence of `data` in an ELF object's
+    allocated data sections, or None: where a constant's bytes ended up."""
+    import io
+
+    from elftools.elf.elffile import ELFFile
+
+    for section in ELFFile(io.BytesIO(obj)).iter_sections():
+        if section["sh_type"] == "SHT_NOBITS" or "data" not in section.name:
+            continue
+        at = section.data().find(data)
+        if at >= 0:
+            return section.name, at
+    return None
+
+
+def section_bytes(obj: bytes, name: str, offset: int = 0, size: int = 64) -> bytes:
+    """`size` bytes of section `name` from `offset`."""
+    import io
+
+    from elftools.elf.elffile import ELFFile
+
+    return ELFFile(io.BytesIO(obj)).get_section_by_name(name).data()[offset:offset + size]
