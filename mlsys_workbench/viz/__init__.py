@@ -5,16 +5,19 @@ numbers); nothing here knows TensorFlow or xDSL.  Every function returns a plotl
 works in JupyterLab, in a plain Python process and in exported HTML alike.
 """
 
+from .animation import frame_positions, lifetime_animation
 from .graph import collapse_scopes, graph_figure
 from .layout import layered_layout, levels
 from .memory import human_bytes, lifetime_chart, lifetimes_and_memory, memory_timeline
 
 __all__ = [
     "collapse_scopes",
+    "frame_positions",
     "graph_figure",
     "layered_layout",
     "levels",
     "human_bytes",
+    "lifetime_animation",
     "lifetime_chart",
     "lifetimes_and_memory",
     "memory_timeline",

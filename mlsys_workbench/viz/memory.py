@@ -4,8 +4,9 @@
              "kind" (weight / activation / gradient / optimizer-state / temporary / ...), and
              optionally "hover" and "host": a list of (start, end) spans spent swapped out.
   series:    device and host bytes per schedule position (lists of equal length).
-The lifetime chart draws one bar per tensor, grouped by kind; the memory timeline draws device
-and host bytes, the budget line, and marks the peak with the tensors live there.
+The lifetime chart draws one bar (a thick segment) per tensor, grouped by kind; the memory
+timeline draws device and host bytes, the budget line, and marks the peak with the tensors live
+there.
 """
 
 from __future__ import annotations
@@ -52,36 +53,50 @@ def _check_intervals(intervals):
             raise ValueError(f"tensor {item['name']!r}: negative size {item['bytes']}")
 
 
+def _segments(spans):
+    """x/y lists drawing each (row, start, end) span as one horizontal segment."""
+    xs, ys = [], []
+    for row, start, end in spans:
+        xs += [start - 0.5, end + 0.5, None]
+        ys += [row, row, None]
+    return xs, ys
+
+
 def lifetime_traces(intervals, max_bars: int = 2000):
-    """Horizontal bars, one per tensor (the largest ``max_bars``), one trace per kind."""
+    """One thick horizontal segment per tensor (the largest ``max_bars``), one trace per kind.
+
+    Segments of a scatter trace, not plotly bars: horizontal bars vanish from a figure that
+    carries animation frames (seen with plotly.js in Chromium), and one line trace per kind
+    also draws thousands of tensors faster than bar shapes.
+    """
     _check_intervals(intervals)
     chosen = sorted(intervals, key=lambda t: -t["bytes"])[:max_bars]
     chosen.sort(key=lambda t: (t.get("kind", ""), t["start"], t["name"]))
     row = {t["name"]: i for i, t in enumerate(chosen)}
+    # About 60% of a row's height on a ~300 px panel, so neighbouring rows stay apart.
+    width = max(1.0, min(8.0, 180 / max(len(chosen), 1)))
     traces = []
     for kind in dict.fromkeys(t.get("kind", "tensor") for t in chosen):
         group = [t for t in chosen if t.get("kind", "tensor") == kind]
-        traces.append(go.Bar(
-            orientation="h", name=kind, marker_color=_kind_colour(kind),
-            y=[row[t["name"]] for t in group], base=[t["start"] for t in group],
-            x=[t["end"] - t["start"] + 1 for t in group],
-            hovertext=[t.get("hover") or f"{t['name']}<br>{human_bytes(t['bytes'])}<br>"
-                       f"[{t['start']}, {t['end']}]" for t in group],
-            hoverinfo="text",
+        xs, ys = _segments([(row[t["name"]], t["start"], t["end"]) for t in group])
+        hover = [t.get("hover") or f"{t['name']}<br>{human_bytes(t['bytes'])}<br>"
+                 f"[{t['start']}, {t['end']}]" for t in group]
+        traces.append(go.Scatter(
+            x=xs, y=ys, mode="lines", name=kind, line={"color": _kind_colour(kind),
+                                                       "width": width},
+            hovertext=[h for h in hover for _ in range(3)], hoverinfo="text",
         ))
     spans = [(row[t["name"]], a, b) for t in chosen for a, b in t.get("host", [])]
     if spans:
-        traces.append(go.Bar(
-            orientation="h", name="on host", marker_color=KIND_COLOURS["host"],
-            y=[r for r, _, _ in spans], base=[a for _, a, _ in spans],
-            x=[b - a + 1 for _, a, b in spans], hoverinfo="skip", opacity=0.85,
-        ))
+        xs, ys = _segments(spans)
+        traces.append(go.Scatter(x=xs, y=ys, mode="lines", name="on host", hoverinfo="skip",
+                                 line={"color": KIND_COLOURS["host"], "width": width}))
     return traces
 
 
 def lifetime_chart(intervals, title: str = "Tensor lifetimes", max_bars: int = 2000):
     fig = go.Figure(lifetime_traces(intervals, max_bars))
-    fig.update_layout(title=title, barmode="overlay", xaxis_title="schedule position",
+    fig.update_layout(title=title, xaxis_title="schedule position",
                       yaxis={"title": "tensor", "showticklabels": False}, plot_bgcolor="white")
     return fig
 
@@ -129,7 +144,7 @@ def lifetimes_and_memory(intervals, device, host=None, budget=None, live_at_peak
         fig.add_trace(trace, row=1, col=1)
     for trace in memory_traces(device, host, budget, live_at_peak):
         fig.add_trace(trace, row=2, col=1)
-    fig.update_layout(title=title, barmode="overlay", plot_bgcolor="white", height=700)
+    fig.update_layout(title=title, plot_bgcolor="white", height=700)
     fig.update_yaxes(showticklabels=False, row=1, col=1)
     fig.update_yaxes(title_text="bytes", row=2, col=1)
     fig.update_xaxes(title_text="schedule position", row=2, col=1)

@@ -15,9 +15,11 @@ def test_one_bar_per_tensor_grouped_by_kind():
     fig = lifetime_chart(INTERVALS)
     by_name = {trace.name: trace for trace in fig.data}
     assert set(by_name) == {"weight", "activation", "gradient", "on host"}
-    activation = by_name["activation"]
-    assert list(activation.base) == [1] and list(activation.x) == [4]  # steps 1..4 inclusive
-    assert list(by_name["on host"].base) == [2] and list(by_name["on host"].x) == [2]
+    # A tensor live at positions 1..4 inclusive covers [0.5, 4.5] on the schedule axis.
+    assert list(by_name["activation"].x) == [0.5, 4.5, None]
+    assert list(by_name["on host"].x) == [1.5, 3.5, None]
+    assert by_name["on host"].y[0] == by_name["activation"].y[0]  # drawn over its own row
+    assert by_name["weight"].y[0] != by_name["activation"].y[0]
 
 
 def test_memory_timeline_marks_the_peak():
