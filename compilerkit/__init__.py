@@ -48,10 +48,12 @@ def lower(module, opt_level: int = 3, target: Target | None = None):
     """ONNX IR -> Kernel IR: lowering, the -O3 matmul schedule, -O2+ unrolling of short inner
     loops, buffer planning."""
     kmodule = lower_to_krnl(module)
-    if opt_level >= 3:
+    if hasattr(target, "schedule"):  # a target with its own Kernel IR schedule (gpu)
+        target.schedule(kmodule, opt_level)
+    elif opt_level >= 3:
         simd = target.vector_width if target is not None else 8
         tile_matmul(kmodule, simd=simd)
-    if opt_level >= 2:
+    if opt_level >= 2 and not hasattr(target, "schedule"):
         unroll_small(kmodule)
     plan_buffers(kmodule)
     return kmodule
@@ -136,7 +138,8 @@ def compile_kernel(kmodule, target: str = "host", opt_level: int = 3,
 
 def _native(kmodule, backend, opt_level, stages, timings, asm) -> CompiledModel:
     t = time.perf_counter()
-    text = to_llvm(kmodule, backend.target)
+    emit = getattr(backend, "emit_llvm", None)  # a backend with its own codegen (gpu)
+    text = emit(kmodule) if emit is not None else to_llvm(kmodule, backend.target)
     optimized, mod = backend.optimize(text, opt_level)
     stages.set("llvm-ir", optimized)
     timings["llvm-ir"] = time.perf_counter() - t

@@ -1,0 +1,125 @@
+"""Latency per model on one machine: compilerkit's GPU backend (inputs copied in, every kernel
+launched, outputs copied back, synchronised) against compilerkit's host backend and
+onnxruntime's CPU provider (one thread, and all threads), batch 1, -O3; each GPU output is also
+compared with the host's (rtol 1e-4, atol 1e-5).
+
+    python benchmarks/gpu_bench.py OUT.json [--repeat 5] [--budget-s 400] [--models a,b]
+
+Models: every mlsys_datasets ONNX model and the "light" models inside the onnx package. A
+model's median of `repeat` runs after one warm-up run is reported; models left when `budget-s`
+is spent are listed as skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import mlsys_datasets
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import compilerkit as ck  # noqa: E402
+from compilerkit.backends import cuda_driver  # noqa: E402
+
+LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+
+
+def models():
+    out = [(n, str(mlsys_datasets.onnx_path(n))) for n in mlsys_datasets.ONNX_MODELS]
+    out += [(os.path.basename(p)[6:-5], p)
+            for p in sorted(glob.glob(os.path.join(LIGHT, "light_*.onnx")))]
+    return out
+
+
+def feeds_of(path):
+    model = onnx.load(path)
+    inits = {i.name for i in model.graph.initializer}
+    out = []
+    for k, inp in enumerate(i for i in model.graph.input if i.name not in inits):
+        tt = inp.type.tensor_type
+        shape = [d.dim_value if d.dim_value > 0 else 1 for d in tt.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        out.append((inp.name, np.random.default_rng(k).standard_normal(shape).astype(dtype)))
+    return out
+
+
+def median_ms(fn, repeat):
+    fn()  # warm-up: first-run costs (module load, device buffers, constant upload)
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    return round(statistics.median(times), 4)
+
+
+def bench(name, path, repeat):
+    feeds = feeds_of(path)
+    arrays = [a for _, a in feeds]
+    shapes = {n: list(a.shape) for n, a in feeds}
+    row = {"model": name}
+    t = time.perf_counter()
+    host = ck.compile(path, target="host", asm=False, input_shapes=shapes)
+    row["host_compile_s"] = round(time.perf_counter() - t, 2)
+    t = time.perf_counter()
+    gpu = ck.compile(path, target="gpu", asm=False, input_shapes=shapes)
+    row["gpu_compile_s"] = round(time.perf_counter() - t, 2)
+    row["kernels"] = len(gpu.session.launches)
+    row["launches_per_run"] = len(gpu.session.steps)
+    ref, out = host.run(*arrays), gpu.run(*arrays)
+    diff = max(float(np.max(np.abs(o.astype(np.float64) - r))) if o.size else 0.0
+               for o, r in zip(out, ref, strict=True))
+    row["max_abs_diff_vs_host"] = diff
+    row["matches_host"] = all(np.allclose(o, r, rtol=1e-4, atol=1e-5)
+                              for o, r in zip(out, ref, strict=True))
+    row["gpu_ms"] = median_ms(lambda: gpu.run(*arrays), repeat)
+    row["host_ms"] = median_ms(lambda: host.run(*arrays), repeat)
+    for threads, key in ((1, "ort_cpu_1t_ms"), (0, "ort_cpu_ms")):
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        row[key] = median_ms(lambda sess=sess: sess.run(None, dict(feeds)), repeat)
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--budget-s", type=float, default=400)
+    ap.add_argument("--models", default="")
+    args = ap.parse_args()
+    info = cuda_driver.context().info
+    result = {"device": info.name, "sm": info.sm, "cpu_count": os.cpu_count(),
+              "python": platform.python_version(), "onnxruntime": ort.__version__,
+              "timing": f"median of {args.repeat} runs after 1 warm-up; gpu_ms includes "
+                        "host<->device copies and synchronisation", "rows": [], "skipped": []}
+    start = time.perf_counter()
+    wanted = set(filter(None, args.models.split(",")))
+    for name, path in models():
+        if wanted and name not in wanted:
+            continue
+        if time.perf_counter() - start > args.budget_s:
+            result["skipped"].append(name)
+            continue
+        try:
+            row = bench(name, path, args.repeat)
+        except Exception as error:  # one model's failure is a result, not the end
+            row = {"model": name, "error": f"{type(error).__name__}: {error}"[:500]}
+        print(json.dumps(row), flush=True)
+        result["rows"].append(row)
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""The GPU backend (`target="gpu"`): Kernel IR -> NVPTX LLVM IR (codegen/gpu.py) -> PTX with
+llvmlite's NVPTX target -> loaded and launched through the CUDA driver API (cuda_driver.py).
+
+The PTX is produced on any machine: the compute capability is read from device 0 when there is
+one, otherwise the PTX targets DEFAULT_SM so a laptop still gets something to read; `.run` then
+raises `NoCudaDevice` ("no CUDA device found: ..."). On a device, the first `run` loads the
+module and allocates the device buffers once per compiled model (inputs, outputs, the arena,
+the constants, uploaded once); each run copies the inputs in, launches every kernel in program
+order on the default stream, and copies the outputs back.
+"""
+
+from __future__ import annotations
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from compilerkit.backends import cuda_driver
+from compilerkit.backends.base import Backend, Target
+from compilerkit.codegen.gpu import emit_gpu
+from compilerkit.runtime import check_inputs
+
+TRIPLE = "nvptx64-nvidia-cuda"
+DEFAULT_SM = "sm_80"  # Ampere: what the PTX targets when no device says otherwise
+_READY = False
+
+
+def _init():
+    global _READY
+    if not _READY:
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+        _READY = True
+
+
+def _ptx_features(sm: str) -> str:
+    # PTX ISA 8.0 covers sm_50..sm_90 (CUDA 12.0 drivers); newer chips need newer ISAs.
+    return "+ptx80" if int(sm[3:5]) <= 90 else "+ptx86"
+
+
+class GpuTarget(Target):
+    """The Target, plus the Kernel IR schedule `lower` runs for it instead of the host's."""
+
+    def schedule(self, kmodule, opt_level: int):
+        from compilerkit.krnl_passes import unroll_small
+        from compilerkit.krnl_passes.gpu_map import gpu_map
+
+        if opt_level >= 2:
+            unroll_small(kmodule)  # short loops left inside a thread: as on the host
+        gpu_map(kmodule)
+
+
+def device_sm() -> str | None:
+    try:
+        return cuda_driver.context().info.sm
+    except cuda_driver.NoCudaDevice:
+        return None
+
+
+class GpuBackend(Backend):
+    code_stage = "ptx"
+
+    def __init__(self, sm: str | None = None):
+        _init()
+        self.sm = sm or device_sm() or DEFAULT_SM
+        tm = self.machine(3)
+        self.target = GpuTarget("gpu", TRIPLE, str(tm.target_data), "little", 1, self.sm,
+                                _ptx_features(self.sm))
+        self.emitted = None
+        self._ptx = {}
+
+    def machine(self, opt_level: int):
+        return llvm.Target.from_triple(TRIPLE).create_target_machine(
+            cpu=self.sm, features=_ptx_features(self.sm), opt=opt_level)
+
+    def emit_llvm(self, kmodule) -> str:
+        """Kernel IR -> NVPTX LLVM IR text; keeps the launch plan for `session`."""
+        self.emitted = emit_gpu(kmodule, self.target)
+        return str(self.emitted.module)
+
+    def optimize(self, llvm_ir: str, opt_level: int):
+        mod = llvm.parse_assembly(llvm_ir)
+        mod.verify()
+        if opt_level > 0:
+            pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+            pb = llvm.create_pass_builder(self.machine(opt_level), pto)
+            pb.getModulePassManager().run(mod, pb)
+        return str(mod), mod
+
+    def assembly(self, mod, opt_level: int = 3) -> str:
+        key = (id(mod), opt_level)
+        if key not in self._ptx:
+            self._ptx[key] = (mod, self.machine(opt_level).emit_assembly(mod))
+        return self._ptx[key][1]
+
+    def session(self, mod, inputs, outputs):
+        if self.emitted is None:
+            raise ValueError("the GPU backend compiles Kernel IR through emit_llvm first")
+        return GpuSession(self, mod, inputs, outputs)
+
+
+class GpuSession:
+    """Runs one compiled model on device 0; device state is created on the first run."""
+
+    def __init__(self, backend: GpuBackend, mod, inputs, outputs):
+        self.backend, self.mod = backend, mod
+        self.inputs, self.outputs = inputs, outputs
+        self.launches = backend.emitted.launches
+        self.steps = backend.emitted.steps
+        self.constants = backend.emitted.constants
+        self.arena_bytes = backend.emitted.arena_bytes
+        self._device = None
+
+    def _load(self):
+        if self._device is not None:
+            return self._device
+        ctx = cuda_driver.context()  # raises NoCudaDevice, with what is missing
+        if ctx.info.sm != self.backend.sm:
+            raise cuda_driver.CudaError(
+                f"compiled for {self.backend.sm}, device 0 is {ctx.info.sm}: compile again")
+        module = ctx.load_ptx(self.backend.assembly(self.mod, 3))
+        kernels = [module.kernel(k.name) for k in self.launches]
+        bufs = []
+        try:
+            for _, shape, dtype in self.inputs + self.outputs:
+                bufs.append(ctx.alloc(int(np.prod(shape, dtype=np.int64)) *
+                                      np.dtype(dtype).itemsize))
+            arena = ctx.alloc(self.arena_bytes)
+            consts = ctx.alloc(max(self.constants.nbytes, 1))
+            consts.upload(self.constants.image()[:consts.nbytes])
+        except Exception:
+            for buf in bufs:
+                buf.free()
+            raise
+        params = [("ptr", buf) for buf in bufs] + [("ptr", arena), ("ptr", consts)]
+        self._device = (ctx, module, kernels, bufs, arena, consts, params)
+        return self._device
+
+    def run(self, *arrays):
+        ins = check_inputs(arrays, self.inputs)
+        ctx, _, kernels, bufs, _, _, params = self._load()
+        ctx.make_current()
+        for buf, a in zip(bufs, ins, strict=False):
+            if a.nbytes:
+                buf.upload(a)
+        for k, extra in self.steps:
+            launch = self.launches[k]
+            if min(launch.grid) > 0:
+                kernels[k].launch(launch.grid, launch.block,
+                                  params + [("i64", v) for v in extra])
+        ctx.synchronize()
+        outs = [np.empty(shape, dtype=dtype) for _, shape, dtype in self.outputs]
+        for buf, o in zip(bufs[len(ins):], outs, strict=True):
+            if o.nbytes:
+                buf.download(o)
+        return outs
+
+    def __del__(self):
+        device = getattr(self, "_device", None)
+        if device is not None:
+            for buf in device[3] + [device[4], device[5]]:
+                try:
+                    buf.free()
+                except Exception:  # the context may already be gone at interpreter exit
+                    pass
+
+
+def ptx_kernel(ptx: str, name: str) -> str:
+    """One `.entry` of a PTX listing, from its header to its closing brace."""
+    import re
+
+    m = re.search(rf"^\.visible \.entry {re.escape(name)}\(.*?^}}", ptx, flags=re.M | re.S)
+    if m is None:
+        raise KeyError(f"no kernel {name!r} in the PTX")
+    return m.group(0)

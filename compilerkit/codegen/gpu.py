@@ -1,0 +1,351 @@
+"""Kernel IR -> LLVM IR for `nvptx64-nvidia-cuda`: one `ptx_kernel` function per top-level
+`krnl.iterate`, launched in program order by the GPU backend.
+
+Assumes buffer planning and the GPU schedule (krnl_passes/gpu_map.py) have run; the mapping is
+recomputed here from the same pure `plan` function, so a module scheduled for the host (through
+`compile_kernel`) compiles too and the Kernel IR is only read. Every kernel has the same
+parameters:
+
+    kernel(inputs..., outputs..., arena, constants)     // generic i8* device pointers
+    kernel(inputs..., outputs..., arena, constants, i64 outer...)   // inner nest of a split
+
+Intermediate buffers are offsets in the arena (as on the host); constants are offsets in one
+constant buffer that the backend uploads once (large splats are filled there by numpy, never
+spelled out in the PTX), so the PTX stays small enough to read. The loop bodies are emitted by
+the host `Emitter` itself (same loads, stores, arith, IR math library): this subclass only
+replaces the loops that become threads by thread indices (`loop`), and a matmul nest by a
+shared-memory tiled kernel (`tiled_matmul`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import llvmlite.ir as ir
+import numpy as np
+from xdsl.dialects import func
+
+from compilerkit.codegen.emit import ENTRY, I8P, I64, Emitter, _op_label, mem_type
+from compilerkit.dialects import krnl
+from compilerkit.dialects import onnx as onnx_d
+from compilerkit.krnl_passes.gpu_map import BLOCK, TILE, plan
+from compilerkit.onnx_passes.single_node import main_func
+
+I32 = ir.IntType(32)
+ALIGN = 64
+
+
+@dataclass
+class Launch:
+    name: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    mapping: str
+    n_extra: int = 0  # trailing i64 parameters: the outer indices of a split nest
+
+
+@dataclass
+class ConstantPlan:
+    """The constant buffer: (offset, array) pieces and splats (offset, value, count, dtype)."""
+
+    nbytes: int
+    arrays: list
+    splats: list
+
+    def image(self) -> np.ndarray:
+        out = np.zeros(max(self.nbytes, 1), np.uint8)
+        for offset, array in self.arrays:
+            raw = np.ascontiguousarray(array).view(np.uint8).reshape(-1)
+            out[offset:offset + raw.size] = raw
+        for offset, value, count, dtype in self.splats:
+            # Host-side fill, once per compiled model: no init kernel, nothing in the PTX.
+            out[offset:offset + count * dtype.itemsize].view(dtype)[:] = value
+        return out
+
+
+def _np_dtype(elem):
+    t = mem_type(elem)
+    if t == ir.FloatType():
+        return np.dtype(np.float32)
+    if t == ir.DoubleType():
+        return np.dtype(np.float64)
+    return np.dtype(f"int{t.width}")
+
+
+class GpuEmitter(Emitter):
+    def __init__(self, kmodule, target):
+        super().__init__(kmodule, target)
+        self.fn = None  # no host entry function: nested iterates are always emitted inline
+        self.b = None
+        self.launches: list[Launch] = []  # one per kernel
+        self.steps: list[tuple[int, tuple]] = []  # launch order: (kernel index, extra args)
+        self._pending = []
+
+    # ---- thread indices --------------------------------------------------------------------
+    def sreg(self, name: str):
+        full = f"llvm.nvvm.read.ptx.sreg.{name}"
+        fn = self.module.globals.get(full) or ir.Function(
+            self.module, ir.FunctionType(I32, []), full)
+        return self.b.zext(self.b.call(fn, []), I64)
+
+    def loop(self, lo, hi, step, body):
+        # Emitter.iterate asks for the loops of a nest outermost first; the ones mapped to
+        # threads were queued with their thread index, the others (None) stay loops.
+        if self._pending:
+            iv = self._pending.pop(0)
+            if iv is not None:
+                body(iv)
+                return iv
+        return super().loop(lo, hi, step, body)
+
+    # ---- the module ------------------------------------------------------------------------
+    def emit(self):
+        f = main_func(self.kmodule)
+        args = list(f.body.block.args)
+        self.n_args = len(args)
+        self.recipes = {a: ("arg", k) for k, a in enumerate(args)}
+        self.prelude = []
+        arrays, splats, nbytes = [], [], 0
+        n = 0
+        for op in f.body.block.ops:
+            if isinstance(op, krnl.GlobalOp):
+                t = op.res.type
+                dtype = _np_dtype(t.element_type)
+                count = max(1, math.prod(t.get_shape()))
+                array = onnx_d.attr_array(op.value, self.kmodule)
+                if array.dtype == np.bool_:
+                    array = array.astype(np.int8)
+                if array.size and onnx_d.is_splat(array) and array.size > 1024:
+                    splats.append((nbytes, array.reshape(-1)[0].item(), count, dtype))
+                elif array.size:
+                    arrays.append((nbytes, array.astype(dtype).reshape(-1)))
+                self.recipes[op.res] = ("const", nbytes)
+                nbytes += (count * dtype.itemsize + ALIGN - 1) // ALIGN * ALIGN
+            elif isinstance(op, krnl.AllocOp):
+                if op.offset is None:
+                    raise ValueError("krnl.alloc without an arena offset: run buffer planning")
+                self.recipes[op.res] = ("arena", op.offset.value.data)
+            elif isinstance(op, krnl.ReshapeOp):
+                self.recipes[op.res] = self.recipes[op.source]
+            elif isinstance(op, krnl.IterateOp):
+                n += 1
+                self.kernel(op, n)
+            elif isinstance(op, func.ReturnOp):
+                pass
+            elif op.name.startswith(("arith.", "math.")) and op.name != "arith.constant":
+                self.prelude.append(op)  # index arithmetic: recomputed in each kernel
+            else:
+                self.op(op)  # loop handles, schedule ops, constants: no code
+        self.constants = ConstantPlan(nbytes, arrays, splats)
+        arena = f.attributes.get("arena_bytes")
+        self.arena_bytes = arena.value.data if arena is not None else 0
+        return self.module
+
+    def kernel(self, it, n: int, prelude=(), suffix: str = "", extra=()):
+        mapping = plan(it)
+        if mapping.kind == "split":
+            self.split(it, n, mapping)
+            return None
+        name = f"{ENTRY}_{_op_label(it, n)}{suffix}"
+        params = [I8P] * (self.n_args + 2) + [I64] * len(extra)
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), params), name)
+        fn.calling_convention = "ptx_kernel"
+        for arg in fn.args[:self.n_args + 2]:
+            arg.add_attribute("noalias")  # distinct device allocations
+        for a, arg in zip(extra, fn.args[self.n_args + 2:], strict=True):
+            self.values[a] = arg
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.alloca_block = self.b.block
+        used = {v for op in it.walk() for v in op.operands if v in self.recipes}
+        prelude = self.prelude + list(prelude)
+        used |= {v for op in prelude for v in op.operands if v in self.recipes}
+        for v in used:
+            kind, where = self.recipes[v]
+            base = fn.args[where] if kind == "arg" else fn.args[
+                self.n_args + (0 if kind == "arena" else 1)]
+            if kind != "arg":
+                base = self.b.gep(base, [ir.Constant(I64, where)])
+            self.values[v] = self.b.bitcast(base, mem_type(v.type.element_type).as_pointer())
+        for op in prelude:
+            self.op(op)
+        if mapping.kind == "matmul":
+            grid, block = self.matmul_nest(it, mapping, name)
+        else:
+            grid, block = self.flat(it, mapping)
+        self.b.ret_void()
+        self.launches.append(Launch(name, grid, block, mapping.describe(), len(extra)))
+        if not extra:
+            self.steps.append((len(self.launches) - 1, ()))
+        return len(self.launches) - 1
+
+    def split(self, it, n: int, mapping):
+        """The outer loops run on the host: each inner nest is one kernel taking the outer
+        induction variables as i64 parameters, launched once per outer point, in order."""
+        body = list(it.body.block.ops)
+        prelude = [op for op in body if op.name.startswith("arith.")]
+        for op in body:
+            if not isinstance(op, krnl.IterateOp) and op not in prelude:
+                self.op(op)  # loop handles and schedule ops: no code
+        args = list(it.body.block.args)
+        kernels = [self.kernel(op, n, prelude, suffix=f"_{k}", extra=args)
+                   for k, op in enumerate(x for x in body if isinstance(x, krnl.IterateOp))]
+        if any(k is None for k in kernels):
+            raise NotImplementedError("gpu: a split nest inside a split nest")
+        bounds = it.bound_list()
+        for point in np.ndindex(*[hi - lo for lo, hi in bounds]):
+            values = tuple(lo + int(v) for (lo, _), v in zip(bounds, point, strict=True))
+            self.steps += [(k, values) for k in kernels]
+
+    # ---- elementwise, reductions, everything else: flat 1-D threads ------------------------
+    def flat(self, it, mapping):
+        b = self.b
+        original = list(it.original)
+        bounds = it.bound_list()
+        mapped = [original[p] for p in mapping.loops]
+        trips = [bounds[p][1] - bounds[p][0] for p in mapping.loops]
+        total = math.prod(trips)
+        ivs = {}
+        exit_bb = None
+        if mapped:
+            gid = b.add(b.mul(self.sreg("ctaid.x"), self.sreg("ntid.x")), self.sreg("tid.x"))
+            inside = b.function.append_basic_block("inside")
+            exit_bb = b.function.append_basic_block("exit")
+            b.cbranch(b.icmp_signed("<", gid, ir.Constant(I64, total)), inside, exit_bb)
+            b.position_at_end(inside)
+            # Row-major: the last mapped loop varies fastest across neighbouring threads, so a
+            # warp reads and writes consecutive elements (coalesced).
+            stride = total
+            for h, p, trip in zip(mapped, mapping.loops, trips, strict=True):
+                stride //= trip
+                digit = b.udiv(gid, ir.Constant(I64, stride)) if stride > 1 else gid
+                digit = b.urem(digit, ir.Constant(I64, trip)) if stride * trip < total else digit
+                ivs[h] = b.add(digit, ir.Constant(I64, bounds[p][0]))
+        # Queue one entry per loop Emitter.iterate will ask for; thread-mapped loops and any
+        # unroll marks before them are taken out of unrolling (a mapped loop is not a loop).
+        emitted = list(it.emitted)
+        last = max((emitted.index(h) for h in mapped), default=-1)
+        for k, h in enumerate(emitted):
+            if k <= last:
+                self.unrolled.discard(h)
+        self._pending = []
+        for h in emitted:
+            kind, base, _ = self.loops[h]
+            lo, hi = bounds[original.index(base)]
+            if h in self.unrolled and kind == "full" and hi - lo <= 64:
+                continue
+            self._pending.append(ivs.get(h) if kind == "full" else None)
+        self.iterate(it)
+        assert not self._pending, "every queued loop is emitted by Emitter.iterate"
+        if exit_bb is not None:
+            b.branch(exit_bb)
+            b.position_at_end(exit_bb)
+        if not mapped:
+            return (1, 1, 1), (1, 1, 1)
+        threads = min(BLOCK, (total + 31) // 32 * 32)
+        return ((total + threads - 1) // threads, 1, 1), (threads, 1, 1)
+
+    # ---- MatMul / Gemm / Conv (im2col): tiled with shared memory ---------------------------
+    def matmul_nest(self, it, mapping, name):
+        mm, nest = mapping.matmul, mapping.matmul_nest
+        batch = 1
+        if nest is not it:
+            bounds = it.bound_list()
+            trips = [hi - lo for lo, hi in bounds]
+            batch = math.prod(trips)
+            z = self.sreg("ctaid.z")
+            stride = batch
+            for a, (lo, _), trip in zip(it.body.block.args, bounds, trips, strict=True):
+                stride //= trip
+                digit = self.b.urem(self.b.udiv(z, ir.Constant(I64, stride)),
+                                    ir.Constant(I64, trip))
+                self.values[a] = self.b.add(digit, ir.Constant(I64, lo))
+            for op in it.body.block.ops:
+                if op is nest:
+                    self.tiled_matmul(mm, name)
+                else:
+                    self.op(op)  # batch offsets (arith) and loop handles
+        else:
+            self.tiled_matmul(mm, name)
+        m, n, _ = krnl.ints_of(mm.sizes)
+        return ((n + TILE - 1) // TILE, (m + TILE - 1) // TILE, batch), (TILE, TILE, 1)
+
+    def tiled_matmul(self, mm, name):
+        """C[i, j] += sum_k A[i, k] B[k, j] for one TILE x TILE block of C per thread block:
+        each k step stages a TILE x TILE tile of A and of B in shared memory (each thread loads
+        one element of each), so every global element is read once per block instead of TILE
+        times. The sum runs over k in order, fused multiply-add, starting from C: as the host's
+        micro-kernel does."""
+        b = self.b
+        a, bm, c = (self.ptr(v) for v in (mm.a, mm.b, mm.c))
+        a_off, b_off, c_off = (self.values[v] for v in (mm.a_off, mm.b_off, mm.c_off))
+        m, n, k = krnl.ints_of(mm.sizes)
+        sa_r, sa_k, ldb, ldc = krnl.ints_of(mm.strides)
+        elem = a.type.pointee
+        C = lambda v: ir.Constant(I64, v)  # noqa: E731
+        zero = ir.Constant(elem, 0.0)
+        tiles = []
+        for suffix in ("As", "Bs"):
+            g = ir.GlobalVariable(self.module, ir.ArrayType(elem, TILE * TILE),
+                                  f"{name}_{suffix}", addrspace=3)
+            g.linkage = "internal"
+            g.initializer = ir.Constant(g.type.pointee, None)
+            g.align = 16
+            tiles.append(g)
+        a_s, b_s = tiles
+        fma = self.module.globals.get(f"llvm.fmuladd.{'f32' if elem == ir.FloatType() else 'f64'}")
+        if fma is None:
+            fma = ir.Function(self.module, ir.FunctionType(elem, [elem] * 3),
+                              f"llvm.fmuladd.{'f32' if elem == ir.FloatType() else 'f64'}")
+        barrier = self.module.globals.get("llvm.nvvm.barrier0") or ir.Function(
+            self.module, ir.FunctionType(ir.VoidType(), []), "llvm.nvvm.barrier0")
+        tx, ty = self.sreg("tid.x"), self.sreg("tid.y")
+        row = b.add(b.mul(self.sreg("ctaid.y"), C(TILE)), ty)
+        col = b.add(b.mul(self.sreg("ctaid.x"), C(TILE)), tx)
+        in_r, in_c = b.icmp_signed("<", row, C(m)), b.icmp_signed("<", col, C(n))
+        # Out-of-range threads still load (clamped, always in bounds) and pass the barriers;
+        # their values are replaced by zero and they store nothing.
+        r_safe, c_safe = self.imin(row, C(m - 1)), self.imin(col, C(n - 1))
+        c_ptr = b.gep(c, [b.add(c_off, b.add(b.mul(r_safe, C(ldc)), c_safe))])
+        with b.goto_entry_block():
+            acc = b.alloca(elem)
+        b.store(b.load(c_ptr), acc)
+
+        def shared(g, i, j):
+            return b.gep(g, [C(0), b.add(b.mul(i, C(TILE)), j)])
+
+        def k_step(k0):
+            ak = b.add(k0, tx)
+            av = b.load(b.gep(a, [b.add(a_off, b.add(b.mul(r_safe, C(sa_r)),
+                                                      b.mul(self.imin(ak, C(k - 1)), C(sa_k))))]))
+            ok_a = b.and_(in_r, b.icmp_signed("<", ak, C(k)))
+            b.store(b.select(ok_a, av, zero), shared(a_s, ty, tx))
+            bk = b.add(k0, ty)
+            bv = b.load(b.gep(bm, [b.add(b_off, b.add(b.mul(self.imin(bk, C(k - 1)), C(ldb)),
+                                                      c_safe))]))
+            ok_b = b.and_(in_c, b.icmp_signed("<", bk, C(k)))
+            b.store(b.select(ok_b, bv, zero), shared(b_s, ty, tx))
+            b.call(barrier, [])
+            s = b.load(acc)
+            for kk in range(TILE):  # past K both tiles hold zeros: fma(0, 0, s) == s
+                s = b.call(fma, [b.load(shared(a_s, ty, C(kk))), b.load(shared(b_s, C(kk), tx)), s])
+            b.store(s, acc)
+            b.call(barrier, [])
+
+        if k > 0:
+            self.loop(C(0), C(k), C(TILE), k_step)
+        store_bb = b.function.append_basic_block("store")
+        done_bb = b.function.append_basic_block("done")
+        b.cbranch(b.and_(in_r, in_c), store_bb, done_bb)
+        b.position_at_end(store_bb)
+        b.store(b.load(acc), c_ptr)
+        b.branch(done_bb)
+        b.position_at_end(done_bb)
+
+
+def emit_gpu(kmodule, target) -> GpuEmitter:
+    """Kernel IR -> a GpuEmitter whose `.module` is the NVPTX llvmlite module, `.launches` the
+    kernels in launch order and `.constants` the constant buffer's plan."""
+    e = GpuEmitter(kmodule, target)
+    e.emit()
+    return e

@@ -1,0 +1,178 @@
+"""GPU schedule: decide, for every top-level `krnl.iterate` (one CUDA kernel each), which loops
+run as CUDA threads, and write the decision into Kernel IR as a `gpu_map` string attribute so a
+reader sees it next to the loops:
+
+    "krnl.iterate"(...) {bounds = [[0, 8], [0, 64]], gpu_map = "flat(0,1) block 256", ...}
+        -- loops 0 and 1 flattened into one 1-D index over grid x block; the rest run in order
+           inside each thread
+    "krnl.iterate"(...) {gpu_map = "matmul tile 16x16 smem, grid z = loops (0)", ...}
+        -- a (batched) krnl.matmul: a 16x16 output tile per thread block, A and B tiles staged
+           through shared memory; batch loops on grid z
+    "krnl.iterate"(...) {gpu_map = "split(0,1): ...", ...}
+        -- outer loops (Conv's batch x group) that share a scratch buffer stay sequential: one
+           launch per outer point and inner nest, each inner nest mapped as above
+    "krnl.iterate"(...) {gpu_map = "serial", ...}  -- nothing provably parallel: one thread
+
+A loop may become threads only when its iterations are independent: every memref the nest
+writes (krnl.store, krnl.matmul's C) is indexed, in every store and every load of it inside the
+nest, by that loop's induction variable itself at one fixed position, so two iterations never
+touch the same element. Reductions therefore keep their reduction loops sequential inside a
+thread and in their original order, so sums are added in the same order as on the host.
+Only whole (unblocked) loops are mapped. Assumes buffers of one nest are distinct unless one is
+a `krnl.reshape` view of another (views are traced to their root and then refused).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import Float32Type, Float64Type, StringAttr
+
+from compilerkit.dialects import krnl
+from compilerkit.onnx_passes.single_node import main_func
+
+BLOCK = 256  # threads per block for flat 1-D mappings (8 warps: enough to hide latency)
+TILE = 16  # matmul output tile edge: 16x16 threads per block, 2 x 1 KiB f32 shared tiles
+MAX_GRID_Z = 65535
+MAX_SPLIT = 1024  # launches per split nest (a depthwise Conv: batch x channels)
+
+
+@dataclass(frozen=True)
+class Mapping:
+    kind: str  # "flat", "matmul", "split" or "serial"
+    loops: tuple[int, ...]  # positions in the original loops: flat threads, or matmul batch
+    matmul: object = None  # the krnl.MatMulOp of a "matmul" mapping
+    matmul_nest: object = None  # the krnl.iterate around it (the iterate itself when 2-D)
+
+    def describe(self) -> str:
+        ls = ",".join(map(str, self.loops))
+        if self.kind == "flat":
+            return f"flat({ls}) block {BLOCK}"
+        if self.kind == "matmul":
+            z = f", grid z = loops ({ls})" if self.loops else ""
+            return f"matmul tile {TILE}x{TILE} smem{z}"
+        if self.kind == "split":
+            return f"split({ls}): one launch per outer point and inner nest"
+        return "serial"
+
+
+def _root(mem):
+    while isinstance(mem.owner, krnl.ReshapeOp):
+        mem = mem.owner.source
+    return mem
+
+
+def _accesses(it):
+    """memref root -> (memref values seen, [index lists of stores+loads]); and the written roots."""
+    seen, written = {}, set()
+    for op in it.walk():
+        if isinstance(op, (krnl.StoreOp, krnl.LoadOp)):
+            r = _root(op.memref)
+            mems, idx = seen.setdefault(r, (set(), []))
+            mems.add(op.memref)
+            idx.append(list(op.indices))
+            if isinstance(op, krnl.StoreOp):
+                written.add(r)
+        elif isinstance(op, krnl.MatMulOp):
+            for m in (op.a, op.b, op.c):
+                mems, idx = seen.setdefault(_root(m), (set(), []))
+                mems.add(m)
+                idx.append(None)  # flat offset arithmetic: handled by the matmul mapping
+            written.add(_root(op.c))
+    return seen, written
+
+
+def _independent(iv, seen, written) -> bool:
+    for r in written:
+        mems, idx = seen[r]
+        if len(mems) != 1 or any(ix is None for ix in idx):
+            return False
+        positions = None
+        for ix in idx:
+            here = {p for p, v in enumerate(ix) if v is iv}
+            positions = here if positions is None else positions & here
+        if not positions:
+            return False
+    return True
+
+
+def _matmul_of(it):
+    """(matmul op, its iterate) when `it` is an (i, j, k) matmul nest, or batch loops around
+    exactly one such nest, else None."""
+    ops = [op for op in it.body.block.ops]
+    if len(ops) == 1 and isinstance(ops[0], krnl.MatMulOp):
+        return (ops[0], it) if len(it.original) == 3 else None
+    nests = [op for op in ops if isinstance(op, krnl.IterateOp)]
+    others = [op for op in ops if not isinstance(op, krnl.IterateOp)]
+    if len(nests) != 1 or any(isinstance(op, (krnl.StoreOp, krnl.LoadOp)) for op in others):
+        return None
+    inner = [op for op in nests[0].body.block.ops]
+    if len(inner) == 1 and isinstance(inner[0], krnl.MatMulOp) and len(nests[0].original) == 3:
+        return inner[0], nests[0]
+    return None
+
+
+def plan(it: krnl.IterateOp) -> Mapping:
+    """The mapping of one top-level loop nest (pure: the emitter calls it too)."""
+    original = list(it.original)
+    bounds = it.bound_list()
+    found = _matmul_of(it)
+    if found is not None and isinstance(found[0].a.type.element_type, (Float32Type, Float64Type)):
+        mm, nest = found
+        m, n, k = krnl.ints_of(mm.sizes)
+        if nest is it:
+            return Mapping("matmul", (), mm, nest)
+        # Batch loops: each matmul of the batch writes its own C block (lowering's c_off is
+        # batch index x M*N), so whole unblocked batch loops go on grid z.
+        batch = 1
+        for lo, hi in bounds:
+            batch *= hi - lo
+        if all(h in it.emitted for h in original) and batch <= MAX_GRID_Z:
+            return Mapping("matmul", tuple(range(len(original))), mm, nest)
+    seen, written = _accesses(it)
+    emitted = list(it.emitted)
+    args = list(it.body.block.args)
+    par = tuple(p for p, h in enumerate(original)
+                if h in emitted and bounds[p][1] > bounds[p][0]
+                and _independent(args[p], seen, written))
+    if par:
+        return Mapping("flat", par)
+    if _splittable(it):
+        return Mapping("split", tuple(range(len(original))))
+    return Mapping("serial", ())
+
+
+def _splittable(it) -> bool:
+    """Outer loops around whole nests (Conv: batch x group around im2col + matmul) whose
+    iterations share a scratch buffer: run the outer loops on the host side instead, one launch
+    per (outer point, inner nest), each inner nest mapped on its own."""
+    trips = 1
+    for lo, hi in it.bound_list():
+        trips *= hi - lo
+    ops = list(it.body.block.ops)
+    return (0 < trips <= MAX_SPLIT and all(h in it.emitted for h in it.original)
+            and any(isinstance(op, krnl.IterateOp) for op in ops)
+            and all(isinstance(op, (krnl.IterateOp, krnl.DefineLoopsOp, krnl.BlockOp,
+                                    krnl.PermuteOp, krnl.UnrollOp))
+                    or op.name.startswith("arith.") for op in ops))
+
+
+def kernels(kmodule):
+    """The top-level loop nests of the main function, one kernel each."""
+    return [op for op in main_func(kmodule).body.block.ops if isinstance(op, krnl.IterateOp)]
+
+
+def gpu_map(kmodule) -> dict:
+    """Annotate every kernel with its mapping; returns {kind: count}."""
+    count = {}
+    for it in kernels(kmodule):
+        m = plan(it)
+        nests = [it]
+        while nests:
+            it = nests.pop()
+            m = plan(it)
+            it.attributes["gpu_map"] = StringAttr(m.describe())
+            count[m.kind] = count.get(m.kind, 0) + 1
+            if m.kind == "split":  # the inner nests are the kernels: show theirs too
+                nests += [op for op in it.body.block.ops if isinstance(op, krnl.IterateOp)]
+    return count
