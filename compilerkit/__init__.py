@@ -14,18 +14,16 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 
-import numpy as np
-
 from compilerkit.backends import Target, get_backend
-from compilerkit.codegen import ENTRY, emit_llvm
+from compilerkit.codegen import emit_llvm
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError, UnsupportedOpError, import_model
 from compilerkit.ir import parse_ir, print_ir
-from compilerkit.krnl_passes import plan_buffers, tile_matmul, unroll_small
+from compilerkit.krnl_passes import plan_buffers
 from compilerkit.lowering import SUPPORTED, lower_to_krnl
 from compilerkit.onnx_passes import run_onnx_passes
 from compilerkit.onnx_passes.single_node import main_func
-from compilerkit.runtime import InputError, Session
+from compilerkit.runtime import InputError
 from compilerkit.stages import Stages
 
 __all__ = ["compile", "compile_kernel", "import_onnx", "optimize_onnx", "lower", "to_llvm",
@@ -48,22 +46,15 @@ def lower(module, opt_level: int = 3, target: Target | None = None):
     """ONNX IR -> Kernel IR: lowering, the -O3 matmul schedule, -O2+ unrolling of short inner
     loops, buffer planning."""
     kmodule = lower_to_krnl(module)
-    if hasattr(target, "schedule"):  # a target with its own Kernel IR schedule (gpu)
-        target.schedule(kmodule, opt_level)
-    elif opt_level >= 3:
-        simd = target.vector_width if target is not None else 8
-        tile_matmul(kmodule, simd=simd)
-    if opt_level >= 2 and not hasattr(target, "schedule"):
-        unroll_small(kmodule)
+    (target or get_backend("host").target).schedule(kmodule, opt_level)
     plan_buffers(kmodule)
     return kmodule
 
 
 def to_llvm(kmodule, target: Target | None = None) -> str:
     """Kernel IR -> LLVM IR text (unoptimised)."""
-    if target is None:
-        target = get_backend("host").target
-    return str(emit_llvm(kmodule, target))
+    return get_backend("host").emit_llvm(kmodule) if target is None else str(
+        emit_llvm(kmodule, target))
 
 
 def _signature(func_op, n_inputs):
@@ -71,7 +62,7 @@ def _signature(func_op, n_inputs):
     names_out = [a.data for a in func_op.attributes["output_names"].data]
     args = list(func_op.body.block.args)
     sig = []
-    for name, a in zip(names_in + names_out, args):
+    for name, a in zip(names_in + names_out, args, strict=True):
         t = a.type
         sig.append((name, tuple(t.get_shape()), onnx_d.numpy_dtype(t.element_type)))
     return sig[:n_inputs], sig[n_inputs:]
@@ -79,7 +70,9 @@ def _signature(func_op, n_inputs):
 
 class CompiledModel:
     """A compiled model: `.run(*arrays) -> list[np.ndarray]`, `.stages` (stage -> text; the IR
-    texts of `compile` and "asm" are generated on first access), `.timings` (stage -> seconds; "asm" is the JIT's machine code), `.arena_bytes` / `.naive_bytes` (buffer planning)."""
+    texts of `compile` and the machine code ("asm", or "ptx" on the GPU) are generated on first
+    access), `.timings` (stage -> seconds; the machine-code entry times loading the code),
+    `.arena_bytes` / `.naive_bytes` (buffer planning)."""
 
     def __init__(self, stages, timings, session, inputs, outputs, arena_bytes, naive_bytes,
                  llvm_module, backend, opt_level):
@@ -138,8 +131,7 @@ def compile_kernel(kmodule, target: str = "host", opt_level: int = 3,
 
 def _native(kmodule, backend, opt_level, stages, timings, asm) -> CompiledModel:
     t = time.perf_counter()
-    emit = getattr(backend, "emit_llvm", None)  # a backend with its own codegen (gpu)
-    text = emit(kmodule) if emit is not None else to_llvm(kmodule, backend.target)
+    text = backend.emit_llvm(kmodule)
     optimized, mod = backend.optimize(text, opt_level)
     stages.set("llvm-ir", optimized)
     timings["llvm-ir"] = time.perf_counter() - t

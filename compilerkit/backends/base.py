@@ -21,12 +21,29 @@ class Target:
     cpu: str = ""
     features: str = ""
 
+    def schedule(self, kmodule, opt_level: int) -> None:
+        """The Kernel IR schedule for this target, in place: on CPUs, -O3 tiles and permutes
+        matrix products for `vector_width` lanes and -O2+ unrolls short inner loops. The GPU
+        target overrides this with its grid mapping."""
+        from compilerkit.krnl_passes import tile_matmul, unroll_small
+
+        if opt_level >= 3:
+            tile_matmul(kmodule, simd=self.vector_width)
+        if opt_level >= 2:
+            unroll_small(kmodule)
+
 
 class Backend:
     """Compile an llvmlite module at an optimisation level and load it for running."""
 
     target: Target
     code_stage = "asm"  # the name of the machine-code stage in `.stages` ("ptx" on the GPU)
+
+    def emit_llvm(self, kmodule) -> str:
+        """Kernel IR -> unoptimised LLVM IR text for this target (the GPU overrides it)."""
+        from compilerkit.codegen import emit_llvm
+
+        return str(emit_llvm(kmodule, self.target))
 
     def optimize(self, llvm_ir: str, opt_level: int):  # -> (optimised IR text, binding module)
         raise NotImplementedError
