@@ -34,9 +34,10 @@ lab: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# The paper-figure notebooks at full size into $(FIGURES_DIR)/ (PNG, HTML, manifest.json).
+# The paper-figure notebooks at full size into $(FIGURES_DIR)/ (PNG, HTML, manifest.json,
+# REPORT.md); SMOKE=1 runs them at the test suite's small sizes.
 figures: $(STAMP)
-	$(BIN)/python -m mlsys_workbench.figures --out $(FIGURES_DIR)
+	$(BIN)/python -m mlsys_workbench.figures --out $(FIGURES_DIR) $(if $(filter 1,$(SMOKE)),--smoke)
 
 # Every benchmark; each writes JSON into benchmarks/results/.
 bench: $(STAMP)

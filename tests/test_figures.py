@@ -56,3 +56,6 @@ def test_make_figures_runs_marked_notebooks(tmp_path):
     assert manifest["figures"]["line"]["value"] == 1  # the smoke parameter reached the notebook
     assert manifest["figures"]["line"]["notebook"] == "fig.ipynb"
     assert (tmp_path / "out" / "line.html").stat().st_size > 0
+    report = (tmp_path / "out" / "REPORT.md").read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| line "))
+    assert "fig.ipynb" in row and "| 1 |" in row  # our value, from the smoke run
