@@ -77,12 +77,13 @@ SUPPORTED = sorted(LOWERINGS)
 
 
 def _tag_nests(block, after, label):
-    """Name the ONNX node on each top-level nest it produced (codegen emits a node's nests as
-    one LLVM function named after it)."""
+    """Name the ONNX node on every top-level op its lowering produced (buffers, loop handles,
+    nests), as MLIR's `loc` would: a reader of the Kernel IR sees which loops came from which
+    node (ops inside a nest belong to it), and codegen emits a node's nests as one LLVM function
+    named after it. Schedule ops inserted later sit between a node's tagged ops."""
     op = after.next_op if after is not None else block.first_op
     while op is not None:
-        if isinstance(op, krnl.IterateOp):
-            op.attributes["onnx_node"] = StringAttr(label)
+        op.attributes["onnx_node"] = StringAttr(label)
         op = op.next_op
 
 

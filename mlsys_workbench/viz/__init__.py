@@ -1,21 +1,29 @@
-"""Pictures shared by both kits: graph layout and drawing, lifetimes and memory timelines.
+"""Pictures shared by both kits: graph layout and drawing, lifetimes and memory timelines, IR
+side by side and loop nests.
 
 The kits hand these functions plain data (dicts of nodes and edges, lists of intervals, series of
 numbers); nothing here knows TensorFlow or xDSL.  Every function returns a plotly figure, which
-works in JupyterLab, in a plain Python process and in exported HTML alike.
+works in JupyterLab, in a plain Python process and in exported HTML alike; the IR side-by-side
+view is self-contained HTML with a few lines of JS instead (plotly has no linked text panes).
 """
 
 from .animation import frame_positions, lifetime_animation
 from .graph import collapse_scopes, graph_figure
+from .ir import IRSideBySide, ir_panes, ir_side_by_side
 from .layout import layered_layout, levels
+from .loopnest import loopnest_figure
 from .memory import human_bytes, lifetime_chart, lifetimes_and_memory, memory_timeline
 
 __all__ = [
     "collapse_scopes",
     "frame_positions",
     "graph_figure",
+    "IRSideBySide",
+    "ir_panes",
+    "ir_side_by_side",
     "layered_layout",
     "levels",
+    "loopnest_figure",
     "human_bytes",
     "lifetime_animation",
     "lifetime_chart",

@@ -8,6 +8,6 @@ builtin.module {
   }
 }
 // CHECK: arena_bytes =
-// CHECK: "krnl.alloc"() {offset = 0 : i64} : () -> memref<2x3x3x5x5xf32>
+// CHECK: "krnl.alloc"() {onnx_node = "conv", offset = 0 : i64} : () -> memref<2x3x3x5x5xf32>
 // CHECK: arith.select
 // CHECK: "krnl.matmul"{{.*}}sizes = [3 : i64, 25 : i64, 18 : i64]

@@ -7,7 +7,7 @@ builtin.module {
   }
 }
 // CHECK: func.func @main_graph(%{{.*}}: memref<2x4xf32>, %{{.*}}: memref<2x4xf32>)
-// CHECK: "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)
+// CHECK: "krnl.define_loops"() {onnx_node = "relu"} : () -> (!krnl.loop, !krnl.loop)
 // CHECK: "krnl.iterate"
 // CHECK: "krnl.load"
 // CHECK: arith.maximumf
