@@ -1,0 +1,411 @@
+"""ONNX conformance: run ONNX's own backend node tests and real models through compilerkit and
+report, per case, whether it passed, was refused at compile time (and why) or gave a wrong
+answer (and how wrong), with the time it took.
+
+Two suites, both shipped inside the `onnx` package (no download):
+
+* **node tests** (`onnx.backend.test.case.node`, generated in memory): one small model per case
+  with inputs and expected outputs. Only cases whose ops are all in `OPS` (the ops compilerkit
+  lowers) are run. A case refused as given is retried as onnx-mlir's "constant-input" +
+  "static" variant (`constant_static_variant`): parameter inputs become initializers holding the
+  test's values and data inputs get the test data's static shapes. Compiled at -O2, compared
+  with rtol 1e-3, atol 1e-5.
+* **models**: the "light" architectures (`onnx/backend/test/data/light`, random weights) or any
+  ONNX file, compared with onnxruntime (one thread) on seeded random inputs, rtol 1e-3,
+  atol 1e-5.
+
+"Refused" means compilerkit raised one of `REFUSED` (unsupported op, dtype, dynamic shape...):
+a clear error, never a wrong answer. Any other exception is a compiler bug and propagates.
+Assumes onnx >= 1.14 (`collect_testcases`) and onnxruntime for the model reference.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import re
+import time
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx.backend.base import Backend, BackendRep
+
+import compilerkit as ck
+
+OPS = ("Add", "Sub", "Mul", "Div", "Relu", "MatMul", "Gemm", "Softmax", "Conv", "MaxPool",
+       "AveragePool", "GlobalAveragePool", "BatchNormalization", "Reshape", "Flatten",
+       "Transpose", "Concat", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Clip", "LeakyRelu",
+       "Sum", "Max", "Min", "Mean", "Dropout", "Identity", "Squeeze", "Unsqueeze", "Pad",
+       "ReduceMean", "ReduceSum", "ReduceMax", "Gather", "Slice", "Cast", "LRN",
+       "ConvTranspose", "Abs", "Neg", "Elu", "Selu", "Softplus", "Softsign", "HardSigmoid")
+
+# Inputs that are parameters rather than data, by node input position.
+PARAMS = {"Clip": (1, 2), "Pad": (1, 2, 3), "Slice": (1, 2, 3, 4), "ReduceSum": (1,),
+          "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "Reshape": (1,),
+          "Squeeze": (1,), "Unsqueeze": (1,), "Dropout": (1, 2)}
+REFUSED = (ck.UnsupportedOpError, ck.ModelError, NotImplementedError)
+RTOL, ATOL = 1e-3, 1e-5
+NODE_OPT_LEVEL = 2
+
+LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+
+GIVEN, CONSTANT = "as given", "constant-static"
+PASSED, REFUSED_STATUS, WRONG = "passed", "refused", "wrong"
+
+
+@dataclass
+class CaseResult:
+    """One node-test case or one model. `variant` is how it was compiled (GIVEN or CONSTANT,
+    or "-O<n>" for models); `reason` says why it was refused or wrong; `max_error` is the
+    largest |ours - reference| (inf when shapes or output counts differ, None when refused).
+    For models, `ref_spread` is max - min of the reference's first output: near 0 means the
+    output does not depend on the input (as in the light models, whose weights are constants)
+    and a match says little about the numerics."""
+
+    name: str
+    op: str
+    variant: str
+    status: str
+    reason: str = ""
+    max_error: float | None = None
+    seconds: float = 0.0
+    ref_spread: float | None = None
+
+
+# --- running and comparing -----------------------------------------------------------------
+
+class CompilerkitRep(BackendRep):
+    def __init__(self, cm):
+        self.cm = cm
+
+    def run(self, inputs, **kwargs):
+        return self.cm.run(*inputs)
+
+
+class CompilerkitBackend(Backend):
+    """`onnx.backend.base.Backend` for compilerkit (host, -O2, no assembly text)."""
+
+    @classmethod
+    def prepare(cls, model, device="CPU", input_shapes=None, **kwargs):
+        return CompilerkitRep(ck.compile(model, opt_level=NODE_OPT_LEVEL, asm=False,
+                                         input_shapes=input_shapes))
+
+    @classmethod
+    def supports_device(cls, device):
+        return device == "CPU"
+
+
+def compare(got, expected, rtol=RTOL, atol=ATOL):
+    """(matches, max |got - expected|, reason). Extra outputs in `got` are ignored (optional
+    outputs the test does not check, as Dropout's mask); the match test is numpy's
+    assert_allclose (shapes must agree unless one side is 0-d, NaN equals NaN)."""
+    if len(got) < len(expected):
+        return False, float("inf"), f"{len(got)} outputs, expected {len(expected)}"
+    worst, ok, reason = 0.0, True, ""
+    for k, (g, e) in enumerate(zip(got, expected, strict=False)):  # extra outputs: see above
+        g, e = np.asarray(g), np.asarray(e)
+        if g.shape != e.shape and g.ndim and e.ndim:  # 0-d broadcasts, as in assert_allclose
+            return (False, float("inf"),
+                    f"output {k}: shape {list(g.shape)}, expected {list(e.shape)}")
+        if g.dtype.kind in "biuf" and e.dtype.kind in "biuf" and g.size and e.size:
+            g64, e64 = g.astype(np.float64), e.astype(np.float64)
+            with np.errstate(invalid="ignore"):  # inf - inf where a case expects infinities
+                diff = np.abs(g64 - e64)
+            # Equal values (infinities included) and NaN where NaN is expected are no error;
+            # any other NaN is the worst error there is.
+            diff = np.where((g64 == e64) | (np.isnan(g64) & np.isnan(e64)), 0.0, diff)
+            worst = max(worst, float(np.max(np.where(np.isnan(diff), np.inf, diff))))
+        try:
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
+        except AssertionError:
+            ok, reason = False, reason or f"output {k} differs beyond rtol={rtol}, atol={atol}"
+    return ok, worst, reason
+
+
+def refusal_reason(error: BaseException) -> str:
+    """First line of the error, prefixed by its type: what a table groups refusals by."""
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
+# --- node tests -------------------------------------------------------------------------------
+
+def _ops_of(model):
+    return list(dict.fromkeys(n.op_type for n in model.graph.node))
+
+
+def case_op(case) -> str:
+    """The op a case tests: its one op type, or "A+B" for expanded (function-body) cases."""
+    return "+".join(_ops_of(case.model))
+
+
+@functools.lru_cache(maxsize=1)
+def _all_node_cases():
+    from onnx.backend.test.case.node import collect_testcases
+    # Generating the cases computes expected outputs with numpy, which warns on purpose
+    # (1/0 in reductions over empty sets); those warnings are onnx's, not a finding of ours.
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return tuple(collect_testcases(None))
+
+
+def node_cases(ops=None, names=None):
+    """ONNX node-test cases whose ops all lie in `ops` (default `OPS`; an op named here also
+    selects expanded cases made only of allowed ops). `names` restricts to those case names."""
+    allowed = set(OPS if ops is None else ops)
+    out = []
+    for c in _all_node_cases():
+        used = set(_ops_of(c.model))
+        if not used or not used <= set(OPS):
+            continue
+        if ops is not None and not used <= allowed:
+            continue
+        if names is not None and c.name not in names:
+            continue
+        out.append(c)
+    return out
+
+
+def constant_static_variant(model, inputs):
+    """(model with parameter inputs as initializers, remaining inputs, their input_shapes)."""
+    names = [i.name for i in model.graph.input]
+    params = {n.input[k] for n in model.graph.node for k in PARAMS.get(n.op_type, ())
+              if k < len(n.input) and n.input[k] in names}
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    keep = []
+    # strict=False: a case may feed fewer arrays than the graph declares (trailing optional
+    # inputs); those keep being graph inputs, as before.
+    for vi, value in zip(list(m.graph.input), inputs, strict=False):
+        if vi.name in params and value is not None:
+            m.graph.initializer.append(onnx.numpy_helper.from_array(np.asarray(value), vi.name))
+        else:
+            keep.append((vi.name, value))
+    rest = [n for n, _ in keep]
+    for vi in list(m.graph.input):
+        if vi.name not in rest:
+            m.graph.input.remove(vi)
+    shapes = {n: list(np.asarray(v).shape) for n, v in keep}
+    return m, [np.asarray(v) for _, v in keep], shapes
+
+
+def _arrays(values):
+    # Some cases carry TensorProtos (exotic dtypes) rather than arrays.
+    return [onnx.numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v
+            for v in values]
+
+
+def run_node_case(case, rtol=RTOL, atol=ATOL) -> CaseResult:
+    """Compile and run one node-test case as given, else as the constant-static variant."""
+    t = time.perf_counter()
+    inputs, expected = (_arrays(x) for x in case.data_sets[0])
+    variant = GIVEN
+    try:
+        got = CompilerkitBackend.prepare(case.model).run([np.asarray(i) for i in inputs])
+    except REFUSED:
+        variant = CONSTANT
+        try:
+            model, rest, shapes = constant_static_variant(case.model, inputs)
+            got = CompilerkitBackend.prepare(model, input_shapes=shapes).run(rest)
+        except REFUSED as error:
+            # The variant's reason: it is the last thing tried, and its refusal is what remains
+            # to implement (the as-given one is usually just "input is not a constant").
+            return CaseResult(case.name, case_op(case), variant, REFUSED_STATUS,
+                              refusal_reason(error), None, time.perf_counter() - t)
+    ok, worst, reason = compare(got, expected, rtol, atol)
+    return CaseResult(case.name, case_op(case), variant, PASSED if ok else WRONG, reason, worst,
+                      time.perf_counter() - t)
+
+
+def run_node_tests(ops=None, names=None, progress=None, rtol=RTOL,
+                   atol=ATOL) -> list[CaseResult]:
+    """`run_node_case` over `node_cases(ops, names)`; `progress(result)` after each."""
+    results = []
+    for case in node_cases(ops, names):
+        results.append(run_node_case(case, rtol, atol))
+        if progress is not None:
+            progress(results[-1])
+    return results
+
+
+# --- models -----------------------------------------------------------------------------------
+
+def light_models() -> list[str]:
+    """Names of the light models shipped with onnx (`bvlc_alexnet`, ..., `zfnet512`)."""
+    return sorted(os.path.basename(p)[len("light_"):-len(".onnx")]
+                  for p in glob.glob(os.path.join(LIGHT_DIR, "light_*.onnx")))
+
+
+def light_model_path(name: str) -> str:
+    return os.path.join(LIGHT_DIR, f"light_{name}.onnx")
+
+
+def random_inputs(model) -> list[tuple[str, np.ndarray]]:
+    """Seeded standard-normal inputs (seed = input position) for the graph inputs that are not
+    initializers; symbolic or unknown dimensions become 1."""
+    inits = {i.name for i in model.graph.initializer}
+    out = []
+    for k, inp in enumerate(i for i in model.graph.input if i.name not in inits):
+        tt = inp.type.tensor_type
+        shape = [d.dim_value if d.dim_value > 0 else 1 for d in tt.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        out.append((inp.name, np.random.default_rng(k).standard_normal(shape).astype(dtype)))
+    return out
+
+
+def ort_outputs(path: str, feeds) -> list[np.ndarray]:
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    # Errors only: onnxruntime warns about unused initializers in some light models, noise in
+    # a notebook, and not about our compiler.
+    so.log_severity_level = 3
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(
+        None, dict(feeds))
+
+
+def run_model(path: str, opt_level: int = 3, name: str | None = None) -> CaseResult:
+    """Compile the ONNX file at `path` at -O`opt_level`, run it on `random_inputs` and compare
+    with onnxruntime. `op` is the model's op types, most used first (at most five)."""
+    model = onnx.load(path)
+    name = name or os.path.basename(path).removesuffix(".onnx")
+    counts = Counter(n.op_type for n in model.graph.node)
+    op = ",".join(o for o, _ in counts.most_common(5))
+    feeds = random_inputs(model)
+    ref = ort_outputs(path, feeds)
+    t = time.perf_counter()
+    try:
+        cm = ck.compile(path, opt_level=opt_level, asm=False,
+                        input_shapes={n: list(a.shape) for n, a in feeds})
+        got = cm.run(*[a for _, a in feeds])
+        del cm  # drop the JIT engine and arena now, not at the next collection
+    except REFUSED as error:
+        return CaseResult(name, op, f"-O{opt_level}", REFUSED_STATUS, refusal_reason(error),
+                          None, time.perf_counter() - t)
+    seconds = time.perf_counter() - t
+    ok, worst, reason = compare(got, ref)
+    if len(got) != len(ref):  # a model must produce exactly its outputs
+        ok, reason = False, f"{len(got)} outputs, expected {len(ref)}"
+    spread = float(np.ptp(ref[0])) if ref and ref[0].size else None
+    return CaseResult(name, op, f"-O{opt_level}", PASSED if ok else WRONG, reason, worst,
+                      seconds, spread)
+
+
+def run_light_models(names=None, opt_level: int = 3) -> list[CaseResult]:
+    return [run_model(light_model_path(n), opt_level, n) for n in (names or light_models())]
+
+
+# --- summaries ----------------------------------------------------------------------------------
+
+def summarize(results) -> dict[str, dict]:
+    """Per op: counts of passed (as given / as the constant-static variant), refused, wrong,
+    the refusal reasons with their counts, the worst error among passed cases (None when none
+    passed), total seconds."""
+    out = {}
+    for r in results:
+        s = out.setdefault(r.op, {"cases": 0, PASSED: 0, CONSTANT: 0, REFUSED_STATUS: 0,
+                                  WRONG: 0, "reasons": Counter(), "max_error": None,
+                                  "seconds": 0.0})
+        s["cases"] += 1
+        s[r.status] += 1
+        s["seconds"] += r.seconds
+        if r.status == PASSED and r.variant == CONSTANT:
+            s[CONSTANT] += 1
+        if r.status == REFUSED_STATUS:
+            s["reasons"][r.reason] += 1
+        if r.status == PASSED and r.max_error is not None:
+            s["max_error"] = max(s["max_error"] or 0.0, r.max_error)
+    return dict(sorted(out.items()))
+
+
+def totals(results) -> dict[str, int]:
+    """Whole-suite counts: cases, passed (as given, or as a model), passed only as the
+    constant-static variant, refused, wrong."""
+    c = Counter(r.status for r in results)
+    variant = sum(r.status == PASSED and r.variant == CONSTANT for r in results)
+    return {"cases": len(results), "passed": c[PASSED] - variant, "variant": variant,
+            "refused": c[REFUSED_STATUS], "wrong": c[WRONG]}
+
+
+_ELEMENT_TYPE = re.compile(r"element type (\w+) is not supported|ONNX element type (\d+) is not")
+_WHERE = re.compile(r"^(node|op|input) '[^']*': ")
+
+
+def reason_group(reason: str) -> tuple[str, str]:
+    """(group, detail) of a refusal reason: unsupported element types form one group with the
+    type as detail ("FLOAT16"); otherwise the reason without the node/op/input it names."""
+    kind, _, text = reason.partition(": ")
+    m = _ELEMENT_TYPE.search(text)
+    if m:
+        name = m.group(1) or onnx.TensorProto.DataType.Name(int(m.group(2)))
+        return "element type not supported", name
+    while _WHERE.match(text):
+        text = _WHERE.sub("", text, count=1)
+    return text or kind, ""
+
+
+def refusal_groups(results) -> dict[str, dict]:
+    """Refusals grouped by `reason_group`: {group: {"cases": n, "ops": Counter, "details":
+    Counter}}, largest group first."""
+    out = {}
+    for r in results:
+        if r.status != REFUSED_STATUS:
+            continue
+        group, detail = reason_group(r.reason)
+        g = out.setdefault(group, {"cases": 0, "ops": Counter(), "details": Counter()})
+        g["cases"] += 1
+        g["ops"][r.op] += 1
+        if detail:
+            g["details"][detail] += 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["cases"]))
+
+
+# --- tables (markdown, for notebooks and reports) ----------------------------------------------
+
+def markdown_table(header, rows) -> str:
+    def cell(v):
+        return str(v).replace("|", "\\|")
+    lines = ["| " + " | ".join(map(cell, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(map(cell, r)) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _error(e):
+    return "-" if e is None else ("inf" if e == float("inf") else f"{e:.1e}")
+
+
+def op_table(results) -> str:
+    """One row per op: cases, passed (of which only as the constant-static variant), refused,
+    wrong, worst error among passed cases, seconds; a total row last."""
+    def passed(n, variant):
+        return f"{n} ({variant})" if variant else n
+    rows = [(op, s["cases"], passed(s[PASSED], s[CONSTANT]), s[REFUSED_STATUS], s[WRONG],
+             _error(s["max_error"]), f"{s['seconds']:.2f}")
+            for op, s in summarize(results).items()]
+    t = totals(results)
+    rows.append(("**total**", t["cases"], passed(t["passed"] + t["variant"], t["variant"]),
+                 t["refused"], t["wrong"], "", f"{sum(r.seconds for r in results):.1f}"))
+    return markdown_table(["op", "cases", "passed (as variant)", "refused", "wrong",
+                           "max error (passed)", "seconds"], rows)
+
+
+def refusal_table(results) -> str:
+    """One row per refusal group: cases, ops hit, details (element types) with counts."""
+    def counts(c):
+        return ", ".join(f"{k} {v}" for k, v in c.most_common())
+    rows = [(g, v["cases"], counts(v["ops"]), counts(v["details"]))
+            for g, v in refusal_groups(results).items()]
+    return markdown_table(["reason", "cases", "ops", "details"], rows)
+
+
+def model_table(results) -> str:
+    """One row per model: level, match yes/no, max error, output spread, compile + run
+    seconds, reason."""
+    rows = [(r.name, r.variant, "yes" if r.status == PASSED else "no", _error(r.max_error),
+             _error(r.ref_spread), f"{r.seconds:.1f}", r.reason or "") for r in results]
+    return markdown_table(["model", "level", "matches onnxruntime", "max error",
+                           "output spread (max - min)", "seconds", "note"], rows)
