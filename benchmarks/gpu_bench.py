@@ -13,7 +13,6 @@ is spent are listed as skipped.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import platform
@@ -23,33 +22,17 @@ import time
 
 import mlsys_datasets
 import numpy as np
-import onnx
 import onnxruntime as ort
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import compilerkit as ck  # noqa: E402
 from compilerkit.backends import cuda_driver  # noqa: E402
-
-LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+from compilerkit.conformance import light_model_path, light_models, random_inputs  # noqa: E402
 
 
 def models():
     out = [(n, str(mlsys_datasets.onnx_path(n))) for n in mlsys_datasets.ONNX_MODELS]
-    out += [(os.path.basename(p)[6:-5], p)
-            for p in sorted(glob.glob(os.path.join(LIGHT, "light_*.onnx")))]
-    return out
-
-
-def feeds_of(path):
-    model = onnx.load(path)
-    inits = {i.name for i in model.graph.initializer}
-    out = []
-    for k, inp in enumerate(i for i in model.graph.input if i.name not in inits):
-        tt = inp.type.tensor_type
-        shape = [d.dim_value if d.dim_value > 0 else 1 for d in tt.shape.dim]
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
-        out.append((inp.name, np.random.default_rng(k).standard_normal(shape).astype(dtype)))
-    return out
+    return out + [(name, light_model_path(name)) for name in light_models()]
 
 
 def median_ms(fn, repeat):
@@ -63,7 +46,7 @@ def median_ms(fn, repeat):
 
 
 def bench(name, path, repeat):
-    feeds = feeds_of(path)
+    feeds = random_inputs(path)
     arrays = [a for _, a in feeds]
     shapes = {n: list(a.shape) for n, a in feeds}
     row = {"model": name}

@@ -246,7 +246,9 @@ def light_model_path(name: str) -> str:
 
 def random_inputs(model) -> list[tuple[str, np.ndarray]]:
     """Seeded standard-normal inputs (seed = input position) for the graph inputs that are not
-    initializers; symbolic or unknown dimensions become 1."""
+    initializers; symbolic or unknown dimensions become 1. `model`: a ModelProto or a path."""
+    if not isinstance(model, onnx.ModelProto):
+        model = onnx.load(model)
     inits = {i.name for i in model.graph.initializer}
     out = []
     for k, inp in enumerate(i for i in model.graph.input if i.name not in inits):

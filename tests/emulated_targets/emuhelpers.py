@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import gc
-import os
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import compilerkit as ck
+from compilerkit.conformance import light_model_path as light  # noqa: F401 (used by tests)
+from compilerkit.conformance import random_inputs as feeds_for
 
-LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 TARGETS = ("s390x", "ppc64")
 
 # Constants none of whose byte patterns reads the same reversed: swapped bytes change them.
@@ -19,24 +19,6 @@ WEIGHT = np.array([[1.7, -0.3125, 3.14159274], [1.0e-3, -2.5e4, 0.7],
                    [6.02e-5, -1.1, 42.125], [0.1, 2.0e-7, -9.75]], np.float32)  # Gemm B, 4x3
 BIAS = np.array([0.5, -1.25e3, 7.0e-2], np.float32)
 OFFSETS = np.array([0x0102030405060708, -3, 1 << 40, 258], np.int64)
-
-
-def light(name: str) -> str:
-    return os.path.join(LIGHT, f"light_{name}.onnx")
-
-
-def feeds_for(model) -> list[tuple[str, np.ndarray]]:
-    """Random normal inputs (dynamic dimensions -> 1), as tests/compilerkit makes them."""
-    if isinstance(model, str):
-        model = onnx.load(model)
-    inits = {i.name for i in model.graph.initializer}
-    out = []
-    for k, inp in enumerate(i for i in model.graph.input if i.name not in inits):
-        tt = inp.type.tensor_type
-        shape = [d.dim_value if d.dim_value > 0 else 1 for d in tt.shape.dim]
-        dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type)
-        out.append((inp.name, np.random.default_rng(k).standard_normal(shape).astype(dtype)))
-    return out
 
 
 def constants_model() -> onnx.ModelProto:

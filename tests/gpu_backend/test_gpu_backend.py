@@ -8,34 +8,17 @@ host backend, compiled independently (rtol 1e-4, atol 1e-5).
 """
 
 import gc
-import glob
-import os
 import re
 
 import mlsys_datasets
 import numpy as np
-import onnx
 import pytest
 
 import compilerkit as ck
 from compilerkit.backends import cuda_driver
+from compilerkit.conformance import light_model_path, light_models, random_inputs
 
-LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
-LIGHT_MODELS = sorted(os.path.basename(p)[len("light_"):-len(".onnx")]
-                      for p in glob.glob(os.path.join(LIGHT, "light_*.onnx")))
-
-
-def _feeds(path):
-    """Random inputs, dynamic dimensions set to 1 (as tests/compilerkit/test_light_models.py)."""
-    model = onnx.load(path)
-    inits = {i.name for i in model.graph.initializer}
-    out = []
-    for k, inp in enumerate(i for i in model.graph.input if i.name not in inits):
-        tt = inp.type.tensor_type
-        shape = [d.dim_value if d.dim_value > 0 else 1 for d in tt.shape.dim]
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
-        out.append((inp.name, np.random.default_rng(k).standard_normal(shape).astype(dtype)))
-    return out
+LIGHT_MODELS = light_models()
 
 
 def _compile(path, target, feeds, asm=True):
@@ -57,7 +40,7 @@ def check_ptx(ptx: str, names):
 @pytest.mark.parametrize("name", mlsys_datasets.ONNX_MODELS)
 def test_datasets_model_gives_ptx(name):
     path = str(mlsys_datasets.onnx_path(name))
-    cm = _compile(path, "gpu", _feeds(path))
+    cm = _compile(path, "gpu", random_inputs(path))
     launches = cm.session.launches
     check_ptx(cm.stages["ptx"], [k.name for k in launches])
     kir = cm.stages["kernel-ir"]
@@ -67,8 +50,8 @@ def test_datasets_model_gives_ptx(name):
 
 
 def test_light_model_gives_ptx():
-    path = os.path.join(LIGHT, "light_squeezenet.onnx")
-    cm = _compile(path, "gpu", _feeds(path))
+    path = light_model_path("squeezenet")
+    cm = _compile(path, "gpu", random_inputs(path))
     check_ptx(cm.stages["ptx"], [k.name for k in cm.session.launches])
     kinds = {k.mapping.split()[0] for k in cm.session.launches}
     assert "matmul" in kinds and any(k.startswith("flat") for k in kinds)
@@ -76,7 +59,7 @@ def test_light_model_gives_ptx():
 
 def test_matmul_is_tiled_through_shared_memory():
     path = str(mlsys_datasets.onnx_path("matmul_16x16"))
-    cm = _compile(path, "gpu", _feeds(path))
+    cm = _compile(path, "gpu", random_inputs(path))
     assert 'gpu_map = "matmul tile 16x16 smem"' in cm.stages["kernel-ir"]
     ptx = cm.stages["ptx"]
     assert ".shared" in ptx and "bar.sync" in ptx and "fma.rn.f32" in ptx
@@ -104,7 +87,7 @@ def test_elementwise_is_flat_and_reduction_loops_stay_sequential():
 
 def test_no_device_error_is_clear_and_inputs_are_checked_first():
     path = str(mlsys_datasets.onnx_path("mlp"))
-    feeds = _feeds(path)
+    feeds = random_inputs(path)
     cm = _compile(path, "gpu", feeds)
     with pytest.raises(ck.InputError):
         cm.run(np.zeros((3, 3), np.float32))
@@ -124,7 +107,7 @@ def test_ptx_targets_the_device_or_a_default():
 
 
 def _against_host(path):
-    feeds = _feeds(path)
+    feeds = random_inputs(path)
     arrays = [a for _, a in feeds]
     ref = _compile(path, "host", feeds, asm=False).run(*arrays)
     cm = _compile(path, "gpu", feeds, asm=False)
@@ -150,4 +133,4 @@ def test_datasets_model_matches_host(name):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", LIGHT_MODELS)
 def test_light_model_matches_host(name):
-    _against_host(os.path.join(LIGHT, f"light_{name}.onnx"))
+    _against_host(light_model_path(name))
