@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 
 from xdsl.context import Context
+from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
 from xdsl.dialects.arith import Arith
 from xdsl.dialects.builtin import Builtin, ModuleOp
 from xdsl.dialects.func import Func
@@ -15,7 +16,6 @@ from xdsl.printer import Printer
 
 from compilerkit.dialects.krnl import KRNL
 from compilerkit.dialects.onnx import ONNX, share_resources
-from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
 
 
 def context() -> Context:

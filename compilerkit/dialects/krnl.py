@@ -22,16 +22,16 @@ from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, MemRefType,
 from xdsl.ir import Attribute, Dialect, ParametrizedAttribute, Region, TypeAttribute
 from xdsl.irdl import (
     IRDLOperation,
+    attr_def,
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
     opt_attr_def,
-    attr_def,
     region_def,
     result_def,
+    traits_def,
     var_operand_def,
     var_result_def,
-    traits_def,
 )
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException

@@ -16,7 +16,6 @@ import weakref
 
 import numpy as np
 from xdsl.dialects.builtin import (
-    NoneType,
     ArrayAttr,
     DenseIntOrFPElementsAttr,
     DenseResourceAttr,
@@ -126,7 +125,7 @@ def tensor_type(shape, elem: Attribute) -> TensorType:
 # `dense_resource<handle>` and the bytes live in `resources(module)`.
 INLINE_LIMIT = 16
 
-_RESOURCES: "weakref.WeakKeyDictionary[ModuleOp, dict[str, np.ndarray]]" = (
+_RESOURCES: weakref.WeakKeyDictionary[ModuleOp, dict[str, np.ndarray]] = (
     weakref.WeakKeyDictionary()
 )
 

@@ -16,7 +16,14 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import ModelProto, helper
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, i64, ModuleOp, StringAttr, UnrankedTensorType
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    UnrankedTensorType,
+    i64,
+)
 from xdsl.ir import Block, Region
 
 from compilerkit.dialects import onnx as onnx_d

@@ -13,7 +13,7 @@ Assumes static shapes (run after shape inference).
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects.builtin import IntegerAttr, NoneType, i64, StringAttr
+from xdsl.dialects.builtin import IntegerAttr, NoneType, StringAttr, i64
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.onnx_passes.single_node import main_func

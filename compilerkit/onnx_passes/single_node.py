@@ -5,7 +5,6 @@ asked about it (the ONNX schema is the authority on each operator's semantics)."
 from __future__ import annotations
 
 import numpy as np
-import onnx
 from onnx import helper, numpy_helper
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, NoneType, TensorType

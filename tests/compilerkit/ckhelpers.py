@@ -1,7 +1,6 @@
 """Shared helpers: build one-node ONNX models and compare compilerkit with onnxruntime."""
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper

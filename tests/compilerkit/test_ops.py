@@ -1,11 +1,11 @@
 """Every op lowering against onnxruntime on a small hand-built model, at -O0 and -O3."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
 from onnx import helper
-
-import os
-import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ckhelpers import check, make_model  # noqa: E402
