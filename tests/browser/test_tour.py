@@ -11,12 +11,15 @@ def test_tour_renders_plotly_and_widget(lab, page, tmp_path):
     page.screenshot(path=str(tmp_path / "00_tour.png"), full_page=True)
     assert lab.errors() == []
     # Plotly draws into an SVG inside .js-plotly-plot once the figure really rendered.
-    page.wait_for_selector(".jp-OutputArea .js-plotly-plot .main-svg", timeout=30_000)
+    # "attached", not "visible": JupyterLab hides cells scrolled out of view.
+    page.wait_for_selector(".jp-OutputArea .js-plotly-plot .main-svg", state="attached",
+                           timeout=30_000)
     plots = page.locator(".jp-OutputArea .js-plotly-plot")
     assert plots.count() >= 2  # the pipeline figure and the one inside the widget's Output
     # The ipywidget front end replaced the widget's text repr with real controls.
     dropdown = page.locator(".jp-OutputArea .widget-dropdown select")
-    dropdown.wait_for(timeout=30_000)
+    dropdown.wait_for(state="attached", timeout=30_000)
+    dropdown.scroll_into_view_if_needed()
     assert dropdown.input_value() == "Kernel IR"
     # Using the widget reaches the kernel and back: the caption follows the selection.
     dropdown.select_option("Swap rewrite")
