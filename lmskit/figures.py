@@ -1,13 +1,18 @@
-"""Plain plotly figures of lmskit's data: live bytes, a simulated timeline, policy comparison.
+"""lmskit's results as figures, drawn by the workbench's visual layer (mlsys_workbench.viz).
 
-Deliberately plain (the workbench's visual layer makes the rich versions); each function takes
-lmskit's own results and returns a plotly Figure, nothing else.
+Each function takes lmskit's own objects (Lifetimes, Simulation, Graph) and returns a plotly
+Figure; the conversion to plain data lives in lmskit.views, the drawing in mlsys_workbench.viz,
+so notebooks, the benchmarks and these helpers all draw the same pictures.
 """
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from mlsys_workbench import viz
+from mlsys_workbench.viz.memory import memory_traces
+
+from . import views
 from .graph import Graph
 from .schedule import Lifetimes
 from .simulate import Simulation
@@ -15,26 +20,22 @@ from .simulate import Simulation
 GiB = 2**30
 
 
-def live_bytes(lt: Lifetimes, budget: int | None = None, title: str = "") -> go.Figure:
-    """Device (and host) GiB live at each position of the order, the peak marked."""
-    x = list(range(len(lt.order)))
-    fig = go.Figure()
-    fig.add_scatter(x=x, y=lt.device_bytes / GiB, name="device", mode="lines",
-                    text=lt.order, hovertemplate="%{text}<br>%{y:.3f} GiB")
-    if lt.host_bytes.any():
-        fig.add_scatter(x=x, y=lt.host_bytes / GiB, name="host", mode="lines")
-    fig.add_scatter(x=[lt.peak_position], y=[lt.peak / GiB], mode="markers", name="peak",
-                    text=[lt.peak_op], hovertemplate="peak at %{text}<br>%{y:.3f} GiB")
-    if budget is not None:
-        fig.add_hline(y=budget / GiB, line_dash="dash", annotation_text="budget")
-    fig.update_layout(title=title or f"live bytes, batch {lt.batch_size}",
-                      xaxis_title="position in the schedule", yaxis_title="GiB")
-    return fig
+def live_bytes(lt: Lifetimes, budget: int | None = None, title: str = "",
+               graph: Graph | None = None) -> go.Figure:
+    """Device (and host) bytes live at each position of the order, the budget, and the peak
+    marked with the tensors live there (variables too when graph is given)."""
+    if graph is not None:
+        at_peak = views.live_at_peak(lt, graph)
+    else:
+        at_peak = [{"name": b.tensor, "bytes": b.bytes} for b in lt.live_at(lt.peak_position)]
+    host = lt.host_bytes.tolist() if lt.host_bytes.any() else None
+    return viz.memory_timeline(lt.device_bytes.tolist(), host, budget, at_peak,
+                               title=title or f"live bytes, batch {lt.batch_size}")
 
 
 def timeline(graph: Graph, sim: Simulation, max_ops: int = 3000) -> go.Figure:
     """Compute and copy streams over simulated time (needs simulate(..., timeline=True)),
-    with device memory below."""
+    with device memory below (viz's memory traces on the time axis)."""
     if not sim.start:
         raise ValueError("run simulate(..., timeline=True) to keep per-op times")
     from plotly.subplots import make_subplots
@@ -50,13 +51,40 @@ def timeline(graph: Graph, sim: Simulation, max_ops: int = 3000) -> go.Figure:
                     base=[sim.start[n] for n in names], orientation="h", name=labels[lane],
                     text=names, hovertemplate="%{text}", row=1, col=1)
     t, curve = sim.memory
-    fig.add_scatter(x=t, y=[c / GiB for c in curve], mode="lines", line_shape="hv",
-                    name="device GiB", row=2, col=1)
-    fig.add_hline(y=sim.budget / GiB, line_dash="dash", row=2, col=1)
+    for trace in memory_traces(list(curve), budget=sim.budget, x=list(t)):
+        fig.add_trace(trace, row=2, col=1)
     fig.update_layout(title=f"{sim.device}, batch {sim.batch_size}: step {sim.step_time:.3f} s, "
                             f"overhead {sim.overhead:.1%}", barmode="overlay")
     fig.update_xaxes(title_text="seconds", row=2, col=1)
+    fig.update_yaxes(title_text="device bytes", row=2, col=1)
     return fig
+
+
+def swap_rewrite(original: Graph, rewritten: Graph, batch_size: int = 1,
+                 drop_types=views.BOOKKEEPING_TYPES, title: str = "") -> go.Figure:
+    """The graph before and after a swap rewrite, side by side at shared positions, with the
+    swap-outs, swap-ins, their trigger edges, producers and readers highlighted."""
+    before, after, highlight = views.rewrite_views(original, rewritten, batch_size, drop_types)
+    return viz.rewrite_figure(before, after, highlight,
+                              title=title or "before and after the swap rewrite")
+
+
+def with_and_without(graph: Graph, rewritten: Graph, device, batch_size: int,
+                     budget: int | None = None, labels=("without swapping", "with swapping")):
+    """The same step without and with swapping on one simulated time axis (viz.compare_steps):
+    device and host bytes per op, each placed at the op's simulated start."""
+    from .schedule import lifetimes
+    from .simulate import simulate
+
+    runs = {}
+    for label, g in zip(labels, (graph, rewritten), strict=True):
+        sim = simulate(g, device, batch_size, budget, timeline=True)
+        lt = lifetimes(g, batch_size)
+        runs[f"{label}: step {sim.step_time * 1e3:.3g} ms, peak "
+             f"{views.human(lt.peak)}"] = views.step_series(lt, sim, g)
+        budget = sim.budget if budget is None else budget
+    return viz.compare_steps(runs, budget=budget,
+                             title=f"batch {batch_size} on {device}: without and with swapping")
 
 
 def policies(sims: dict[str, Simulation]) -> go.Figure:

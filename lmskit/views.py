@@ -36,6 +36,9 @@ BACKWARD_SCOPE = "gradient_tape/"
 # Ops that only carry bookkeeping; drawing them hides the structure of a small graph.
 BOOKKEEPING_TYPES = ("Const", "NoOp", "Shape", "ShapeN", "StridedSlice", "Pack",
                      "BroadcastGradientArgs", "Placeholder")
+# Ops drawn aside (a side column or hidden): constants and reads of variables. In ResNet-50's
+# step they are ~1,000 of ~9,000 ops, each with one long edge into the layer that uses it.
+ASIDE_TYPES = frozenset({"Const", "ReadVariableOp", "VarHandleOp", "VariableV2"})
 
 
 def human(nbytes: float) -> str:
@@ -84,8 +87,9 @@ def graph_view(graph: Graph, batch_size: int = 1, drop_types=(), keep=()):
         role = ""
         if is_swap(op):
             role = f"<br>swap-{op.attrs['swap']} of {op.attrs['swap_of']}"
-        nodes.append({"id": name, "label": op.type, "group": group_of(graph, name),
-                      "scope": name,
+        group = group_of(graph, name)
+        nodes.append({"id": name, "label": op.type, "group": group, "scope": name,
+                      "aside": op.type in ASIDE_TYPES or group in ("constant", "variable"),
                       "hover": f"<b>{name}</b><br>{op.type} · {op.phase} · {op.device}{role}"
                                f"<br>{outs}"})
     edges = []
@@ -141,6 +145,37 @@ def rewrite_highlight(graph: Graph) -> list[str]:
             out += op.control_inputs
             out += [c.name for c in graph.consumers(op.outputs[0])]
     return list(dict.fromkeys(out))
+
+
+def rewrite_views(original: Graph, rewritten: Graph, batch_size: int = 1, drop_types=()):
+    """(before, after, highlight) for viz.rewrite_figure: both graphs as (nodes, edges) (ops of
+    drop_types left out unless the rewrite touched them) and the ids to highlight: the inserted
+    swap-outs and swap-ins, the producers of swapped tensors, the triggers (whose control edges
+    to the swap-ins are then drawn bold) and the readers now fed by a swap-in."""
+    highlight = rewrite_highlight(rewritten)
+    before = graph_view(original, batch_size, drop_types, keep=highlight)
+    after = graph_view(rewritten, batch_size, drop_types, keep=highlight)
+    return before, after, highlight
+
+
+def step_series(lt: Lifetimes, sim: Simulation | None = None, graph: Graph | None = None) -> dict:
+    """One run for viz.compare_steps: device and host bytes at each position of lt's order,
+    placed at the op's simulated start time (never earlier than the op before) when sim
+    (simulate(..., timeline=True)) is given, else at the position; with graph, the tensors
+    live at the peak for its hover."""
+    if sim is not None and not sim.start:
+        raise ValueError("run simulate(..., timeline=True) to keep per-op times")
+    if sim is None:
+        x = list(range(len(lt.order)))
+    else:  # copies run on their own streams: keep time monotone along the order
+        x, now = [], 0.0
+        for name in lt.order:
+            now = max(now, sim.start.get(name, now))
+            x.append(now)
+    run = {"x": x, "device": lt.device_bytes.tolist(), "host": lt.host_bytes.tolist()}
+    if graph is not None:
+        run["peak_tensors"] = live_at_peak(lt, graph)
+    return run
 
 
 def phase_counts(graph: Graph) -> list[dict]:
@@ -386,6 +421,7 @@ def table(rows: list[dict], columns=None, max_rows: int = 40) -> str:
 
 
 __all__ = ["human", "group_of", "graph_view", "layer_of", "collapsed_view", "rewrite_highlight",
+           "rewrite_views", "step_series", "ASIDE_TYPES",
            "phase_counts", "tensor_table", "bytes_by_batch", "intervals", "live_at_peak",
            "peak_by_batch", "saved_bytes_by_type", "swapin_leads", "sim_row", "max_batches",
            "sweep_v2",

@@ -8,14 +8,26 @@ view is self-contained HTML with a few lines of JS instead (plotly has no linked
 """
 
 from .animation import frame_positions, lifetime_animation
-from .graph import collapse_scopes, graph_figure
+from .explorer import ScopeExplorer, scope_explorer
+from .graph import collapse_scopes, graph_figure, graph_layout, rewrite_figure
 from .ir import IRSideBySide, ir_panes, ir_side_by_side
 from .layout import layered_layout, levels
 from .loopnest import loopnest_figure
-from .memory import human_bytes, lifetime_chart, lifetimes_and_memory, memory_timeline
+from .memory import (
+    compare_steps,
+    human_bytes,
+    lifetime_chart,
+    lifetimes_and_memory,
+    memory_timeline,
+)
 
 __all__ = [
     "collapse_scopes",
+    "compare_steps",
+    "graph_layout",
+    "rewrite_figure",
+    "ScopeExplorer",
+    "scope_explorer",
     "frame_positions",
     "graph_figure",
     "IRSideBySide",

@@ -3,7 +3,8 @@
 Input is plain data:
   nodes: dicts with "id" and optionally "label", "group" (colour: a phase such as forward /
          backward / update / swap-out / swap-in, or an op kind), "hover" (HTML text), "scope"
-         (a "/"-separated name scope used for collapsing).
+         (a "/"-separated name scope used for collapsing), "aside" (true for constants and
+         variable reads: drawn in a side column beside the consumer, or hidden).
   edges: dicts with "source", "target" and optionally "kind" ("data" or "control") and "hover"
          (e.g. the tensor's shape, shown when hovering the edge's midpoint).
 Above `WEBGL_ABOVE` nodes the traces switch to WebGL (scattergl) so ~7,000-node graphs stay
@@ -64,7 +65,10 @@ def collapse_scopes(nodes, edges, depth: int = 1, expand=()):
 
     members = defaultdict(list)
     for node in nodes:
-        members[owner(node)].append(node)
+        name = owner(node)
+        if node.get("aside") and name != node["id"]:
+            name += " (reads)"  # constants and variable reads of a scope: a cluster aside
+        members[name].append(node)
     new_nodes, where = [], {}
     for name, group in members.items():
         for node in group:
@@ -78,6 +82,7 @@ def collapse_scopes(nodes, edges, depth: int = 1, expand=()):
             "id": name, "label": f"{name.rsplit('/', 1)[-1]} ({len(group)})",
             "group": kinds.most_common(1)[0][0], "scope": name, "cluster": True,
             "size": len(group), "hover": f"<b>{name}</b><br>{len(group)} ops: {top}",
+            "aside": all(node.get("aside") for node in group),
         })
     seen, new_edges = set(), []
     for edge in edges:
@@ -96,59 +101,98 @@ def _colour_map(groups):
     return colours
 
 
-def _edge_trace(edges, pos, kind, scatter, dimmed):
+def _edge_trace(edges, pos, kind, scatter, dimmed, name=None):
     xs, ys = [], []
     for edge in edges:
         (x0, y0), (x1, y1) = pos[edge["source"]], pos[edge["target"]]
         xs += [x0, x1, None]
         ys += [y0, y1, None]
     colour = "#c7c7c7" if dimmed else ("#f28e2b" if kind == "control" else "#999")
-    return scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", name=f"{kind} edges",
-                   line={"width": 1, "color": colour,
+    return scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", name=name or f"{kind} edges",
+                   line={"width": 1 if dimmed or kind == "control" else 1.2, "color": colour,
                          "dash": "dash" if kind == "control" else "solid"},
-                   showlegend=kind == "control")
+                   showlegend=kind == "control" or name is not None)
 
 
-def graph_figure(nodes, edges, *, title: str = "", highlight=None, height: int | None = None,
-                 positions: dict | None = None) -> go.Figure:
-    """A layered top-to-bottom drawing; nodes coloured by "group", one legend entry per group.
+def place_aside(graph: nx.DiGraph, aside, pos: dict) -> dict:
+    """Positions for the aside nodes (constants, variable reads): a side column left of the
+    drawing, each at the height of its first consumer (the highest one), so its edge is short
+    and the layered drawing of the computation stays as it was."""
+    left = min((x for x, _ in pos.values()), default=0) - 2
+    taken: dict[float, int] = defaultdict(int)
+    out = {}
+    for node in aside:
+        heights = [pos[c][1] for c in graph.successors(node) if c in pos]
+        y = max(heights, default=0) + 0.3
+        out[node] = (left - 0.6 * taken[y], y)
+        taken[y] += 1
+    return out
 
-    ``highlight``: ids to emphasise (e.g. inserted swap nodes); everything else is dimmed.
-    ``positions``: a precomputed layout (id -> (x, y)) to reuse between redraws.
-    """
-    _check(nodes, edges)
-    graph = nx.DiGraph()
-    graph.add_nodes_from(node["id"] for node in nodes)
-    graph.add_edges_from((e["source"], e["target"]) for e in edges)
-    pos = positions or layered_layout(graph)
-    scatter = go.Scattergl if len(nodes) > WEBGL_ABOVE else go.Scatter
+
+def graph_layout(nodes, edges, initial: dict | None = None) -> dict:
+    """id -> (x, y): the layered layout of the non-aside nodes, aside nodes in a side column.
+    ``initial``: earlier positions (by id) to start the layer order from (see layered_layout)."""
+    aside = [n["id"] for n in nodes if n.get("aside")]
+    main = nx.DiGraph()
+    main.add_nodes_from(n["id"] for n in nodes if not n.get("aside"))
+    main.add_edges_from((e["source"], e["target"]) for e in edges
+                        if e["source"] in main and e["target"] in main)
+    pos = layered_layout(main, initial=initial)
+    if aside:
+        full = nx.DiGraph()
+        full.add_edges_from((e["source"], e["target"]) for e in edges)
+        full.add_nodes_from(aside)
+        pos.update(place_aside(full, aside, pos))
+    return pos
+
+
+def graph_traces(nodes, edges, pos, *, highlight=None, scatter=None, showlegend=True):
+    """The traces of a graph drawing at positions ``pos`` (edges first, then one node trace per
+    group). Edges touching an aside node form their own trace, hidden until its legend entry
+    is clicked (a toggle that works in the browser without a kernel)."""
+    scatter = scatter or (go.Scattergl if len(nodes) > WEBGL_ABOVE else go.Scatter)
     highlight = set(highlight or ())
-    fig = go.Figure()
+    aside = {n["id"] for n in nodes if n.get("aside")}
+    traces = []
+    side = [e for e in edges if e["source"] in aside or e["target"] in aside]
+    edges = [e for e in edges if not (e["source"] in aside or e["target"] in aside)]
     for kind in ("data", "control"):
         chosen = [e for e in edges if e.get("kind", "data") == kind]
         if not chosen:
             continue
         lit = [e for e in chosen if e["source"] in highlight or e["target"] in highlight]
         rest = [e for e in chosen if not (e["source"] in highlight or e["target"] in highlight)]
-        fig.add_trace(_edge_trace(rest, pos, kind, scatter, dimmed=bool(highlight)))
+        traces.append(_edge_trace(rest, pos, kind, scatter, dimmed=bool(highlight)))
         if lit:
-            fig.add_trace(_edge_trace(lit, pos, kind, scatter, dimmed=False))
+            lit_trace = _edge_trace(lit, pos, kind, scatter, dimmed=False,
+                                    name=f"changed {kind} edges")
+            lit_trace.line.width = 2.5
+            traces.append(lit_trace)
+    if side:
+        trace = _edge_trace(side, pos, "data", scatter, dimmed=True,
+                            name="constant / variable-read edges")
+        trace.visible = "legendonly"
+        traces.append(trace)
     hover_edges = [e for e in edges if e.get("hover")]
     if hover_edges:  # invisible midpoints carry the edge hover (tensor shapes)
         mid = [((pos[e["source"]][0] + pos[e["target"]][0]) / 2,
                 (pos[e["source"]][1] + pos[e["target"]][1]) / 2) for e in hover_edges]
-        fig.add_trace(scatter(x=[m[0] for m in mid], y=[m[1] for m in mid], mode="markers",
+        traces.append(scatter(x=[m[0] for m in mid], y=[m[1] for m in mid], mode="markers",
                               marker={"size": 6, "color": "rgba(0,0,0,0)"}, name="tensors",
                               hovertext=[e["hover"] for e in hover_edges], hoverinfo="text",
                               showlegend=False))
     groups = list(dict.fromkeys(node.get("group", "op") for node in nodes))
     colours = _colour_map(groups)
+    by_group = defaultdict(list)
+    for node in nodes:
+        by_group[node.get("group", "op")].append(node)
     for group in groups:
-        members = [node for node in nodes if node.get("group", "op") == group]
-        opacity = [1.0 if not highlight or n["id"] in highlight else 0.25 for n in members]
-        fig.add_trace(scatter(
+        members = by_group[group]
+        opacity = [1.0 if not highlight or n["id"] in highlight else 0.2 for n in members]
+        traces.append(scatter(
             x=[pos[n["id"]][0] for n in members], y=[pos[n["id"]][1] for n in members],
             mode="markers", name=group, customdata=[n["id"] for n in members],
+            legendgroup=group, showlegend=showlegend,
             marker={"size": [14 if n.get("cluster") else 9 for n in members],
                     "color": colours[group], "opacity": opacity,
                     "symbol": ["square" if n.get("cluster") else "circle" for n in members],
@@ -156,11 +200,82 @@ def graph_figure(nodes, edges, *, title: str = "", highlight=None, height: int |
             hovertext=[n.get("hover") or n.get("label") or n["id"] for n in members],
             hoverinfo="text",
         ))
+    return traces
+
+
+def _hide_aside(nodes, edges):
+    shown = [n for n in nodes if not n.get("aside")]
+    ids = {n["id"] for n in shown}
+    return shown, [e for e in edges if e["source"] in ids and e["target"] in ids]
+
+
+def graph_figure(nodes, edges, *, title: str = "", highlight=None, height: int | None = None,
+                 positions: dict | None = None, aside: str = "column") -> go.Figure:
+    """A layered top-to-bottom drawing; nodes coloured by "group", one legend entry per group.
+
+    ``highlight``: ids to emphasise (e.g. inserted swap nodes); everything else is dimmed, and
+    the edges touching a highlighted node are drawn bold in their own trace.
+    ``positions``: a precomputed layout (id -> (x, y)) to reuse between redraws; nodes it lacks
+    are laid out afresh, starting from it.
+    ``aside``: what to do with nodes marked "aside" (constants, variable reads): "column" draws
+    them in a side column, "hide" leaves them out, "inline" lays them out like any other node.
+    """
+    _check(nodes, edges)
+    if aside not in ("column", "hide", "inline"):
+        raise ValueError(f"aside must be 'column', 'hide' or 'inline', got {aside!r}")
+    if aside == "hide":
+        nodes, edges = _hide_aside(nodes, edges)
+    elif aside == "inline":
+        nodes = [{**n, "aside": False} for n in nodes]
+    ids = {n["id"] for n in nodes}
+    if positions and ids <= set(positions):
+        pos = positions
+    else:
+        pos = graph_layout(nodes, edges, initial=positions)
+    fig = go.Figure(graph_traces(nodes, edges, pos, highlight=highlight))
     depth = 1 + max((-y for _, y in pos.values()), default=0)
     fig.update_layout(
         title=title, showlegend=True, plot_bgcolor="white", hovermode="closest",
         height=height or int(min(2400, max(400, 28 * depth))),
         xaxis={"visible": False}, yaxis={"visible": False},
         margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
+        meta={"nodes": len(nodes), "edges": len(edges)},
     )
+    return fig
+
+
+def rewrite_figure(before, after, highlight=(), *, title: str = "Before and after the rewrite",
+                   height: int | None = None) -> go.Figure:
+    """Two graphs side by side, ``before`` and ``after`` each a (nodes, edges) pair, drawn at
+    the same positions (the after graph's layout; a node that exists in both sits at the same
+    place in both panels). ``highlight``: the ids the rewrite touched (inserted swap nodes,
+    triggers, producers, readers); they stay bright with their edges (trigger control edges
+    among them) bold, everything else is dimmed. Inserted nodes only appear on the right."""
+    (bn, be), (an, ae) = before, after
+    _check(bn, be)
+    _check(an, ae)
+    pos = graph_layout(an, ae)
+    missing = [n for n in bn if n["id"] not in pos]
+    if missing:  # ops the rewrite removed: lay the before graph out on its own
+        pos.update({k: v for k, v in graph_layout(bn, be, initial=pos).items() if k not in pos})
+    highlight = set(highlight)
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.02,
+                        subplot_titles=(f"before: {len(bn)} ops", f"after: {len(an)} ops"))
+    scatter = go.Scattergl if len(an) > WEBGL_ABOVE else go.Scatter
+    for trace in graph_traces(bn, be, pos, highlight=highlight & {n["id"] for n in bn},
+                              scatter=scatter, showlegend=False):
+        trace.showlegend = False
+        fig.add_trace(trace, row=1, col=1)
+    for trace in graph_traces(an, ae, pos, highlight=highlight, scatter=scatter):
+        fig.add_trace(trace, row=1, col=2)
+    depth = 1 + max((-y for _, y in pos.values()), default=0)
+    fig.update_layout(title=title, plot_bgcolor="white", hovermode="closest",
+                      height=height or int(min(2400, max(450, 28 * depth))),
+                      margin={"l": 10, "r": 10, "t": 60, "b": 10},
+                      meta={"inserted": len({n["id"] for n in an} - {n["id"] for n in bn}),
+                            "highlighted": len(highlight)})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
     return fig

@@ -35,8 +35,12 @@ def _barycenter_order(layers, neighbours, position) -> None:
             position[node] = index - (len(layer) - 1) / 2
 
 
-def layered_layout(graph: nx.DiGraph, sweeps: int = 4) -> dict:
-    """Map each node to (x, y): y = -level (sources on top), x its centred place in the layer."""
+def layered_layout(graph: nx.DiGraph, sweeps: int = 4, initial: dict | None = None) -> dict:
+    """Map each node to (x, y): y = -level (sources on top), x its centred place in the layer.
+
+    ``initial`` (node -> (x, y) or x) seeds each layer's order with earlier positions, so a
+    redraw after expanding a cluster keeps the rest of the picture where it was (nodes it lacks
+    keep their insertion order among those it has)."""
     if graph.number_of_nodes() == 0:
         return {}
     depth = levels(graph)
@@ -44,6 +48,16 @@ def layered_layout(graph: nx.DiGraph, sweeps: int = 4) -> dict:
     for node in graph.nodes:  # insertion order gives a stable first guess
         by_level[depth[node]].append(node)
     layers = [by_level[level] for level in sorted(by_level)]
+    if initial:
+        for layer in layers:
+            def seed(item, layer=layer):
+                index, node = item
+                if node in initial:
+                    old = initial[node]
+                    return (old[0] if isinstance(old, tuple) else old, index)
+                return (index - (len(layer) - 1) / 2, index)
+
+            layer[:] = [node for _, node in sorted(enumerate(layer), key=seed)]
     position = {}
     for layer in layers:
         for index, node in enumerate(layer):

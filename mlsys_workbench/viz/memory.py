@@ -101,8 +101,12 @@ def lifetime_chart(intervals, title: str = "Tensor lifetimes", max_bars: int = 2
     return fig
 
 
-def memory_traces(device, host=None, budget=None, live_at_peak=()):
-    steps = list(range(len(device)))
+def memory_traces(device, host=None, budget=None, live_at_peak=(), x=None):
+    """Device / host bytes, budget and peak traces; ``x`` (default: positions 0..n-1) gives
+    each point's place on the horizontal axis, e.g. simulated seconds."""
+    steps = list(range(len(device))) if x is None else list(x)
+    if len(steps) != len(device):
+        raise ValueError(f"x has {len(steps)} points, device {len(device)}")
     traces = [go.Scatter(x=steps, y=list(device), name="device bytes", mode="lines",
                          line={"color": "#4e79a7", "shape": "hv"}, fill="tozeroy")]
     if host is not None:
@@ -111,26 +115,30 @@ def memory_traces(device, host=None, budget=None, live_at_peak=()):
         traces.append(go.Scatter(x=steps, y=list(host), name="host bytes", mode="lines",
                                  line={"color": KIND_COLOURS["host"], "shape": "hv"}))
     if budget is not None:
-        traces.append(go.Scatter(x=[0, max(len(device) - 1, 0)], y=[budget, budget],
+        traces.append(go.Scatter(x=[steps[0] if steps else 0, steps[-1] if steps else 0],
+                                 y=[budget, budget],
                                  name="budget", mode="lines",
                                  line={"color": "#e15759", "dash": "dash"}))
     if len(device):
-        peak = max(steps, key=lambda i: device[i])
+        peak = max(range(len(device)), key=lambda i: device[i])
         top = sorted(live_at_peak, key=lambda t: -t["bytes"])[:8]
         lines = [f"{t['name']}: {human_bytes(t['bytes'])}" for t in top]
         traces.append(go.Scatter(
-            x=[peak], y=[device[peak]], mode="markers", name="peak",
+            x=[steps[peak]], y=[device[peak]], mode="markers", name="peak",
             marker={"size": 12, "color": "#e15759", "symbol": "star"},
-            hovertext=f"peak {human_bytes(device[peak])} at {peak}<br>" + "<br>".join(lines),
+            hovertext=f"peak {human_bytes(device[peak])} at {steps[peak]:.6g}<br>"
+                      + "<br>".join(lines),
             hoverinfo="text",
         ))
     return traces
 
 
-def memory_timeline(device, host=None, budget=None, live_at_peak=(), title="Memory over the step"):
-    """Device (and host) bytes per schedule position, the budget, and the peak marked."""
-    fig = go.Figure(memory_traces(device, host, budget, live_at_peak))
-    fig.update_layout(title=title, xaxis_title="schedule position", yaxis_title="bytes",
+def memory_timeline(device, host=None, budget=None, live_at_peak=(), title="Memory over the step",
+                    x=None, x_title="schedule position"):
+    """Device (and host) bytes per schedule position (or at ``x``), the budget, and the peak
+    marked; hover the peak for the largest tensors live there."""
+    fig = go.Figure(memory_traces(device, host, budget, live_at_peak, x=x))
+    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title="bytes",
                       plot_bgcolor="white", hovermode="x")
     return fig
 
@@ -148,4 +156,31 @@ def lifetimes_and_memory(intervals, device, host=None, budget=None, live_at_peak
     fig.update_yaxes(showticklabels=False, row=1, col=1)
     fig.update_yaxes(title_text="bytes", row=2, col=1)
     fig.update_xaxes(title_text="schedule position", row=2, col=1)
+    return fig
+
+
+def compare_steps(runs: dict, budget=None, title: str = "The same step, two ways",
+                  x_title: str = "simulated time (s)") -> go.Figure:
+    """Several runs of one step stacked on one shared time axis, one row each.
+
+    ``runs``: label -> {"x": times, "device": bytes, "host": bytes (optional), "peak_tensors":
+    rows for the peak hover (optional)}. Each row shows device and host bytes, the budget and
+    its peak; the axis is shared, so a longer step (swapping stalls) ends further right.
+    """
+    if not runs:
+        raise ValueError("no runs to compare")
+    labels = list(runs)
+    fig = make_subplots(rows=len(labels), cols=1, shared_xaxes=True, shared_yaxes=True,
+                        vertical_spacing=0.08, subplot_titles=labels)
+    for row, label in enumerate(labels, start=1):
+        run = runs[label]
+        for trace in memory_traces(run["device"], run.get("host"), budget,
+                                   run.get("peak_tensors", ()), x=run.get("x")):
+            trace.legendgroup = trace.name
+            trace.showlegend = row == 1
+            fig.add_trace(trace, row=row, col=1)
+        fig.update_yaxes(title_text="bytes", row=row, col=1)
+    fig.update_xaxes(title_text=x_title, row=len(labels), col=1)
+    fig.update_layout(title=title, plot_bgcolor="white", hovermode="x",
+                      height=260 * len(labels) + 120)
     return fig

@@ -125,10 +125,19 @@ def test_figures_show_the_simulated_numbers():
     fig = figures.timeline(g, s)
     lanes = {tr.name: tr for tr in fig.data if tr.type == "bar"}
     assert list(lanes["host->device"].base) == pytest.approx([4 * MS])
-    assert max(fig.data[-1].y) * 2**30 == pytest.approx(12000)
+    memory = {tr.name: tr for tr in fig.data if tr.type == "scatter"}
+    assert max(memory["device bytes"].y) == pytest.approx(12000)
+    assert list(memory["budget"].y) == [s.budget, s.budget]
     lt = lifetimes(g, 4)
     f2 = figures.live_bytes(lt, budget=20000)
-    assert max(f2.data[0].y) * 2**30 == pytest.approx(lt.peak)
+    traces = {tr.name: tr for tr in f2.data}
+    assert max(traces["device bytes"].y) == pytest.approx(lt.peak)
+    assert list(traces["host bytes"].y) == lt.host_bytes.tolist()
+    assert list(traces["peak"].x) == [lt.peak_position]
+    # the peak's hover lists the tensors live there, largest first
+    live = sorted(lt.live_at(lt.peak_position), key=lambda b: -b.bytes)
+    assert f"{live[0].tensor}: " in traces["peak"].hovertext
+    assert list(traces["budget"].y) == [20000, 20000]
     f3 = figures.policies({"none": simulate(toy(), TOY, 4), "late": s})
     assert list(f3.data[0].text) == ["+0%", "+20%"]
     with pytest.raises(ValueError, match="timeline=True"):

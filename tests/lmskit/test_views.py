@@ -115,3 +115,57 @@ def test_studies_return_one_row_per_simulation():
     assert gain["best"]["fits"] and gain["comm_cut"] <= 1
     sides = views.largest_side(lambda s: g, [1, 2], "p100-16gb", ["none"])
     assert [r["side"] for r in sides] == [1, 2] and sides[0]["none"] is True
+
+
+def test_a_real_lifetimes_figure_saves_as_html_and_png(tmp_path):
+    from mlsys_workbench.figures import save_figure
+    from mlsys_workbench.viz import lifetimes_and_memory
+
+    g = build([("x", "Placeholder", [], "forward", ("B", 64)),
+               ("a", "Relu", ["x"], "forward", ("B", 64)),
+               ("b", "Tanh", ["a"], "forward", ("B", 64)),
+               ("gradient_tape/gb", "Mul", ["b", "b"], "backward", ("B", 64)),
+               ("gradient_tape/ga", "Mul", ["gradient_tape/gb", "a"], "backward", ("B", 64))])
+    common.insert_swap(g, "a:0", ["gradient_tape/ga"], "gradient_tape/gb")
+    lt = lmskit.lifetimes(g, 8)
+    fig = lifetimes_and_memory(views.intervals(lt, g), lt.device_bytes.tolist(),
+                               lt.host_bytes.tolist(), live_at_peak=views.live_at_peak(lt, g))
+    entry = save_figure(fig, "lifetimes", out_dir=tmp_path)
+    assert entry["files"] == ["lifetimes.html", "lifetimes.png"]
+    html = (tmp_path / "lifetimes.html").read_text()
+    assert "<script src=\"http" not in html and "on host" in html
+    png = (tmp_path / "lifetimes.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_rewrite_views_and_step_series():
+    g = build(CHAIN[:6], fetches=["gradient_tape/ga:0"])
+    r = g.copy()
+    common.insert_swap(r, "a:0", ["gradient_tape/ga"], "gradient_tape/gb")
+    (bn, be), (an, ae), lit = views.rewrite_views(g, r, 2, drop_types=("Placeholder",))
+    assert {n["id"] for n in an} - {n["id"] for n in bn} == {"lms/swapout/a_0",
+                                                             "lms/swapin/a_0/0"}
+    assert {"source": "gradient_tape/gb", "target": "lms/swapin/a_0/0", "kind": "control",
+            "hover": "gradient_tape/gb runs before lms/swapin/a_0/0"} in ae
+    assert "x" not in {n["id"] for n in bn} and set(lit) >= {"a", "gradient_tape/gb"}
+    lt = lmskit.lifetimes(r, 2)
+    sim = lmskit.simulate(r, "p100-16gb", 2, timeline=True)
+    run = views.step_series(lt, sim, r)
+    assert run["x"] == sorted(run["x"]) and run["x"][-1] <= sim.step_time
+    assert run["device"] == lt.device_bytes.tolist() and max(run["host"]) > 0
+    assert sum(t["bytes"] for t in run["peak_tensors"]) == lt.peak
+    assert views.step_series(lt)["x"] == list(range(len(lt.order)))
+    from lmskit import figures
+
+    fig = figures.with_and_without(g, r, "p100-16gb", 2)
+    assert len([t for t in fig.data if t.name == "device bytes"]) == 2
+    fig = figures.swap_rewrite(g, r, 2)
+    assert fig.layout.meta["inserted"] == 2
+
+
+def test_constants_and_variable_reads_are_marked_aside():
+    g = build([("c", "Const", [], "forward", (4,)),
+               ("x", "Placeholder", [], "forward", ("B", 4)),
+               ("a", "Mul", ["x", "c"], "forward", ("B", 4))])
+    nodes, _ = views.graph_view(g)
+    assert {n["id"]: n["aside"] for n in nodes} == {"c": True, "x": False, "a": False}

@@ -1,0 +1,80 @@
+"""Notebook 02 in JupyterLab: the step animation of a real (swapping) training step plays.
+
+JupyterLab in Chromium runs 02_tensor_lifetimes at its smoke size (the lab server sets SMOKE=1,
+which the notebook's parameters cell reads), then a person presses Play on the animation: the
+playhead must move through the schedule, and the device and host memory drawn so far must
+change (the figure's data in the plotly div, read through JS). Screenshots go to tmp_path.
+"""
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+# The plotly div that carries animation frames, and its changing traces, found by name.
+FIND = """() => {
+  const plots = Array.from(document.querySelectorAll('.jp-OutputArea .js-plotly-plot'));
+  const gd = plots.find(g => g._transitionData && g._transitionData._frames
+                             && g._transitionData._frames.length > 0);
+  if (!gd) return null;
+  const trace = name => gd.data.find(t => t.name === name);
+  const device = trace('device so far'), host = trace('host so far');
+  return {plots: plots.length, index: plots.indexOf(gd),
+          frames: gd._transitionData._frames.length,
+          playhead: trace('now').x[0],
+          device_points: device.x.length, device_last: device.y[device.y.length - 1],
+          host_points: host.x.length, host_max: Math.max(...host.y),
+          bars: gd.querySelectorAll('path.js-line').length};
+}"""
+
+
+RAN_A_CELL = """() => Array.from(window.jupyterapp.shell.currentWidget.node
+  .querySelectorAll('.jp-InputPrompt'))
+  .some(p => /\\[\\d+\\]/.test(p.textContent))"""
+
+# Shut the kernels down and close every tab without dialogs (a dialog would wait forever).
+CLOSE = """async () => {
+  const work = (async () => {
+    for (const w of Array.from(window.jupyterapp.shell.widgets('main'))) {
+      if (w.sessionContext) await w.sessionContext.shutdown();
+      if (w.context) w.context.model.dirty = false;
+    }
+    await window.jupyterapp.commands.execute('application:close-all');
+  })();
+  await Promise.race([work, new Promise(r => setTimeout(r, 15000))]);
+}"""
+
+
+def test_02_animation_plays_in_jupyterlab(lab, page, tmp_path):
+    lab.open("02_tensor_lifetimes.ipynb")
+    try:
+        play_and_check(lab, page, tmp_path)
+    finally:
+        # Leave the shared server as found: the next test must not restore this heavy notebook.
+        page.evaluate(CLOSE)
+
+
+def play_and_check(lab, page, tmp_path):
+    lab.run_all(timeout_s=300)
+    assert page.evaluate(RAN_A_CELL), "run-all never ran a cell"
+    assert lab.errors() == []
+    page.screenshot(path=str(tmp_path / "02_after_run.png"))
+    page.wait_for_function(f"() => ({FIND})() !== null", timeout=120_000)
+    before = page.evaluate(FIND)
+    assert before["frames"] >= 50, before
+    assert before["playhead"] == 0 and before["device_points"] == 1, before
+    plot = page.locator(".jp-OutputArea .js-plotly-plot").nth(before["index"])
+    plot.scroll_into_view_if_needed()
+    page.screenshot(path=str(tmp_path / "02_before_play.png"))
+    plot.locator(".updatemenu-button", has_text="Play").click()
+    page.wait_for_function(f"() => ({FIND})().playhead > 0", timeout=30_000)
+    # Play on until the first swapped tensor's bytes are on the host (mid forward pass).
+    page.wait_for_function(f"() => ({FIND})().host_max > 0", timeout=60_000)
+    page.screenshot(path=str(tmp_path / "02_playing.png"))
+    after = page.evaluate(FIND)
+    assert after["playhead"] > before["playhead"]
+    # The memory drawn so far grew with the playhead and its values changed.
+    assert after["device_points"] > before["device_points"]
+    assert after["device_last"] != before["device_last"]
+    assert after["host_max"] > before["host_max"] == 0  # swapped bytes reached the host
+    assert after["bars"] == before["bars"] > 0  # the lifetime bars survive the animation
+    page.screenshot(path=str(tmp_path / "02_full_page.png"), full_page=True)
