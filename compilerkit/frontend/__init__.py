@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     IntegerAttr,
     ModuleOp,
+    NoneType,
     StringAttr,
     UnrankedTensorType,
     i64,
@@ -194,7 +195,7 @@ def import_model(model, input_shapes: dict | None = None) -> ModuleOp:
         for name in node.input:
             if name == "":
                 if none_value is None:
-                    nv = onnx_d.create("NoValue", [], [onnx_d.NoneType()])
+                    nv = onnx_d.create("NoValue", [], [NoneType()])
                     block.add_op(nv)
                     none_value = nv.results[0]
                 operands.append(none_value)
