@@ -31,7 +31,9 @@ def test_tour_renders_plotly_and_widget(lab, page, tmp_path):
     # ... and so does the figure: the selected stage's box turns orange in the redrawn plot.
     page.wait_for_function(
         """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
-             .some(gd => gd.data && gd.data[0].marker.color[3] === '#f28e2b')""",
+             .some(gd => (gd.data || []).some(t =>
+                 t && t.marker && Array.isArray(t.marker.color)
+                 && t.marker.color[3] === '#f28e2b'))""",
         timeout=30_000,
     )
     page.screenshot(path=str(tmp_path / "00_tour_after_select.png"), full_page=True)
