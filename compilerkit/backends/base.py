@@ -10,6 +10,25 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+import llvmlite.binding as llvm
+
+_LLVM_READY: set[str] = set()
+
+
+def init_llvm(all_targets: bool = False) -> None:
+    """Initialise LLVM's code generators once per process: the native one (host JIT), or all
+    of them (cross-compiling for s390x, ppc64 and NVPTX)."""
+    kind = "all" if all_targets else "native"
+    if kind in _LLVM_READY:
+        return
+    if all_targets:
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+    else:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+    _LLVM_READY.add(kind)
+
 
 @dataclass(frozen=True)
 class Target:

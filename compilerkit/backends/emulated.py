@@ -29,12 +29,11 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 import numpy as np
 
-from compilerkit.backends.base import Backend, Target
+from compilerkit.backends.base import Backend, Target, init_llvm
 from compilerkit.backends.emulator import EmulatedMachine, EmulationLimit  # noqa: F401
 from compilerkit.codegen.emit import ENTRY, Emitter, mem_type
 from compilerkit.runtime import check_inputs
 
-_READY = False
 # name -> (triple, cpu, LLVM data-layout vector width in f32 lanes)
 TARGETS = {
     "s390x": ("s390x-ibm-linux", "z13", 4),  # z13 vector facility: 128-bit registers
@@ -45,17 +44,9 @@ DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_INSTRUCTIONS = None  # time limit only: counting halves emulation speed
 
 
-def _init():
-    global _READY
-    if not _READY:
-        llvm.initialize_all_targets()
-        llvm.initialize_all_asmprinters()
-        _READY = True
-
-
 def emulated_target(name: str) -> Target:
     """The Target for "s390x" or "ppc64"; the data layout is the one LLVM reports."""
-    _init()
+    init_llvm(all_targets=True)
     triple, cpu, width = TARGETS[name]
     tm = llvm.Target.from_triple(triple).create_target_machine(cpu=cpu)
     return Target(name, triple, str(tm.target_data), "big", width, cpu, "")

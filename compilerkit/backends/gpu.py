@@ -15,21 +15,12 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from compilerkit.backends import cuda_driver
-from compilerkit.backends.base import Backend, Target
+from compilerkit.backends.base import Backend, Target, init_llvm
 from compilerkit.codegen.gpu import emit_gpu
 from compilerkit.runtime import check_inputs
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DEFAULT_SM = "sm_80"  # Ampere: what the PTX targets when no device says otherwise
-_READY = False
-
-
-def _init():
-    global _READY
-    if not _READY:
-        llvm.initialize_all_targets()
-        llvm.initialize_all_asmprinters()
-        _READY = True
 
 
 def _ptx_features(sm: str) -> str:
@@ -60,7 +51,7 @@ class GpuBackend(Backend):
     code_stage = "ptx"
 
     def __init__(self, sm: str | None = None):
-        _init()
+        init_llvm(all_targets=True)
         self.sm = sm or device_sm() or DEFAULT_SM
         tm = self.machine(3)
         self.target = GpuTarget("gpu", TRIPLE, str(tm.target_data), "little", 1, self.sm,

@@ -13,23 +13,13 @@ import tempfile
 
 import llvmlite.binding as llvm
 
-from compilerkit.backends.base import Backend, Target
+from compilerkit.backends.base import Backend, Target, init_llvm
 from compilerkit.codegen.emit import ENTRY
 from compilerkit.runtime import Session
 
-_READY = False
-
-
-def _init():
-    global _READY
-    if not _READY:
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        _READY = True
-
 
 def host_target() -> Target:
-    _init()
+    init_llvm()
     triple = llvm.get_process_triple()
     features = llvm.get_host_cpu_features()
     flat = features.flatten()
@@ -41,7 +31,7 @@ def host_target() -> Target:
 
 class HostBackend(Backend):
     def __init__(self):
-        _init()
+        init_llvm()
         self.target = host_target()
         self._engines = []
 

@@ -117,14 +117,19 @@ def _edge_trace(edges, pos, kind, scatter, dimmed, name=None):
 def place_aside(graph: nx.DiGraph, aside, pos: dict) -> dict:
     """Positions for the aside nodes (constants, variable reads): a side column left of the
     drawing, each at the height of its first consumer (the highest one), so its edge is short
-    and the layered drawing of the computation stays as it was."""
+    and the layered drawing of the computation stays as it was. An aside node that only feeds
+    other aside nodes (a weight's shape feeding a ConstantOfShape) sits just above them."""
     left = min((x for x, _ in pos.values()), default=0) - 2
     taken: dict[float, int] = defaultdict(int)
-    out = {}
-    for node in aside:
-        heights = [pos[c][1] for c in graph.successors(node) if c in pos]
+    out, placed = {}, dict(pos)
+    try:  # consumers first, so a chain of aside nodes stacks up beside its consumer
+        order = list(reversed(list(nx.topological_sort(graph.subgraph(aside)))))
+    except nx.NetworkXUnfeasible:
+        order = list(aside)
+    for node in order:
+        heights = [placed[c][1] for c in graph.successors(node) if c in placed]
         y = max(heights, default=0) + 0.3
-        out[node] = (left - 0.6 * taken[y], y)
+        out[node] = placed[node] = (left - 0.6 * taken[y], y)
         taken[y] += 1
     return out
 
