@@ -6,6 +6,12 @@ that overrides them, executes every cell in a real Jupyter kernel with nbclient,
 executed notebook.  A failing cell raises ``NotebookError`` naming the notebook, the cell number
 and the first lines of its source, so a test failure reads like "02_tensor_lifetimes.ipynb,
 cell 7: ...".
+
+Warnings from the workbench's own libraries fail the run too (``LibraryWarning``): an IPython
+startup file, given to the kernel through ``IPYTHONDIR``, marks every Python warning issued from
+``lmskit``, ``compilerkit``, ``mlsys_workbench`` or ``mlsys_datasets`` code, and every record
+their loggers emit at WARNING or above.  Warnings that other libraries issue (TensorFlow's own
+stderr lines, for instance) are left alone: we cannot fix those.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -24,8 +32,83 @@ ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 INJECTED_TAG = "injected-parameters"
 
 
+OUR_PACKAGES = ("lmskit", "compilerkit", "mlsys_workbench", "mlsys_datasets")
+WARNING_MARK = "MLSYS-LIBRARY-WARNING"
+# Runs in the kernel before the first cell.  The module that *issued* a warning is the innermost
+# frame outside the warnings machinery; stacklevel may attribute the warning to the caller (a
+# notebook cell), so both the issuer and the attributed file are checked.
+WATCH_WARNINGS = f"""
+import logging as _logging
+import os as _os
+import sys as _sys
+from importlib.util import find_spec as _find_spec
+import warnings as _warnings
+
+_OURS = {OUR_PACKAGES!r}
+_show = _warnings.showwarning
+# Where our packages live (find_spec does not import them): a warning attributed to a file in
+# there came from our code even when the issuer was, say, numpy warning about our call.
+_ROOTS = tuple(
+    _os.path.join(_root, "")
+    for _spec in map(_find_spec, _OURS) if _spec and _spec.submodule_search_locations
+    for _root in _spec.submodule_search_locations
+)
+
+
+def _ours(name):
+    return (name or "").split(".")[0] in _OURS
+
+
+def _mlsys_showwarning(message, category, filename, lineno, file=None, line=None):
+    frame = _sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") == "warnings":
+        frame = frame.f_back
+    issuer = frame.f_globals.get("__name__", "") if frame is not None else ""
+    attributed = str(filename).startswith(_ROOTS) if _ROOTS else False
+    if _ours(issuer) or attributed:
+        print(f"{WARNING_MARK} {{issuer or filename}}:{{lineno}}: "
+              f"{{category.__name__}}: {{message}}", file=_sys.stderr)
+    _show(message, category, filename, lineno, file, line)
+
+
+class _MlsysLogWatch(_logging.Handler):
+    def emit(self, record):
+        print(f"{WARNING_MARK} {{record.name}}: {{record.levelname}}: {{record.getMessage()}}",
+              file=_sys.stderr)
+
+
+_warnings.showwarning = _mlsys_showwarning
+for _name in _OURS:
+    _logging.getLogger(_name).addHandler(_MlsysLogWatch(level=_logging.WARNING))
+"""
+
+
 class NotebookError(RuntimeError):
     """A notebook cell failed; the message names the notebook and the cell."""
+
+
+class LibraryWarning(NotebookError):
+    """A cell printed a warning issued by one of the workbench's own libraries."""
+
+
+def _watching_ipython_dir() -> str:
+    """A fresh IPYTHONDIR whose default profile runs WATCH_WARNINGS at kernel start."""
+    root = tempfile.mkdtemp(prefix="mlsys-ipython-")
+    startup = Path(root) / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-mlsys-watch-warnings.py").write_text(WATCH_WARNINGS)
+    return root
+
+
+def library_warnings(nb: nbformat.NotebookNode) -> list[tuple[int, str]]:
+    """(cell index, line) for every warning of our libraries a cell printed."""
+    found = []
+    for index, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                found += [(index, line) for line in out.get("text", "").splitlines()
+                          if line.startswith(WARNING_MARK)]
+    return found
 
 
 def parameters_cell_index(nb: nbformat.NotebookNode) -> int | None:
@@ -71,12 +154,14 @@ def run_notebook(
     timeout: int = 600,
     cwd: str | os.PathLike | None = None,
     env: dict | None = None,
+    allow_library_warnings: bool = False,
 ) -> nbformat.NotebookNode:
     """Execute the notebook at ``path`` top to bottom and return it with outputs.
 
     ``parameters`` override the defaults of the ``parameters`` cell.  The kernel runs in
     ``cwd`` (the notebook's folder by default, as in JupyterLab) with ``env`` added to the
-    environment.  Raises ``NotebookError`` naming the notebook and the failing cell.
+    environment.  Raises ``NotebookError`` naming the notebook and the failing cell, and
+    ``LibraryWarning`` when a cell printed a warning of our libraries (unless allowed).
     """
     path = Path(path)
     if not path.is_file():
@@ -85,6 +170,8 @@ def run_notebook(
     if parameters:
         inject_parameters(nb, parameters)
     kernel_env = {**os.environ, **(env or {})}
+    if not allow_library_warnings:
+        kernel_env["IPYTHONDIR"] = _watching_ipython_dir()
     client = NotebookClient(
         nb,
         timeout=timeout,
@@ -105,6 +192,13 @@ def run_notebook(
         # Kernel tracebacks are coloured for terminals; a test report reads better without.
         message = ANSI_ESCAPE.sub("", str(error))
         raise NotebookError(f"{path.name}, {where}: {message}") from None
+    finally:
+        if not allow_library_warnings:
+            shutil.rmtree(kernel_env["IPYTHONDIR"], ignore_errors=True)
+    warned = [] if allow_library_warnings else library_warnings(nb)
+    if warned:
+        listing = "; ".join(f"{_cell_label(nb, i)}: {line}" for i, line in warned[:5])
+        raise LibraryWarning(f"{path.name}: our libraries printed warnings: {listing}")
     return nb
 
 

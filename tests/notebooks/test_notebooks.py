@@ -7,6 +7,7 @@ import nbformat
 import pytest
 
 from mlsys_workbench.notebooks import (
+    LibraryWarning,
     NotebookError,
     has_outputs,
     parameters_cell_index,
@@ -69,3 +70,50 @@ def test_a_failing_cell_is_named(tmp_path):
         run_notebook(path, parameters={"SMOKE": 1})
     message = str(error.value)
     assert "broken.ipynb" in message and "cell 3" in message and "parameter was injected" in message
+
+
+def _notebook(tmp_path, *sources):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("SMOKE = 0", metadata={"tags": ["parameters"]})]
+    nb.cells += [nbformat.v4.new_code_cell(source) for source in sources]
+    path = tmp_path / "warns.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+# Code run as if it were a module of our libraries (or of someone else's): warnings.warn looks
+# at the caller's globals, so __name__ decides who issued the warning.
+ISSUED_BY = (
+    "import warnings\n"
+    "exec(compile('import warnings\\nwarnings.warn(\"{text}\", stacklevel={level})', "
+    "'{file}', 'exec'), {{'__name__': '{module}'}})"
+)
+
+
+@pytest.mark.parametrize("module, level", [("lmskit.schedule", 1), ("compilerkit.lowering", 2)])
+def test_a_warning_from_our_libraries_fails_the_run(tmp_path, module, level):
+    # stacklevel=2 attributes the warning to the notebook cell: the issuer still counts.
+    source = ISSUED_BY.format(text="tensor t0 has no size", level=level, file="fake.py",
+                              module=module)
+    path = _notebook(tmp_path, "x = 1", source)
+    with pytest.raises(LibraryWarning) as error:
+        run_notebook(path)
+    message = str(error.value)
+    assert "warns.ipynb" in message and "cell 2" in message
+    assert module in message and "tensor t0 has no size" in message
+    # The same notebook passes when warnings are explicitly allowed.
+    run_notebook(path, allow_library_warnings=True)
+
+
+def test_a_logged_warning_of_our_libraries_fails_the_run(tmp_path):
+    source = "import logging\nlogging.getLogger('mlsys_datasets.brats').warning('side 7 is odd')"
+    with pytest.raises(LibraryWarning, match="mlsys_datasets.brats: WARNING: side 7 is odd"):
+        run_notebook(_notebook(tmp_path, source))
+
+
+def test_warnings_of_other_libraries_are_left_alone(tmp_path):
+    foreign = ISSUED_BY.format(text="deprecated", level=1, file="other.py", module="otherlib")
+    info = "import logging\nlogging.getLogger('lmskit').info('only info')"
+    nb = run_notebook(_notebook(tmp_path, foreign, info))
+    printed = "".join(out.get("text", "") for cell in nb.cells for out in cell.get("outputs", []))
+    assert "deprecated" in printed  # it was shown, and did not fail the run
