@@ -17,6 +17,17 @@ from compilerkit.lowering.builder import KernelBuilder, shape
 from compilerkit.lowering.matmul import emit_matmul, fill
 
 
+def _output_with_bias(b, out_dims, elem, bias):
+    """The output buffer, holding the bias broadcast over channels (or zeros): both Conv and
+    ConvTranspose then only accumulate into it."""
+    out = b.alloc(out_dims, elem)
+    if bias is not None:
+        with b.nest(out_dims) as ivs:
+            b.store(b.load(bias, [ivs[1]]), out, ivs)
+    else:
+        fill(b, out, 0.0)
+    return out
+
 def conv_geometry(op, in_spatial, k_spatial, out_spatial, transpose=False):
     """(strides, dilations, begin pads) with auto_pad resolved."""
     r = len(in_spatial)
@@ -55,12 +66,7 @@ def lower_conv(b: KernelBuilder, op, ins):
     ocg = oc // groups
     st, dil, pads = conv_geometry(op, in_sp, k_sp, out_sp)
     elem = op.results[0].type.element_type
-    out = b.alloc(out_dims, elem)
-    if bias is not None:
-        with b.nest(out_dims) as ivs:
-            b.store(b.load(bias, [ivs[1]]), out, ivs)
-    else:
-        fill(b, out, 0.0)
+    out = _output_with_bias(b, out_dims, elem, bias)
     p = math.prod(out_sp)
     kdim = cg * math.prod(k_sp)
     hw = math.prod(in_sp)
@@ -74,7 +80,7 @@ def lower_conv(b: KernelBuilder, op, ins):
             with b.nest([cg] + k_sp + out_sp) as ivs:
                 c, ks, os_ = ivs[0], ivs[1:1 + r], ivs[1 + r:]
                 spatial = [b.affine([(o, st[d]), (kk, dil[d])], -pads[d])
-                           for d, (o, kk) in enumerate(zip(os_, ks))]
+                           for d, (o, kk) in enumerate(zip(os_, ks, strict=True))]
                 channel = b.affine([(g, cg), (c, 1)])
                 v = b.guarded_load(x, [nn, channel] + spatial, 0.0)
                 b.store(v, col, ivs)
@@ -96,12 +102,7 @@ def lower_conv_transpose(b: KernelBuilder, op, ins):
     r = len(k_sp)
     st, dil, pads = conv_geometry(op, list(xs[2:]), k_sp, list(out_dims[2:]), transpose=True)
     elem = op.results[0].type.element_type
-    out = b.alloc(out_dims, elem)
-    if bias is not None:
-        with b.nest(out_dims) as ivs:
-            b.store(b.load(bias, [ivs[1]]), out, ivs)
-    else:
-        fill(b, out, 0.0)
+    out = _output_with_bias(b, out_dims, elem, bias)
     # out[n, g*cg_out + co, i*s + k*d - pad] += x[n, g*cg_in + ci, i] * w[g*cg_in + ci, co, k]
     with b.nest([xs[0], groups, cg_in, cg_out] + list(xs[2:]) + k_sp) as ivs:
         nn, g, ci, co = ivs[:4]
@@ -109,10 +110,10 @@ def lower_conv_transpose(b: KernelBuilder, op, ins):
         cin = b.affine([(g, cg_in), (ci, 1)])
         cout = b.affine([(g, cg_out), (co, 1)])
         osp = [b.affine([(i, st[d]), (kk, dil[d])], -pads[d])
-               for d, (i, kk) in enumerate(zip(isp, ks))]
+               for d, (i, kk) in enumerate(zip(isp, ks, strict=True))]
         prod = b.mul(b.load(x, [nn, cin] + isp), b.load(w, [cin, co] + ks))
-        inside = b.in_range(list(zip(osp, out_dims[2:])))
-        safe = [b.clamp(o, d) for o, d in zip(osp, out_dims[2:])]
+        inside = b.in_range(list(zip(osp, out_dims[2:], strict=True)))
+        safe = [b.clamp(o, d) for o, d in zip(osp, out_dims[2:], strict=True)]
         target = [nn, cout] + safe
         old = b.load(out, target)
         # Out-of-range contributions add 0 at a clamped (valid) address: no branch needed.

@@ -6,6 +6,19 @@ batch). Every op has one output "<name>:0" of float32.
 
 from lmskit.graph import Graph, Op, Tensor
 
+# x -> a -> b -> loss ; backward gb(b, loss) -> ga(gb, a): the forward tensors a and b are used
+# again in the backward pass, which is what makes lifetimes long and swapping worth it.
+CHAIN = [
+    ("x", "Placeholder", [], "forward", ("B", 4)),
+    ("a", "Relu", ["x"], "forward", ("B", 4)),
+    ("b", "Tanh", ["a"], "forward", ("B", 8)),
+    ("loss", "Sum", ["b"], "forward", ()),
+    ("gradient_tape/gb", "Mul", ["b", "loss"], "backward", ("B", 8)),
+    ("gradient_tape/ga", "Mul", ["gradient_tape/gb", "a"], "backward", ("B", 4)),
+]
+# ... and an update op u(ga)
+CHAIN_WITH_UPDATE = CHAIN + [("sgd/u", "Neg", ["gradient_tape/ga"], "update", (4,))]
+
 
 def build(rows, fetches=(), loss=None):
     ops, tensors = [], []

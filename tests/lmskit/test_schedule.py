@@ -2,19 +2,9 @@
 
 import numpy as np
 import pytest
-from lmskit_graphs import build
+from lmskit_graphs import CHAIN, build
 
 from lmskit.schedule import CycleError, lifetimes, schedule
-
-# x -> a -> b -> loss ; backward gb(b, loss) -> ga(gb, a)
-CHAIN = [
-    ("x", "Placeholder", [], "forward", ("B", 4)),
-    ("a", "Relu", ["x"], "forward", ("B", 4)),
-    ("b", "Tanh", ["a"], "forward", ("B", 8)),
-    ("loss", "Sum", ["b"], "forward", ()),
-    ("gradient_tape/gb", "Mul", ["b", "loss"], "backward", ("B", 8)),
-    ("gradient_tape/ga", "Mul", ["gradient_tape/gb", "a"], "backward", ("B", 4)),
-]
 
 
 def test_order_levels_and_lifetimes_by_hand():

@@ -1,21 +1,11 @@
 """lmskit.views: plain-data views of graphs, lifetimes and studies, on graphs worked out by hand."""
 
+from lmskit_graphs import CHAIN_WITH_UPDATE as CHAIN
 from lmskit_graphs import build
 
 import lmskit
 from lmskit import views
 from lmskit.rules import common
-
-# x -> a -> b -> loss ; backward gb(b, loss) -> ga(gb, a) ; update u(ga)
-CHAIN = [
-    ("x", "Placeholder", [], "forward", ("B", 4)),
-    ("a", "Relu", ["x"], "forward", ("B", 4)),
-    ("b", "Tanh", ["a"], "forward", ("B", 8)),
-    ("loss", "Sum", ["b"], "forward", ()),
-    ("gradient_tape/gb", "Mul", ["b", "loss"], "backward", ("B", 8)),
-    ("gradient_tape/ga", "Mul", ["gradient_tape/gb", "a"], "backward", ("B", 4)),
-    ("sgd/u", "Neg", ["gradient_tape/ga"], "update", (4,)),
-]
 
 
 def test_graph_view_nodes_edges_and_groups():

@@ -1,0 +1,284 @@
+"""lmskit.patches: Dice on hand-worked masks, patch sampling and tiled inference as properties,
+bad inputs, a short training run that must learn, and the memory ratio of patch and volume."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lmskit import patches as P
+
+FAST = settings(max_examples=40, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow])
+
+
+# --------------------------------------------------------------------------- Dice by hand
+
+
+@pytest.mark.parametrize("pred, truth, expected", [
+    ([1, 1, 0, 0], [1, 0, 1, 0], 0.5),        # 2*1 / (2 + 2)
+    ([1, 1, 1, 0], [1, 1, 0, 0], 0.8),        # 2*2 / (3 + 2)
+    ([1, 0, 0, 0], [1, 0, 0, 0], 1.0),
+    ([1, 1, 0, 0], [0, 0, 1, 1], 0.0),        # disjoint
+    ([1, 1, 1, 1], [1, 0, 0, 0], 0.4),        # 2*1 / (4 + 1)
+    ([0, 0, 0, 0], [0, 0, 0, 0], 1.0),        # both empty: perfect agreement by convention
+    ([0, 0, 0, 0], [0, 1, 0, 0], 0.0),        # missed the only tumour voxel
+    ([0, 1, 0, 0], [0, 0, 0, 0], 0.0),        # tumour predicted where there is none
+])
+def test_dice_by_hand(pred, truth, expected):
+    assert P.dice(np.array(pred), np.array(truth)) == pytest.approx(expected)
+
+
+def test_dice_on_3d_masks():
+    truth = np.zeros((4, 4, 4), bool)
+    truth[:2] = True                           # 32 voxels
+    pred = np.zeros((4, 4, 4), bool)
+    pred[1:3] = True                           # 32 voxels, 16 shared
+    assert P.dice(pred, truth) == pytest.approx(2 * 16 / 64)
+
+
+def test_region_dice_scores_wt_and_tc_per_volume():
+    labels = np.zeros((2, 2, 2, 2, 3), np.float32)
+    labels[0, 0, :, :, 0] = 1                  # volume 0: WT 4 voxels, TC empty
+    labels[1, :, :, :, 0] = 1                  # volume 1: WT everywhere, TC 2 voxels
+    labels[1, 0, 0, :, 1] = 1
+    probs = np.zeros_like(labels)
+    probs[0, 0, :, :, 0] = 0.9                 # WT exactly right
+    probs[0, 1, 0, 0, 1] = 0.7                 # one false TC voxel where TC is empty
+    probs[1, 0, :, :, 0] = 0.6                 # half of WT: 2*4 / (4 + 8)
+    probs[1, 0, 0, :, 1] = 0.4                 # TC below the threshold: nothing found
+    scores = P.region_dice(probs, labels)
+    assert scores["WT"] == pytest.approx([1.0, 2 * 4 / 12])
+    assert scores["TC"] == pytest.approx([0.0, 0.0])
+    assert set(scores) == {"WT", "TC"}
+
+
+masks = st.integers(1, 4).flatmap(
+    lambda n: st.tuples(st.lists(st.booleans(), min_size=n ** 3, max_size=n ** 3),
+                        st.lists(st.booleans(), min_size=n ** 3, max_size=n ** 3))
+    .map(lambda ab: (np.array(ab[0]).reshape(n, n, n), np.array(ab[1]).reshape(n, n, n))))
+
+
+@FAST
+@given(masks)
+def test_dice_is_symmetric_and_bounded(ab):
+    a, b = ab
+    d = P.dice(a, b)
+    assert d == P.dice(b, a)
+    assert 0.0 <= d <= 1.0
+    if a.any():
+        assert P.dice(a, a) == 1.0
+        assert P.dice(a, ~a) == 0.0
+    if a.any() and b.any() and not (a & b).any():
+        assert d == 0.0
+
+
+# --------------------------------------------------------------------------- patch sampling
+
+
+@FAST
+@given(side=st.integers(4, 12), data=st.data())
+def test_patches_stay_in_bounds_and_copy_the_volume(side, data):
+    patch = data.draw(st.integers(1, side), label="patch")
+    seed = data.draw(st.integers(0, 2 ** 16), label="seed")
+    foreground = data.draw(st.sampled_from([0.0, 0.5, 1.0]), label="foreground")
+    rng = np.random.default_rng(seed)
+    images = rng.normal(size=(2, side, side, side, 2)).astype(np.float32)
+    labels = (rng.random((2, side, side, side, 3)) > 0.9).astype(np.float32)
+    x, y, where = P.sample_patches(images, labels, patch, 5, seed=seed, foreground=foreground)
+    assert x.shape == (5, patch, patch, patch, 2) and y.shape == (5, patch, patch, patch, 3)
+    for i, (v, corner) in enumerate(where):
+        assert all(0 <= c <= side - patch for c in corner)
+        box = tuple(slice(c, c + patch) for c in corner)
+        np.testing.assert_array_equal(x[i], images[v][box])
+        np.testing.assert_array_equal(y[i], labels[v][box])
+
+
+@FAST
+@given(side=st.integers(6, 16), data=st.data())
+def test_foreground_patches_contain_the_tumour(side, data):
+    # One tumour voxel per volume: a patch centred on tumour must contain it.
+    patch = data.draw(st.integers(2, side), label="patch")
+    seed = data.draw(st.integers(0, 2 ** 16), label="seed")
+    labels = np.zeros((3, side, side, side, 3), np.float32)
+    spots = np.random.default_rng(seed).integers(0, side, (3, 3))
+    for v, (i, j, k) in enumerate(spots):
+        labels[v, i, j, k, 0] = 1
+    images = np.zeros((3, side, side, side, 1), np.float32)
+    _, y, _ = P.sample_patches(images, labels, patch, 8, seed=seed, foreground=1.0)
+    assert (y[..., 0].sum(axis=(1, 2, 3)) == 1).all()
+
+
+def test_foreground_share_is_respected():
+    side, patch = 32, 4
+    labels = np.zeros((1, side, side, side, 3), np.float32)
+    labels[0, 0, 0, 0, 0] = 1                  # a uniform 4^3 patch hits this 1 time in 29^3
+    images = np.zeros((1, side, side, side, 1), np.float32)
+    _, y, _ = P.sample_patches(images, labels, patch, 600, seed=3, foreground=0.25)
+    share = (y[..., 0].sum(axis=(1, 2, 3)) > 0).mean()
+    assert 0.18 < share < 0.32
+
+
+def test_sampling_is_repeatable_for_a_seed():
+    rng = np.random.default_rng(0)
+    images = rng.normal(size=(3, 8, 8, 8, 1)).astype(np.float32)
+    labels = (rng.random((3, 8, 8, 8, 3)) > 0.8).astype(np.float32)
+    a = P.sample_patches(images, labels, 4, 6, seed=5)
+    b = P.sample_patches(images, labels, 4, 6, seed=5)
+    c = P.sample_patches(images, labels, 4, 6, seed=6)
+    assert a[2] == b[2] and a[2] != c[2]
+
+
+# --------------------------------------------------------------------------- sliding window
+
+
+@pytest.mark.parametrize("length, patch, overlap, expected", [
+    (48, 32, 0.5, [0, 16]),
+    (40, 16, 0.5, [0, 8, 16, 24]),
+    (10, 4, 0.0, [0, 4, 6]),                   # last tile pulled back flush with the end
+    (8, 8, 0.5, [0]),                          # the whole volume in one tile
+    (7, 2, 0.75, [0, 1, 2, 3, 4, 5]),          # stride never drops below one voxel
+])
+def test_tile_starts_by_hand(length, patch, overlap, expected):
+    assert P.tile_starts(length, patch, overlap) == expected
+
+
+@FAST
+@given(length=st.integers(1, 40), data=st.data())
+def test_tiles_cover_every_voxel(length, data):
+    patch = data.draw(st.integers(1, length), label="patch")
+    overlap = data.draw(st.sampled_from([0.0, 0.25, 0.5, 0.9]), label="overlap")
+    starts = P.tile_starts(length, patch, overlap)
+    covered = np.zeros(length, bool)
+    for s in starts:
+        assert 0 <= s <= length - patch
+        covered[s:s + patch] = True
+    assert covered.all()
+
+
+@FAST
+@given(shape=st.tuples(st.integers(2, 9), st.integers(2, 9), st.integers(2, 9)),
+       data=st.data())
+def test_sliding_window_of_identity_is_exact(shape, data):
+    patch = data.draw(st.integers(1, min(shape)), label="patch")
+    overlap = data.draw(st.sampled_from([0.0, 0.5, 0.75]), label="overlap")
+    batch = data.draw(st.integers(1, 5), label="batch")
+    volume = np.random.default_rng(sum(shape)).normal(size=shape + (2,)).astype(np.float32)
+    out = P.sliding_window(lambda x: x, volume, patch, overlap, batch)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, volume)
+
+
+def test_sliding_window_averages_overlapping_tiles():
+    # A "model" that answers each tile with how many tiles it has seen so far: with tiles at
+    # 0 and 2 along each axis of a 6^3 volume (patch 4), the centre voxels see all 8 tiles.
+    calls = []
+
+    def counter(x):
+        out = np.empty(x.shape[:4] + (1,), np.float32)
+        for i in range(len(x)):
+            calls.append(1)
+            out[i] = len(calls) - 1
+        return out
+
+    out = P.sliding_window(counter, np.zeros((6, 6, 6, 1), np.float32), 4, 0.5, batch=3)
+    assert len(calls) == 8
+    assert out[0, 0, 0, 0] == 0                # only the first tile (corner 0,0,0)
+    assert out[5, 5, 5, 0] == 7                # only the last tile (corner 2,2,2)
+    assert out[3, 3, 3, 0] == pytest.approx(sum(range(8)) / 8)
+    assert out[0, 0, 3, 0] == pytest.approx((0 + 1) / 2)   # tiles (0,0,0) and (0,0,2)
+
+
+# --------------------------------------------------------------------------- bad inputs
+
+
+def test_patch_larger_than_volume_is_named():
+    with pytest.raises(ValueError, match="patch 48 does not fit in volumes of side 32"):
+        P.check_patch(32, 48)
+
+
+def test_patch_not_a_multiple_of_two_to_the_depth_is_named():
+    with pytest.raises(ValueError, match=r"patch 12 is not a multiple of 2\*\*depth = 8"):
+        P.check_patch(32, 12, depth=3)
+    assert P.check_patch(32, 16, depth=3) == 16
+
+
+@pytest.mark.parametrize("call, culprit", [
+    (lambda: P.check_patch(32, 0), "patch"),
+    (lambda: P.check_patch(32, 2.5), "patch"),
+    (lambda: P.check_patch(True, 1), "side"),
+    (lambda: P.check_patch(16, 8, depth=-1), "depth"),
+    (lambda: P.dice(np.zeros(3), np.zeros(4)), "differ in shape"),
+    (lambda: P.region_dice(np.zeros((1, 2, 2, 2, 3)), np.zeros((1, 2, 2, 2, 2))),
+     "differ in shape"),
+    (lambda: P.tile_starts(8, 4, 1.0), "overlap"),
+    (lambda: P.sliding_window(lambda x: x, np.zeros((4, 4, 4)), 2), "volume"),
+    (lambda: P.sliding_window(lambda x: x, np.zeros((4, 4, 4, 1)), 5), "patch 5"),
+    (lambda: P.sample_patches(np.zeros((1, 4, 4, 4, 1)), np.zeros((1, 4, 4, 5, 3)), 2, 1),
+     "differ"),
+    (lambda: P.sample_patches(np.zeros((1, 4, 4, 4, 1)), np.zeros((1, 4, 4, 4, 3)), 2, 1,
+                              foreground=1.5), "foreground"),
+    (lambda: P.sample_patches(np.zeros((1, 4, 4, 4, 1)), np.zeros((1, 4, 4, 4, 3)), 2, 0),
+     "count"),
+])
+def test_bad_inputs_name_the_culprit(call, culprit):
+    with pytest.raises(ValueError, match=culprit):
+        call()
+
+
+# --------------------------------------------------------------------------- training
+
+
+@pytest.fixture(scope="module")
+def brats():
+    import mlsys_datasets as zoo
+
+    return zoo.brats_volumes(6, 16, seed=11), zoo.brats_volumes(3, 16, seed=12)
+
+
+def tiny_unet(side, seed=0):
+    import mlsys_datasets as zoo
+
+    return zoo.unet3d(side=side, base_filters=4, depth=1, batch_norm=False, seed=seed)
+
+
+def test_train_rejects_a_model_larger_than_the_volumes(brats):
+    (x, y), _ = brats
+    with pytest.raises(ValueError, match="patch 32 does not fit in volumes of side 16"):
+        P.train(tiny_unet(32), x, y, steps=1)
+
+
+def test_patch_training_learns_the_tumour(brats):
+    (x, y), (xt, yt) = brats
+    model = tiny_unet(8)
+    before = P.evaluate(model, xt, yt)
+    losses = P.train(model, x, y, steps=60, seed=0, learning_rate=1e-2)
+    after = P.evaluate(model, xt, yt)
+    assert np.mean(losses[-10:]) < np.mean(losses[:10])
+    # Untrained sigmoid outputs sit near 0.5 everywhere: Dice near the tumour's share.
+    assert np.mean(after["WT"]) > 0.5
+    assert np.mean(after["WT"]) > np.mean(before["WT"]) + 0.3
+    # The same model scored against shuffled truth (another volume's tumour) does worse.
+    shuffled = P.region_dice(P.predict_volumes(model, xt), yt[[1, 2, 0]])
+    assert np.mean(after["WT"]) > np.mean(shuffled["WT"]) + 0.2
+
+
+def test_training_is_repeatable_for_a_seed(brats):
+    (x, y), _ = brats
+    a = P.train(tiny_unet(8), x, y, steps=3, seed=4)
+    b = P.train(tiny_unet(8), x, y, steps=3, seed=4)
+    assert a == b
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def test_activation_memory_scales_with_the_voxels():
+    # Every saved activation of a fully convolutional net has one entry per voxel (times
+    # filters), so a volume twice the side saves 8x the activations; the weights do not change.
+    small = P.training_memory(tiny_unet(8))
+    large = P.training_memory(tiny_unet(16))
+    assert large["weights"] == small["weights"] > 0
+    assert large["activations"] == pytest.approx(8 * small["activations"], rel=0.01)
+    assert large["peak"] > small["peak"]
+    assert small["fits"] and large["fits"]
