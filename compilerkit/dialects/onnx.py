@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     ModuleOp,
+    NoneType,
     StringAttr,
     TensorType,
     f32,
@@ -39,7 +40,8 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, var_operand_def, var_re
 # (compilerkit.lowering.SUPPORTED); the importer accepts these so folding can remove some.
 ONNX_OPS = [
     "Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "Ceil", "Clip", "Concat",
-    "Constant", "ConstantOfShape", "NoValue", "Conv", "ConvTranspose", "Div", "Dropout", "Elu", "Equal",
+    "Constant", "ConstantOfShape", "NoValue", "Conv", "ConvTranspose", "Div", "Dropout", "Elu",
+    "Equal",
     "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather", "Gemm", "GlobalAveragePool",
     "GlobalMaxPool", "Greater", "HardSigmoid", "Identity", "LRN", "LeakyRelu", "Less", "Log",
     "MatMul", "Max", "MaxPool", "Mean", "Min", "Mul", "Neg", "Not", "Pad", "Pow", "Range",
@@ -234,6 +236,11 @@ def get_attr(op, name: str, default=None):
 
 def shape_of(value) -> tuple[int, ...]:
     return tuple(value.type.get_shape())
+
+
+def is_absent(value) -> bool:
+    """An omitted optional input (ONNX's empty input name): a NoValue of type none."""
+    return isinstance(value.type, NoneType)
 
 
 def is_static(t) -> bool:

@@ -128,7 +128,7 @@ def _clip_bounds(op, module, opset):
         return onnx_d.get_attr(op, "min", -np.inf), onnx_d.get_attr(op, "max", np.inf)
     bounds = []
     for k, default in ((1, -np.inf), (2, np.inf)):
-        if len(op.operands) > k and op.operands[k].type.__class__.__name__ != "NoneType":
+        if len(op.operands) > k and not onnx_d.is_absent(op.operands[k]):
             v = onnx_d.constant_value(op.operands[k], module)
             if v is None:
                 raise NotImplementedError("Clip with non-constant min/max")

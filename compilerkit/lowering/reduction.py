@@ -20,7 +20,7 @@ _KIND = {"ReduceSum": ("add", 0.0), "ReduceMean": ("add", 0.0), "ReduceMax": ("m
 
 def reduce_axes(op, module, rank):
     axes = onnx_d.get_attr(op, "axes", None)
-    if axes is None and len(op.operands) > 1 and op.operands[1].type.__class__.__name__ != "NoneType":
+    if axes is None and len(op.operands) > 1 and not onnx_d.is_absent(op.operands[1]):
         value = onnx_d.constant_value(op.operands[1], module)
         if value is None:
             raise NotImplementedError(f"{onnx_d.op_type(op)} with non-constant axes")

@@ -78,7 +78,8 @@ def _batchnorm(op, module, block) -> bool:
     bshape = (s.shape[0],) + (1,) * (rank - 2)
     sv = _const(block, op, s.astype(dtype).reshape(bshape), module, _name(op) + "_scale")
     tv = _const(block, op, t.astype(dtype).reshape(bshape), module, _name(op) + "_shift")
-    mul = onnx_d.create("Mul", [x, sv], [x.type], {"onnx_node_name": StringAttr(_name(op) + "_mul")})
+    mul = onnx_d.create("Mul", [x, sv], [x.type],
+                        {"onnx_node_name": StringAttr(_name(op) + "_mul")})
     add = onnx_d.create("Add", [mul.results[0], tv], [x.type],
                         {"onnx_node_name": StringAttr(_name(op) + "_add")})
     block.insert_ops_before([mul, add], op)

@@ -1,3 +1,4 @@
+# ruff: noqa: F821  (lit runs this file with `config` already defined)
 # lit configuration for compilerkit's per-stage IR snapshot tests (xDSL Toy style):
 # each test file carries RUN lines piping `python -m compilerkit` into filecheck.
 import os
