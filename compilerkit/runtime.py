@@ -20,7 +20,7 @@ def check_inputs(arrays, inputs):
         names = [n for n, _, _ in inputs]
         raise InputError(f"expected {len(inputs)} inputs {names}, got {len(arrays)}")
     out = []
-    for a, (name, shape, dtype) in zip(arrays, inputs):
+    for a, (name, shape, dtype) in zip(arrays, inputs, strict=True):
         if not isinstance(a, np.ndarray):
             a = np.asarray(a)
         if a.dtype != dtype:

@@ -100,7 +100,7 @@ class Emitter:
     def linear(self, mem, indices):
         dims = list(mem.type.get_shape())
         acc = None
-        for idx, s in zip(indices, _row_strides(dims)):
+        for idx, s in zip(indices, _row_strides(dims), strict=True):
             v = self.values[idx]
             t = v if s == 1 else self.b.mul(v, ir.Constant(I64, s))
             acc = t if acc is None else self.b.add(acc, t)

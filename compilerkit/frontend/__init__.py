@@ -84,7 +84,8 @@ def _fix_input_shapes(proto: ModelProto, input_shapes: dict | None) -> ModelProt
             if tt.HasField("shape") and len(old) != len(shape):
                 raise ModelError(f"input {inp.name!r}: input_shapes gives rank {len(shape)}, "
                                  f"the model says rank {len(old)}")
-            for o, n in zip(old, shape):
+            # A model may give no shape at all (old is empty): then there is nothing to clash.
+            for o, n in zip(old, shape, strict=False):
                 if o > 0 and o != n:
                     raise ModelError(f"input {inp.name!r}: input_shapes gives {shape}, "
                                      f"the model fixes it to {old}")
@@ -159,7 +160,7 @@ def import_model(model, input_shapes: dict | None = None) -> ModuleOp:
                                      f"(supported: float, double, int8/16/32/64, bool)")
     arg_types = [types[i.name] for i in inputs]
     block = Block(arg_types=arg_types)
-    for inp, arg in zip(inputs, block.args):
+    for inp, arg in zip(inputs, block.args, strict=True):
         values[inp.name] = arg
         arg.name_hint = _hint(inp.name)
     for name, t in inits.items():
@@ -214,7 +215,7 @@ def import_model(model, input_shapes: dict | None = None) -> ModuleOp:
         attrs["onnx_node_name"] = StringAttr(label)
         op = onnx_d.create(node.op_type, operands, result_types, attrs)
         block.add_op(op)
-        for name, res in zip(node.output, op.results):
+        for name, res in zip(node.output, op.results, strict=True):
             values[name] = res
             if name:
                 res.name_hint = _hint(name)

@@ -108,7 +108,8 @@ def lower_to_krnl(module: ModuleOp) -> ModuleOp:
     out_types = [_memref(v.type) for v in ret.operands]
     block = Block(arg_types=in_types + out_types)
     b = KernelBuilder(block)
-    values = {a: m for a, m in zip(src.body.block.args, block.args)}
+    # The block takes the inputs, then the output buffers: map the inputs only.
+    values = {a: m for a, m in zip(src.body.block.args, block.args, strict=False)}
     new = ModuleOp([])
     onnx_d.share_resources(module, new)
     opset = None
@@ -160,7 +161,8 @@ def lower_to_krnl(module: ModuleOp) -> ModuleOp:
                 raise UnsupportedOpError(f"node {_label(op)!r}: output {k} of {kind} is not "
                                          "supported (only the first "
                                          f"{len(outs)} output(s) are computed)")
-        for res, m in zip(op.results, outs):
+        # Only the outputs the lowering computed; the check above refuses uses of the others.
+        for res, m in zip(op.results, outs, strict=False):
             values[res] = m
     n_in = len(in_types)
     taken = set()

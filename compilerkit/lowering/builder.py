@@ -168,8 +168,8 @@ class KernelBuilder:
     def guarded_load(self, mem, idx, fill):
         """mem[idx] when idx is inside mem, else `fill` (padding)."""
         dims = shape(mem)
-        cond = self.in_range(list(zip(idx, dims)))
-        safe = [self.clamp(i, d) for i, d in zip(idx, dims)]
+        cond = self.in_range(list(zip(idx, dims, strict=True)))
+        safe = [self.clamp(i, d) for i, d in zip(idx, dims, strict=True)]
         value = self.load(mem, safe)
         if cond is None:
             return value

@@ -46,11 +46,11 @@ def lower_matmul(b: KernelBuilder, op, ins):
         def offset(dims, mat_size):
             idx = broadcast_index(b, ivs, dims) if dims else []
             st = strides(dims)
-            terms = [(iv, s * mat_size) for iv, s, d in zip(idx, st, dims) if d != 1]
+            terms = [(iv, s * mat_size) for iv, s, d in zip(idx, st, dims, strict=True) if d != 1]
             return b.affine(terms)
 
         offs = [offset(a_batch, m * k), offset(b_batch, k * n),
-                b.affine([(iv, s * m * n) for iv, s in zip(ivs, strides(batch))])]
+                b.affine([(iv, s * m * n) for iv, s in zip(ivs, strides(batch), strict=True)])]
         emit_matmul(b, a, bm, out, m, n, k, offs, (k, 1), n, n)
     return [out]
 

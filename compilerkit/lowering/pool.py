@@ -64,7 +64,7 @@ def lower_pool(b: KernelBuilder, op, ins, module=None):
     with b.nest(list(out_dims) + list(k_sp)) as ivs:
         lead, os_, ks = ivs[:2], ivs[2:2 + r], ivs[2 + r:]
         spatial = [b.affine([(o, st[d]), (kk, dil[d])], -pads[d])
-                   for d, (o, kk) in enumerate(zip(os_, ks))]
+                   for d, (o, kk) in enumerate(zip(os_, ks, strict=True))]
         v = b.guarded_load(x, lead + spatial, -math.inf if is_max else 0.0)
         dst = lead + os_
         b.store(b.binary("max" if is_max else "add", b.load(out, dst), v), out, dst)

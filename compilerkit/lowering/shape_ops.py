@@ -103,9 +103,9 @@ def lower_pad(b: KernelBuilder, op, ins, module=None, opset=13):
         raise NotImplementedError(f"Pad mode {mode!r}")
     out = b.alloc(onnx_d.shape_of(op.results[0]), x.type.element_type)
     with b.nest(shape(out)) as ivs:
-        src = [b.affine([(iv, 1)], -p) for iv, p in zip(ivs, begin)]
+        src = [b.affine([(iv, 1)], -p) for iv, p in zip(ivs, begin, strict=True)]
         if mode == "edge":
-            v = b.load(x, [b.clamp(s, d) for s, d in zip(src, shape(x))])
+            v = b.load(x, [b.clamp(s, d) for s, d in zip(src, shape(x), strict=True)])
         else:
             v = b.guarded_load(x, src, value)
         b.store(v, out, ivs)
@@ -127,13 +127,13 @@ def lower_slice(b: KernelBuilder, op, ins, module=None, opset=13):
     axes = list(range(len(starts))) if axes is None else [a % rank for a in axes]
     steps = steps or [1] * len(starts)
     first, step = [0] * rank, [1] * rank
-    for a, s, e, st in zip(axes, starts, ends, steps):
+    for a, s, e, st in zip(axes, starts, ends, steps, strict=True):
         # The same clamping rules as numpy's slice.indices.
         first[a] = slice(s, e, st).indices(dims[a])[0]
         step[a] = st
     out = b.alloc(onnx_d.shape_of(op.results[0]), x.type.element_type)
     with b.nest(shape(out)) as ivs:
-        src = [b.affine([(iv, st)], f) for iv, st, f in zip(ivs, step, first)]
+        src = [b.affine([(iv, st)], f) for iv, st, f in zip(ivs, step, first, strict=True)]
         b.store(b.load(x, src), out, ivs)
     return [out]
 
@@ -169,6 +169,6 @@ def lower_tile(b: KernelBuilder, op, ins):
     from xdsl.dialects import arith
     with b.nest(shape(out)) as ivs:
         src = [b.add(arith.RemSIOp(iv, b.index(d))) if d != o else iv
-               for iv, d, o in zip(ivs, shape(x), shape(out))]
+               for iv, d, o in zip(ivs, shape(x), shape(out), strict=True)]
         b.store(b.load(x, src), out, ivs)
     return [out]

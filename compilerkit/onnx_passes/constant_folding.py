@@ -77,7 +77,7 @@ def fold_constants(module) -> bool:
             continue
         hint = op.attributes["onnx_node_name"].data if "onnx_node_name" in op.attributes else "c"
         new_ops = []
-        for res, value in zip(op.results, outs):
+        for res, value in zip(op.results, outs, strict=True):
             value = np.asarray(value)
             want = res.type.element_type if hasattr(res.type, "element_type") else None
             if want is not None:
@@ -85,7 +85,7 @@ def fold_constants(module) -> bool:
             c = onnx_d.make_constant(value, module, hint)
             new_ops.append(c)
         f.body.block.insert_ops_before(new_ops, op)
-        for res, c in zip(op.results, new_ops):
+        for res, c in zip(op.results, new_ops, strict=True):
             res.replace_all_uses_with(c.results[0])
         block.erase_op(op)
         changed = True

@@ -22,7 +22,7 @@ def ort_run(model, arrays):
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    feeds = {i.name: a for i, a in zip(s.get_inputs(), arrays)}
+    feeds = {i.name: a for i, a in zip(s.get_inputs(), arrays, strict=True)}
     return s.run(None, feeds)
 
 
@@ -30,7 +30,7 @@ def check(model, arrays, opt_level=3, rtol=1e-4, atol=1e-5):
     ref = ort_run(model, arrays)
     out = ck.compile(model, opt_level=opt_level, asm=False).run(*arrays)
     assert len(out) == len(ref)
-    for o, r in zip(out, ref):
+    for o, r in zip(out, ref, strict=True):
         assert o.shape == r.shape
         np.testing.assert_allclose(o, r, rtol=rtol, atol=atol)
     return out
