@@ -4,7 +4,10 @@
   node (provenance.py), ready for `viz.ir_side_by_side` / `viz.ir_panes`;
 - loop_nest(it): one `krnl.iterate` as the list of loops it emits, outermost first (name,
   bounds, step, which original loop a tile loop splits, depth, unrolled or not) and a one-line
-  summary of its body, ready for `viz.loopnest_figure`.
+  summary of its body, ready for `viz.loopnest_figure`;
+- onnx_graph_view(model) / ir_graph_view(module) (from graph_view.py): an ONNX model or an ONNX
+  IR module as nodes and edges coloured by op kind, ready for `viz.graph_figure` (the drawing
+  lmskit's TensorFlow graphs use).
 
 Assumes the schedule ops of the krnl dialect as krnl_passes writes them: a loop handle comes
 from `krnl.define_loops` or from one `krnl.block` of such a handle (blocked at most once).
@@ -16,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 
 from compilerkit.dialects import krnl
+from compilerkit.graph_view import ir_graph_view, node_counts, onnx_graph_view
 from compilerkit.provenance import onnx_nodes, provenance
 
 STAGES = ("onnx-ir", "kernel-ir", "llvm-ir", "asm", "ptx")
@@ -109,4 +113,5 @@ def _node_of(op):
     return None
 
 
-__all__ = ["ir_view_data", "loop_nest", "STAGES"]
+__all__ = ["ir_view_data", "loop_nest", "STAGES", "onnx_graph_view", "ir_graph_view",
+           "node_counts"]

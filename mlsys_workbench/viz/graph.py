@@ -30,6 +30,11 @@ PHASE_COLOURS = {
     "input": "#9c755f",
     "constant": "#bab0ac",
     "variable": "#76b7b2",
+    # op kinds (compilerkit's ONNX views); never drawn together with the phases above
+    "conv / matmul": "#e15759",
+    "elementwise": "#4e79a7",
+    "pool / normalise": "#59a14f",
+    "shape": "#edc948",
 }
 PALETTE = ["#edc948", "#ff9da7", "#86bcb6", "#d37295", "#a0cbe8", "#8cd17d", "#b6992d"]
 

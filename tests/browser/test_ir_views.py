@@ -80,12 +80,19 @@ def test_choosing_an_op_highlights_its_lines_in_every_pane(lab, page, tmp_path):
     soft = panes(page)
     assert "main_graph_16_lenet_1_logits_1_Softmax" in soft["asm"]["text"]
 
-    # The loop-nest pictures of the hand schedule rendered too (boxes are layout shapes).
+    # The graphs (the ONNX model, the ONNX IR before and after the passes, node counts in the
+    # titles) and the loop-nest pictures of the hand schedule rendered too (boxes are layout
+    # shapes).
     plots = page.locator(".jp-OutputArea .js-plotly-plot")
-    assert plots.count() == 2
-    hand = plots.nth(1)
+    assert plots.count() == 5
+    hand = plots.nth(4)
     assert "j_o" in hand.inner_text() and "tiles of j" in hand.inner_text()
     hand.screenshot(path=str(tmp_path / "loopnest_hand.png"))
+    titles = [plots.nth(k).locator(".gtitle").text_content() for k in range(3)]
+    assert "24 ONNX nodes" in titles[0]
+    assert "6 highlighted fold away" in titles[1] and "30 ops" in titles[2]
+    plots.nth(1).scroll_into_view_if_needed()
+    plots.nth(1).screenshot(path=str(tmp_path / "onnx_ir_folding.png"))
 
 
 def small_model():
