@@ -24,8 +24,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-CHROMIUM = os.environ.get("MLSYS_CHROMIUM", "/usr/bin/chromium")
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+from mlsys_workbench.viz.export import CHROMIUM_ARGS, find_chromium  # noqa: E402
+
 # Plotly.newPlot(...).then(post_script): the moment the figure is drawn.
 MARK = "window.__drawn = performance.now();"
 
@@ -114,7 +114,8 @@ def main(argv=None) -> int:
     graph, capture_s = capture(args.model)
     rows = []
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        browser = pw.chromium.launch(executable_path=find_chromium(), headless=True,
+                                     args=CHROMIUM_ARGS)
         for name, fn in builds(graph).items():
             build_s, fig = time_build(fn, args.repeat)
             path = Path(tmp) / "fig.html"
@@ -129,7 +130,7 @@ def main(argv=None) -> int:
             print(f"  {name}: build {build_s:.2f} s, render {render_s:.2f} s", flush=True)
         browser.close()
     result = {"model": args.model, "ops": len(graph.ops), "capture_s": round(capture_s, 2),
-              "repeat": args.repeat, "chromium_flags": FLAGS,
+              "repeat": args.repeat, "chromium_flags": CHROMIUM_ARGS,
               "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
               "rows": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

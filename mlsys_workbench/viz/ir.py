@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import json
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -226,6 +227,15 @@ class IRSideBySide:
                         "<title>IR side by side</title></head><body>"
                         f"{self.html}</body></html>", encoding="utf-8")
         return path
+
+    def save_png(self, path, width: int = 1400) -> Path:
+        """A PNG of the view as a browser draws it (headless Chromium; see export.py)."""
+        from .export import html_to_png
+
+        path = Path(path)
+        with tempfile.TemporaryDirectory() as tmp:
+            page = self.save(Path(tmp) / "ir.html")
+            return html_to_png(page, path, width=width, height=self.height + 80)
 
 
 def ir_side_by_side(stages, ranges, nodes=None, selected: str | None = None,

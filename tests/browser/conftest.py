@@ -22,26 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from mlsys_workbench.viz.export import CHROMIUM_ARGS, INSTALL_HINT, find_chromium
+
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM_PATHS = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-INSTALL_HINT = "install Debian's Chromium: sudo apt-get install chromium (or set MLSYS_CHROMIUM)"
-# Flags for a machine with no display, no GPU and no network beyond loopback.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def find_chromium() -> str | None:
-    candidates = [os.environ.get("MLSYS_CHROMIUM")] + CHROMIUM_PATHS
-    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
