@@ -5,9 +5,11 @@ The kits hand these functions plain data (dicts of nodes and edges, lists of int
 numbers); nothing here knows TensorFlow or xDSL.  Every function returns a plotly figure, which
 works in JupyterLab, in a plain Python process and in exported HTML alike; the IR side-by-side
 view is self-contained HTML with a few lines of JS instead (plotly has no linked text panes).
+The JupyterLab controls (`animation_widget`, `ScopeExplorer.widget`) are ipywidgets around a
+plotly FigureWidget; without a front end they are inert objects whose figures still update.
 """
 
-from .animation import frame_positions, lifetime_animation
+from .animation import animation_widget, frame_positions, frame_updates, lifetime_animation
 from .explorer import ScopeExplorer, scope_explorer
 from .graph import collapse_scopes, graph_figure, graph_layout, rewrite_figure
 from .ir import IRSideBySide, ir_panes, ir_side_by_side
@@ -28,7 +30,9 @@ __all__ = [
     "rewrite_figure",
     "ScopeExplorer",
     "scope_explorer",
+    "animation_widget",
     "frame_positions",
+    "frame_updates",
     "graph_figure",
     "IRSideBySide",
     "ir_panes",

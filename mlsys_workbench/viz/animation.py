@@ -5,6 +5,12 @@ Plotly frames carry only the traces that change (the playhead lines and the fill
 series), and at most `max_frames` of them (longer schedules are sampled evenly), so a browser
 stays responsive (about 1,000 frames is the practical ceiling). The play button and slider are
 plotly's own: they run in the browser, in JupyterLab and in an exported HTML file alike.
+
+`animation_widget` is the JupyterLab control for the same figure: an ``ipywidgets.Play`` and an
+``IntSlider`` linked in the browser (``jslink``: the Play moves the slider with no round trip),
+driving a plotly ``FigureWidget`` copy of the figure without its frames: each slider value
+copies frame k's changing traces into the widget. In a plain Python process (no front end) it
+is an inert widget whose figure still updates when the slider's value is set.
 """
 
 from __future__ import annotations
@@ -104,18 +110,91 @@ def lifetime_animation(intervals, device, host=None, budget=None, live_at_peak=(
     play = {"frame": {"duration": frame_ms, "redraw": False}, "fromcurrent": True,
             "transition": {"duration": 0}, "mode": "immediate"}
     pause = {"mode": "immediate", "frame": {"duration": 0, "redraw": False}}
+    # Play / Pause on the left and the slider's "position N" label on the right, both in the
+    # band above the slider rail, so they cannot overlap whatever the figure's width.
     fig.update_layout(
-        updatemenus=[{"type": "buttons", "showactive": False, "x": 0, "y": -0.08,
+        updatemenus=[{"type": "buttons", "showactive": False, "x": 0, "y": -0.07,
                       "xanchor": "left", "yanchor": "top", "direction": "left",
+                      "pad": {"t": 0, "r": 0},
                       "buttons": [{"label": "▶ Play", "method": "animate", "args": [None, play]},
                                   {"label": "❚❚ Pause", "method": "animate",
                                    "args": [[None], pause]}]}],
-        sliders=[{"active": 0, "steps": steps, "x": 0.12, "len": 0.88, "y": -0.06,
-                  "currentvalue": {"prefix": "position "}, "pad": {"t": 30}}],
-        height=760,
+        sliders=[{"active": 0, "steps": steps, "x": 0, "len": 1, "y": -0.07,
+                  "xanchor": "left", "yanchor": "top", "pad": {"t": 40, "b": 0},
+                  "currentvalue": {"prefix": "position ", "xanchor": "right"}}],
+        height=780, margin={"b": 110},
     )
     fig.update_xaxes(range=[-0.5, top + 0.5])
     fig.layout.meta = {"peak": human_bytes(max(device)) if device else "0 B",
                        "frames": len(frames)}
     # Frames built by hand above are well formed; skip plotly's per-value validation of them.
     return go.Figure(data=fig.data, layout=fig.layout, frames=frames, _validate=False)
+
+
+def frame_updates(fig: go.Figure) -> tuple[list[int], list[list[dict]]]:
+    """(changing trace indexes, per frame the {"x", "y"} of each changing trace): what the
+    slider of `animation_widget` copies into its figure, read from ``fig.frames``."""
+    if not fig.frames:
+        raise ValueError("the figure has no frames: build it with lifetime_animation")
+    traces = list(fig.frames[0].traces or range(len(fig.frames[0].data)))
+    updates = []
+    for frame in fig.frames:
+        if list(frame.traces or range(len(frame.data))) != traces:
+            raise ValueError("every frame must change the same traces")
+        updates.append([{"x": list(d.x), "y": list(d.y)} for d in frame.data])
+    return traces, updates
+
+
+def _figure_widget(fig: go.Figure):
+    """A FigureWidget of ``fig`` (needs anywidget); a plain Figure where it cannot be made,
+    so the control still works (inertly) without a widget front end."""
+    try:
+        return go.FigureWidget(data=fig.data, layout=fig.layout)
+    except (ImportError, ValueError):  # no anywidget: same data, no live front end
+        return go.Figure(data=fig.data, layout=fig.layout)
+
+
+def animation_widget(fig: go.Figure, interval_ms: int = 100):
+    """An ``ipywidgets.Play`` and an ``IntSlider`` (linked client side with ``jslink``) over a
+    FigureWidget of ``fig``, an animation made by `lifetime_animation` (kept as it is: its own
+    play button is what animates in exported HTML). Slider value k draws frame k: the changing
+    traces (playheads, memory so far) get that frame's data, in one batched update.
+
+    Returns an ``ipywidgets.VBox`` with attributes ``play``, ``slider``, ``link`` (the jslink),
+    ``figure`` (the FigureWidget, or a plain Figure where anywidget is missing), ``traces`` (the
+    indexes of the traces the slider changes) and ``positions`` (each frame's position)."""
+    import ipywidgets as widgets
+
+    traces, updates = frame_updates(fig)
+    labels = [frame.name for frame in fig.frames]
+    layout = go.Layout(fig.layout)
+    layout.updatemenus, layout.sliders = (), ()
+    layout.height = max(400, (layout.height or 700) - 60)
+    layout.margin.b = None
+    layout.autosize = True  # a FigureWidget is 700 px wide unless told to fill its box
+    shown = _figure_widget(go.Figure(data=fig.data, layout=layout))
+    last = len(updates) - 1
+    play = widgets.Play(value=0, min=0, max=last, step=1, interval=interval_ms,
+                        description="play", show_repeat=False)
+    slider = widgets.IntSlider(value=0, min=0, max=last, step=1, description="frame",
+                               readout=False, continuous_update=True,
+                               layout=widgets.Layout(width="60%"))
+    where = widgets.Label(value=f"position {labels[0]}")
+    link = widgets.jslink((play, "value"), (slider, "value"))
+
+    def draw(change):
+        # The Play moves the slider in the browser (jslink); only the slider is observed here,
+        # so the kernel never writes back into a running Play.
+        k = int(change["new"])
+        with shown.batch_update():
+            for index, data in zip(traces, updates[k], strict=True):
+                shown.data[index].x = data["x"]
+                shown.data[index].y = data["y"]
+        where.value = f"position {labels[k]}"
+
+    slider.observe(draw, names="value")
+    box = widgets.VBox([widgets.HBox([play, slider, where]), shown],
+                       layout=widgets.Layout(width="100%"))
+    box.play, box.slider, box.link, box.figure = play, slider, link, shown
+    box.traces, box.positions = traces, labels
+    return box

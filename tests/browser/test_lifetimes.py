@@ -3,7 +3,10 @@
 JupyterLab in Chromium runs 02_tensor_lifetimes at its smoke size (the lab server sets SMOKE=1,
 which the notebook's parameters cell reads), then a person presses Play on the animation: the
 playhead must move through the schedule, and the device and host memory drawn so far must
-change (the figure's data in the plotly div, read through JS). Screenshots go to tmp_path.
+change (the figure's data in the plotly div, read through JS). Then the same for the ipywidgets
+control under it (an ipywidgets Play jslinked to a slider, driving a plotly FigureWidget through
+the kernel): the FigureWidget must render, and pressing its Play must move its playhead.
+Screenshots go to tmp_path.
 """
 
 import pytest
@@ -23,6 +26,21 @@ FIND = """() => {
           playhead: trace('now').x[0],
           device_points: device.x.length, device_last: device.y[device.y.length - 1],
           host_points: host.x.length, host_max: Math.max(...host.y),
+          bars: gd.querySelectorAll('path.js-line').length};
+}"""
+
+
+# The FigureWidget of viz.animation_widget: a plotly div inside an ipywidgets box, no frames.
+FIND_WIDGET = """() => {
+  const plots = Array.from(document.querySelectorAll('.jp-OutputArea .js-plotly-plot'));
+  const gd = plots.find(g => g.closest('.widget-vbox') && g.data
+                             && g.data.some(t => t.name === 'now'));
+  if (!gd) return null;
+  const trace = name => gd.data.find(t => t.name === name);
+  const slider = gd.closest('.widget-vbox').querySelector('.widget-slider .noUi-handle');
+  return {index: plots.indexOf(gd), playhead: trace('now').x[0],
+          device_points: trace('device so far').x.length,
+          slider: slider ? Number(slider.getAttribute('aria-valuenow')) : null,
           bars: gd.querySelectorAll('path.js-line').length};
 }"""
 
@@ -78,3 +96,26 @@ def play_and_check(lab, page, tmp_path):
     assert after["host_max"] > before["host_max"] == 0  # swapped bytes reached the host
     assert after["bars"] == before["bars"] > 0  # the lifetime bars survive the animation
     page.screenshot(path=str(tmp_path / "02_full_page.png"), full_page=True)
+    play_widget_and_check(page, tmp_path)
+
+
+def play_widget_and_check(page, tmp_path):
+    """The ipywidgets Play + slider under the plotly animation drive its FigureWidget."""
+    page.wait_for_function(f"() => ({FIND_WIDGET})() !== null", timeout=60_000)
+    before = page.evaluate(FIND_WIDGET)
+    assert before["playhead"] == 0 and before["device_points"] == 1, before
+    plot = page.locator(".jp-OutputArea .js-plotly-plot").nth(before["index"])
+    box = plot.locator("xpath=ancestor::div[contains(@class, 'widget-vbox')][1]")
+    play = box.locator(".widget-play button").first
+    play.scroll_into_view_if_needed()
+    page.screenshot(path=str(tmp_path / "02_widget_before_play.png"))
+    play.click()
+    # The Play moves the slider in the browser; the kernel redraws the playhead from frame k.
+    page.wait_for_function(f"() => ({FIND_WIDGET})().playhead > 0", timeout=60_000)
+    page.wait_for_timeout(1500)
+    page.screenshot(path=str(tmp_path / "02_widget_playing.png"))
+    box.screenshot(path=str(tmp_path / "02_widget_box.png"))  # controls and FigureWidget
+    after = page.evaluate(FIND_WIDGET)
+    assert after["playhead"] > before["playhead"]
+    assert after["device_points"] > before["device_points"]
+    assert after["bars"] == before["bars"] > 0

@@ -130,3 +130,86 @@ def test_long_steps_keep_frames_small_and_peaks_visible():
     assert len(last.x) <= 200 + 3 and 2345 in last.x and max(last.y) == 10_000
     assert list(last.x) == sorted(last.x) and last.x[-1] == n - 1
     assert isinstance(fig, go.Figure) and fig.frames[0].data[0].x[0] == 0
+
+
+# Click to expand: the FigureWidget of ScopeExplorer.widget() opens a cluster that is clicked.
+
+def deep_graph():
+    """Scope "net" with three blocks of 2, 3 and 1 ops (a chain through them), plus a loss."""
+    ids = ["net/b1/x", "net/b1/y", "net/b2/x", "net/b2/y", "net/b2/z", "net/b3/x", "loss"]
+    nodes = [{"id": i, "group": "forward"} for i in ids]
+    edges = [{"source": a, "target": b} for a, b in zip(ids, ids[1:], strict=False)]
+    return nodes, edges
+
+
+def shown_ids(plot):
+    return [i for t in plot.data if t.customdata is not None for i in t.customdata]
+
+
+def click(box, node_id):
+    """The handler plotly calls for a click on ``node_id``: its trace and a synthetic point."""
+    from plotly.callbacks import Points
+
+    trace = next(t for t in box.plot.data if t.customdata is not None
+                 and node_id in t.customdata)
+    box.on_click(trace, Points(point_inds=[list(trace.customdata).index(node_id)],
+                               trace_name=trace.name), None)
+
+
+def children(nodes, scope):
+    """The scopes (or ops) one level below ``scope``, from the node list itself."""
+    depth = scope.count("/") + 2
+    return {"/".join(n["id"].split("/")[:depth]) for n in nodes
+            if n["id"].startswith(scope + "/") and not n.get("aside")}
+
+
+def test_clicking_a_cluster_opens_it_by_its_child_count():
+    nodes, edges = deep_graph()
+    box = ScopeExplorer(nodes, edges, depth=1).widget()
+    assert type(box.plot).__name__ == "FigureWidget"
+    assert sorted(shown_ids(box.plot)) == ["loss", "net"]
+    before = len(shown_ids(box.plot))
+    click(box, "net")
+    assert box.expanded == ["net"]
+    assert len(shown_ids(box.plot)) == before - 1 + len(children(nodes, "net")) == 4
+    click(box, "net/b2")
+    assert len(shown_ids(box.plot)) == 4 - 1 + len(children(nodes, "net/b2")) == 6
+    assert {"net/b2/x", "net/b2/y", "net/b2/z", "net/b1", "net/b3"} <= set(shown_ids(box.plot))
+    assert box.children[0].children[0].value == ("net", "net/b2")  # the list follows clicks
+    assert box.figure.layout.meta["nodes"] == 6  # the plain figure is kept in step
+    click(box, "loss")  # a single op has nothing to open
+    assert box.expanded == ["net", "net/b2"]
+
+
+def test_click_closes_the_innermost_open_scope():
+    nodes, edges = deep_graph()
+    box = ScopeExplorer(nodes, edges, depth=1).widget(expand=["net", "net/b2"])
+    box.children[0].children[1].children[1].value = "close"  # "click closes"
+    click(box, "net/b2/y")
+    assert box.expanded == ["net"] and "net/b2" in shown_ids(box.plot)
+    click(box, "net/b2")
+    assert box.expanded == [] and sorted(shown_ids(box.plot)) == ["loss", "net"]
+
+
+def test_scope_logic_on_its_own():
+    explorer = ScopeExplorer(*scoped_graph(), depth=1)
+    assert explorer.open_scope([], "m (reads)") == ["m"]  # a scope's reads open the scope
+    assert explorer.open_scope(["m"], "m/l1") == ["m", "m/l1"]
+    assert explorer.open_scope(["m"], "loss") == ["m"]
+    assert explorer.close_scope(["m", "m/l1"], "m/l1/a") == ["m"]
+    assert explorer.close_scope(["m", "m/l1"], "m/l2") == []  # closing m closes m/l1 too
+    assert explorer.close_scope(["m"], "loss") == ["m"]
+
+
+def test_a_click_from_the_front_end_redraws_safely():
+    """The message JupyterLab sends for a click, through plotly's own dispatch (which calls
+    the handler of every trace index the figure had before the redraw)."""
+    nodes, edges = deep_graph()
+    box = ScopeExplorer(nodes, edges, depth=1).widget()
+    index, trace = next((i, t) for i, t in enumerate(box.plot.data)
+                        if t.customdata is not None and "net" in t.customdata)
+    box.plot._js2py_pointsCallback = {
+        "event_type": "plotly_click",
+        "points": {"xs": [0], "ys": [0], "trace_indexes": [index],
+                   "point_indexes": [list(trace.customdata).index("net")]}}
+    assert box.expanded == ["net"] and "net/b1" in shown_ids(box.plot)
