@@ -35,9 +35,12 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The paper-figure notebooks at full size into $(FIGURES_DIR)/ (PNG, HTML, manifest.json,
-# REPORT.md); SMOKE=1 runs them at the test suite's small sizes.
+# REPORT.md); SMOKE=1 runs them at the test suite's small sizes. ONLY=12,14 reruns just those
+# notebooks (keeping the others' figures); COMPARE=old/manifest.json then lists every value
+# that differs from that earlier run (wall-clock timings aside) and fails if any does.
 figures: $(STAMP)
-	$(BIN)/python -m mlsys_workbench.figures --out $(FIGURES_DIR) $(if $(filter 1,$(SMOKE)),--smoke)
+	$(BIN)/python -m mlsys_workbench.figures --out $(FIGURES_DIR) $(if $(filter 1,$(SMOKE)),--smoke) \
+	  $(if $(ONLY),--only $(ONLY)) $(if $(COMPARE),--compare $(COMPARE))
 
 # Every benchmark; each writes JSON into benchmarks/results/.
 bench: $(STAMP)

@@ -259,15 +259,20 @@ def random_inputs(model) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def ort_outputs(path: str, feeds) -> list[np.ndarray]:
+def ort_session(path: str):
+    """An onnxruntime CPU session on one thread (intra- and inter-op), errors-only logging."""
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
     # Errors only: onnxruntime warns about unused initializers in some light models, noise in
     # a notebook, and not about our compiler.
     so.log_severity_level = 3
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(
-        None, dict(feeds))
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def ort_outputs(path: str, feeds) -> list[np.ndarray]:
+    return ort_session(path).run(None, dict(feeds))
 
 
 def run_model(path: str, opt_level: int = 3, name: str | None = None) -> CaseResult:
@@ -299,6 +304,44 @@ def run_model(path: str, opt_level: int = 3, name: str | None = None) -> CaseRes
 
 def run_light_models(names=None, opt_level: int = 3) -> list[CaseResult]:
     return [run_model(light_model_path(n), opt_level, n) for n in (names or light_models())]
+
+
+def best_seconds(fn, repeat: int = 5) -> float:
+    """Fastest of `repeat` timed calls of `fn`, after one untimed call (page faults, caches)."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def time_model(path: str, opt_level: int = 3, repeat: int = 5, name: str | None = None) -> dict:
+    """Compile time and single-thread, batch-as-stored latency of compilerkit against
+    onnxruntime on one ONNX file, measured as `benchmarks/compile_bench.py` does (compile once,
+    then the best of `repeat` runs of each), on `random_inputs`.
+
+    Returns a dict: `model`, `opt_level`, `matches` (within RTOL/ATOL of onnxruntime) and
+    `max_error` (deterministic: the same on every run), and the wall-clock measurements
+    `compile_s`, `stage_s` (seconds per compiler stage), `compilerkit_ms`, `ort_ms` and
+    `speed_ratio` (onnxruntime / compilerkit latency: > 1 means compilerkit is faster).
+    """
+    name = name or os.path.basename(path).removesuffix(".onnx")
+    feeds = random_inputs(path)
+    arrays = [a for _, a in feeds]
+    sess = ort_session(path)
+    ref = sess.run(None, dict(feeds))
+    t = time.perf_counter()
+    cm = ck.compile(path, opt_level=opt_level, asm=False,
+                    input_shapes={n: list(a.shape) for n, a in feeds})
+    compile_s = time.perf_counter() - t
+    ok, worst, _ = compare(cm.run(*arrays), ref)
+    ck_s = best_seconds(lambda: cm.run(*arrays), repeat)
+    ort_s = best_seconds(lambda: sess.run(None, dict(feeds)), repeat)
+    return {"model": name, "opt_level": opt_level, "matches": bool(ok), "max_error": worst,
+            "compile_s": compile_s, "stage_s": dict(cm.timings),
+            "compilerkit_ms": ck_s * 1e3, "ort_ms": ort_s * 1e3, "speed_ratio": ort_s / ck_s}
 
 
 # --- summaries ----------------------------------------------------------------------------------

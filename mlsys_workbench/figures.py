@@ -7,21 +7,34 @@ writes ``NAME.html`` (self-contained, plotly.js inlined: it opens offline) and `
 (kaleido driving the system Chromium: nothing is downloaded) and records the figure in
 ``manifest.json``: the paper's claim, our value, the parameters and seed, library versions and
 the machine, so two runs can be compared; ``REPORT.md`` puts the claims and ours side by side.
+
+Determinism.  Two runs with the same parameters and seed must give the same manifest except for
+wall-clock times.  The convention that makes this checkable: ``value`` (and ``summary``) hold
+only deterministic results (counts, simulated times, sizes, agreement flags, errors against a
+reference), and every wall-clock measurement (compile seconds, latencies, their ratios, search
+times) goes into ``timings``.  ``compare_manifests(a, b)`` lists the differences between two
+manifests outside ``timings`` (and outside the versions and the machine, which describe the run
+rather than its results); an empty list means the runs agree.  ``make figures ONLY=12,14``
+(``--only``) reruns some notebooks and keeps the others' figures; ``COMPARE=old/manifest.json``
+(``--compare``) then lists the values that differ from an earlier run and fails if any does.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import sys
+import time
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
 import nbformat
 
-from .notebooks import run_notebook
+from .notebooks import NotebookError, run_notebook
 
 FIGURES_ENV = "MLSYS_FIGURES_DIR"
 MANIFEST = "manifest.json"
@@ -59,27 +72,93 @@ def read_manifest(out_dir: Path) -> dict:
 
 
 def save_figure(fig, name: str, *, claim: str | None = None, value=None,
+                summary: str | None = None, timings: dict | None = None,
                 params: dict | None = None, seed: int | None = None,
                 out_dir: str | os.PathLike | None = None, png: bool = True) -> dict:
-    """Write ``fig`` as NAME.html and NAME.png and record it in the manifest; return the entry.
+    """Write ``fig`` as NAME.html and NAME.png (1100 x 650 pixels unless the figure's layout
+    sets its width or height) and record it in the manifest; return the entry.
 
-    ``claim`` is what the paper reports, ``value`` what we measured (a number, string or a small
-    dict), ``params`` the settings that produced it.
+    ``claim`` is what the paper reports (quoted, never invented); ``value`` what we found (a
+    number, string or small dict) and ``summary`` a one-line headline of it for REPORT.md: both
+    must be the same on every run with the same ``params`` and ``seed``.  Wall-clock
+    measurements go into ``timings`` (a small dict), which ``compare_manifests`` ignores.
     """
     if not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ValueError(f"figure name {name!r}: use letters, digits, '-' and '_' only")
+    if timings is not None and not isinstance(timings, dict):
+        raise TypeError("timings: a dict of wall-clock measurements, e.g. {'compile_s': 0.6}")
     out = figures_dir(out_dir)
     files = [f"{name}.html"]
     fig.write_html(out / files[0], include_plotlyjs=True, full_html=True)
     if png:
-        fig.write_image(out / f"{name}.png", width=1100, height=650)
+        # The figure's own size where it sets one (a long table of bars), else 1100 x 650.
+        fig.write_image(out / f"{name}.png", width=fig.layout.width or 1100,
+                        height=fig.layout.height or 650)
         files.append(f"{name}.png")
-    entry = {"claim": claim, "value": value, "params": params or {}, "seed": seed,
-             "files": files, "notebook": os.environ.get("MLSYS_NOTEBOOK")}
+    entry = {"claim": claim, "value": value, "summary": summary, "timings": timings or {},
+             "params": params or {}, "seed": seed, "files": files,
+             "notebook": os.environ.get("MLSYS_NOTEBOOK"),
+             "versions": library_versions(), "machine": machine()}
     manifest = read_manifest(out)
     manifest["figures"][name] = entry
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
+    _write_manifest(out, manifest)
     return entry
+
+
+def _write_manifest(out: Path, manifest: dict) -> None:
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
+
+
+# Fields of a manifest entry that describe the run, not its results: never compared.
+NOT_COMPARED = ("timings", "versions", "machine")
+
+
+def _differences(a, b, where: str, rel_tol: float, out: list[str]) -> None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            if key not in a or key not in b:
+                side = "first" if key in a else "second"
+                out.append(f"{where}.{key}: only in the {side} manifest")
+            else:
+                _differences(a[key], b[key], f"{where}.{key}", rel_tol, out)
+    elif isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        if len(a) != len(b):
+            out.append(f"{where}: {len(a)} items != {len(b)} items")
+        else:
+            for i, (x, y) in enumerate(zip(a, b, strict=True)):
+                _differences(x, y, f"{where}[{i}]", rel_tol, out)
+    elif (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)):
+        return
+    elif (isinstance(a, int | float) and isinstance(b, int | float)
+          and not isinstance(a, bool) and not isinstance(b, bool)):
+        if a != b and not math.isclose(a, b, rel_tol=rel_tol, abs_tol=0.0):
+            out.append(f"{where}: {a!r} != {b!r}")
+    elif a != b or type(a) is not type(b):
+        out.append(f"{where}: {a!r} != {b!r}")
+
+
+def compare_manifests(a: dict, b: dict, figures: Iterable[str] | None = None,
+                      rel_tol: float = 0.0) -> list[str]:
+    """Differences between two manifests (dicts as in manifest.json), one line each, outside
+    the wall-clock ``timings`` and the versions and machine; [] when they agree.
+
+    ``figures`` limits the comparison to those figure names (a figure missing from either side
+    is a difference); by default every figure of either manifest is compared.  Numbers must be
+    equal unless ``rel_tol`` > 0 (two runs of a deterministic notebook give equal numbers, so
+    the default is exact).
+    """
+    fa, fb = a.get("figures", {}), b.get("figures", {})
+    names = sorted(set(fa) | set(fb)) if figures is None else sorted(set(figures))
+    out: list[str] = []
+    for name in names:
+        if name not in fa or name not in fb:
+            side = "second" if name not in fb else "first"
+            out.append(f"{name}: missing from the {side} manifest")
+            continue
+        ea = {k: v for k, v in fa[name].items() if k not in NOT_COMPARED}
+        eb = {k: v for k, v in fb[name].items() if k not in NOT_COMPARED}
+        _differences(ea, eb, name, rel_tol, out)
+    return out
 
 
 def figure_notebooks(folder: Path = REPO / "notebooks") -> list[Path]:
@@ -91,49 +170,176 @@ def figure_notebooks(folder: Path = REPO / "notebooks") -> list[Path]:
 
 
 def _cell(value) -> str:
+    if isinstance(value, bool) or value is None:
+        return "" if value is None else str(value)
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, dict):
-        return ", ".join(f"{k}={_cell(v)}" for k, v in value.items())
-    return "" if value is None else str(value).replace("|", "\\|")
+        return ", ".join(f"{k}=" + (f"({_cell(v)})" if isinstance(v, dict) else _cell(v))
+                         for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_cell(v) for v in value) + "]"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+# What issue 7 asks REPORT.md to put side by side: (topic, notebook, figure name without the
+# smoke suffix, or None for every figure of that notebook).
+TOPICS = [
+    ("ResNet-50 largest batch with swapping", "04_tflms_batch_size.ipynb",
+     "tflms_resnet50_batch_ratio"),
+    ("3D U-Net at 192^3", "05_3dunet_swapping.ipynb", "unet3d_192_fits"),
+    ("Overhead of each swap policy", "04_tflms_batch_size.ipynb",
+     "tflms_resnet50_policies_at_2x"),
+    ("Tuning cut of the communication overhead", "05_3dunet_swapping.ipynb",
+     "unet3d_swap_tuning"),
+    ("Patches vs full-volume Dice", "06_patches_vs_full_volume.ipynb", None),
+    ("Compile time and latency vs onnxruntime", "11_kernel_ir_schedules.ipynb",
+     "compile_vs_onnxruntime"),
+    ("ONNX conformance counts", "14_onnx_conformance.ipynb", "onnx_conformance"),
+    ("Emulated big-endian agreement", "12_endianness.ipynb", "emulated_big_endian"),
+]
+SMOKE_SUFFIX = "_smoke"
+VALUE_CHARS = 600  # longer values are cut in REPORT.md's table of every figure
+
+
+def topic_figures(manifest: dict, notebook: str, figure: str | None) -> list[str]:
+    """Names of the manifest's figures that answer one of ``TOPICS``."""
+    out = []
+    for name, entry in sorted(manifest.get("figures", {}).items()):
+        if figure is not None:
+            if name.removesuffix(SMOKE_SUFFIX) == figure:
+                out.append(name)
+        elif entry.get("notebook") == notebook:
+            out.append(name)
+    return out
+
+
+def _links(entry: dict) -> str:
+    return " ".join(f"[{f.rsplit('.', 1)[1]}]({f})" for f in entry.get("files", []))
 
 
 def write_report(manifest: dict, out_dir: Path) -> Path:
-    """figures/REPORT.md: the papers' numbers beside ours, one row per figure."""
+    """figures/REPORT.md: the papers' numbers beside ours, per topic of issue 7 and per figure."""
     versions = manifest.get("versions", {})
+    figures = manifest.get("figures", {})
+    size = {True: "smoke (`SMOKE=1`: small sizes, not the papers' settings)",
+            False: "full (`SMOKE=0`)"}.get(manifest.get("smoke"), "unknown")
     lines = [
         "# Papers' claims and our measurements",
         "",
         "Generated by `make figures` (`python -m mlsys_workbench.figures`); do not edit.",
+        f"Size: {size}.",
         f"Machine: {_cell(manifest.get('machine'))}. Versions: {_cell(versions)}.",
         "",
-        "| figure | notebook | paper | ours | parameters | seed |",
-        "|---|---|---|---|---|---|",
+        "*Ours* is deterministic: a second run gives the same values. *Wall-clock* columns are "
+        "times measured on this machine and vary from run to run.",
+        "",
+        "## Side by side",
+        "",
+        "| topic | paper | ours | wall-clock | figure |",
+        "|---|---|---|---|---|",
     ]
-    for name, entry in sorted(manifest.get("figures", {}).items()):
-        files = " ".join(f"[{f.rsplit('.', 1)[1]}]({f})" for f in entry.get("files", []))
-        lines.append(f"| {name} {files} | {_cell(entry.get('notebook'))} | "
-                     f"{_cell(entry.get('claim'))} | {_cell(entry.get('value'))} | "
+    for topic, notebook, figure in TOPICS:
+        names = topic_figures(manifest, notebook, figure)
+        if not names:
+            why = "failed in this run" if notebook in manifest.get("failed", {}) else \
+                "not in this run"
+            lines.append(f"| {topic} | | {why} (`{notebook}`) | | |")
+        for name in names:
+            e = figures[name]
+            ours = e.get("summary") or e.get("value")
+            lines.append(f"| {topic} | {_cell(e.get('claim'))} | {_cell(ours)} | "
+                         f"{_cell(e.get('timings'))} | {name} {_links(e)} |")
+    if manifest.get("failed"):
+        lines += ["", "## Notebooks that failed", ""]
+        for notebook, error in sorted(manifest["failed"].items()):
+            head = " ".join(error.split())[:300]
+            lines.append(f"- `{notebook}`: {head.replace('|', '/')}")
+    lines += [
+        "",
+        "## Every figure",
+        "",
+        "| figure | notebook | paper | ours | wall-clock | parameters | seed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, entry in sorted(figures.items()):
+        value = _cell(entry.get("value"))
+        if len(value) > VALUE_CHARS:  # a per-op table: the whole of it is in manifest.json
+            value = value[:VALUE_CHARS].rsplit(", ", 1)[0] + ", ... (all in manifest.json)"
+        lines.append(f"| {name} {_links(entry)} | {_cell(entry.get('notebook'))} | "
+                     f"{_cell(entry.get('claim'))} | {value} | "
+                     f"{_cell(entry.get('timings'))} | "
                      f"{_cell(entry.get('params'))} | {_cell(entry.get('seed'))} |")
     path = out_dir / "REPORT.md"
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
+class FiguresError(RuntimeError):
+    """Figure notebooks failed; the others ran and their figures and the report were written."""
+
+
+def _selected(notebook: str | None, wanted: Iterable[str]) -> bool:
+    """Whether ``notebook`` (a file name) is one of ``wanted`` (names or number prefixes)."""
+    return notebook is not None and any(
+        notebook == w or notebook.startswith(f"{w}_") for w in wanted)
+
+
 def make_figures(out_dir: str | os.PathLike, smoke: bool = False,
-                 notebooks: list[Path] | None = None) -> dict:
-    """Run every figure notebook into ``out_dir``; return the manifest."""
+                 notebooks: list[Path] | None = None, only: Iterable[str] | None = None) -> dict:
+    """Run every figure notebook into ``out_dir``; return the manifest.
+
+    ``only`` (notebook file names or their number prefixes, e.g. ``["12", "14"]``) reruns just
+    those figure notebooks: their old entries are replaced, the other notebooks' kept.  Without
+    it the manifest starts afresh.  ``manifest["notebook_seconds"]`` is each notebook's
+    wall-clock run time.
+    """
     out = figures_dir(out_dir).resolve()
-    (out / MANIFEST).unlink(missing_ok=True)
-    notebooks = figure_notebooks() if notebooks is None else notebooks
+    notebooks = figure_notebooks() if notebooks is None else list(notebooks)
+    if only is not None:
+        wanted = [str(w) for w in only]
+        chosen = [p for p in notebooks if _selected(p.name, wanted)]
+        unknown = [w for w in wanted if not any(_selected(p.name, [w]) for p in notebooks)]
+        if unknown:
+            raise ValueError(f"not figure notebooks: {unknown}; figure notebooks are "
+                             f"{[p.name for p in notebooks]}")
+        manifest = read_manifest(out)
+        manifest["figures"] = {n: e for n, e in manifest["figures"].items()
+                               if e.get("notebook") not in {p.name for p in chosen}}
+        if manifest.get("smoke", smoke) != smoke:
+            raise ValueError("the manifest in the output folder is from a run of another size")
+        _write_manifest(out, manifest)
+        notebooks = chosen
+    else:
+        (out / MANIFEST).unlink(missing_ok=True)
+    # A failing notebook does not stop the others (a full run takes long): its error is
+    # recorded, the report written, and FiguresError raised at the end.
+    seconds, failed = {}, {}
     for path in notebooks:
         print(f"running {path.name} (SMOKE={int(smoke)})", flush=True)
-        run_notebook(path, parameters={"SMOKE": int(smoke)}, timeout=3600,
-                     env={FIGURES_ENV: str(out), "MLSYS_NOTEBOOK": path.name})
+        start = time.perf_counter()
+        try:
+            run_notebook(path, parameters={"SMOKE": int(smoke)}, timeout=3600,
+                         env={FIGURES_ENV: str(out), "MLSYS_NOTEBOOK": path.name})
+        except NotebookError as error:
+            failed[path.name] = str(error)
+            print(f"  {path.name} FAILED:\n{error}", flush=True)
+            continue
+        seconds[path.name] = round(time.perf_counter() - start, 1)
+        print(f"  {path.name}: {seconds[path.name]} s", flush=True)
+    ran = {path.name for path in notebooks}
     manifest = read_manifest(out)
-    manifest["notebooks"] = [path.name for path in notebooks]
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
+    manifest["notebooks"] = sorted((set(manifest.get("notebooks", [])) - ran) | set(seconds))
+    manifest["notebook_seconds"] = manifest.get("notebook_seconds", {}) | seconds
+    manifest["failed"] = {n: e for n, e in manifest.get("failed", {}).items()
+                          if n not in ran} | failed
+    manifest["smoke"] = smoke
+    manifest["versions"], manifest["machine"] = library_versions(), machine()
+    _write_manifest(out, manifest)
     write_report(manifest, out)
+    if failed:
+        raise FiguresError(f"{len(failed)} figure notebook(s) failed: {', '.join(failed)}; "
+                           f"the other figures are in {out}")
     return manifest
 
 
@@ -142,10 +348,31 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Rerun the paper-figure notebooks.")
     parser.add_argument("--out", default="figures", help="output folder (default: figures)")
     parser.add_argument("--smoke", action="store_true", help="small sizes, for tests")
+    parser.add_argument("--only", default="",
+                        help="comma-separated figure notebooks to rerun (names or number "
+                             "prefixes, e.g. 12,14); the others' entries are kept")
+    parser.add_argument("--compare", metavar="MANIFEST",
+                        help="after the run, list the non-timing differences from this "
+                             "manifest.json (exit status 1 if any)")
     args = parser.parse_args(argv)
-    manifest = make_figures(args.out, smoke=args.smoke)
+    only = [w.strip() for w in args.only.split(",") if w.strip()] or None
+    try:
+        manifest = make_figures(args.out, smoke=args.smoke, only=only)
+    except FiguresError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     count = len(manifest["figures"])
     print(f"{count} figures from {len(manifest['notebooks'])} notebooks in {args.out}/")
+    if args.compare:
+        other = json.loads(Path(args.compare).read_text())
+        names = None
+        if only is not None:  # only the figures of the notebooks just run
+            names = [n for n, e in manifest["figures"].items()
+                     if _selected(e.get("notebook"), only)]
+        diffs = compare_manifests(other, manifest, figures=names)
+        print("\n".join(diffs) if diffs else f"same values as {args.compare} "
+              "(wall-clock timings aside)")
+        return 1 if diffs else 0
     return 0
 
 

@@ -59,3 +59,120 @@ def test_make_figures_runs_marked_notebooks(tmp_path):
     report = (tmp_path / "out" / "REPORT.md").read_text()
     row = next(line for line in report.splitlines() if line.startswith("| line "))
     assert "fig.ipynb" in row and "| 1 |" in row  # our value, from the smoke run
+
+
+def test_timings_are_kept_apart_from_values(tmp_path):
+    entry = save_figure(go.Figure(), "speed", claim="none", value={"matches": True},
+                        summary="1 of 1 match", timings={"compile_s": 0.61}, seed=0,
+                        out_dir=tmp_path, png=False)
+    assert entry["timings"] == {"compile_s": 0.61} and entry["value"] == {"matches": True}
+    # Every figure carries the versions and machine it was made with, not only the manifest.
+    assert entry["versions"]["numpy"] and entry["machine"]["cpus"] >= 1
+    import pytest
+
+    with pytest.raises(TypeError, match="timings"):
+        save_figure(go.Figure(), "bad", timings=0.61, out_dir=tmp_path, png=False)
+
+
+def manifest(**figures):
+    base = {"claim": "paper 4.7x", "value": {"ratio": 4.2, "fits": [True, False]},
+            "summary": "4.2x", "params": {"batch": 8}, "seed": 0, "files": ["f.html"],
+            "notebook": "04.ipynb", "timings": {"search_s": 1.0},
+            "versions": {"numpy": "2.0"}, "machine": {"cpus": 2}}
+    return {"versions": {}, "machine": {},
+            "figures": {name: base | changes for name, changes in figures.items()}}
+
+
+def test_compare_manifests_ignores_only_wall_clock_and_environment():
+    from mlsys_workbench.figures import compare_manifests
+
+    a = manifest(f={})
+    # Other timings, versions and machine: the same results.
+    assert compare_manifests(a, manifest(f={"timings": {"search_s": 9.5, "extra_s": 1},
+                                           "versions": {"numpy": "2.1"},
+                                           "machine": {"cpus": 16}})) == []
+    assert compare_manifests(a, a) == []
+    # A changed number deep in the value is named by its path.
+    diffs = compare_manifests(a, manifest(f={"value": {"ratio": 4.3, "fits": [True, False]}}))
+    assert diffs == ["f.value.ratio: 4.2 != 4.3"]
+    diffs = compare_manifests(a, manifest(f={"value": {"ratio": 4.2, "fits": [True, True]}}))
+    assert diffs == ["f.value.fits[1]: False != True"]
+    # True is not 1, a list of another length differs, a missing key or figure is reported.
+    assert compare_manifests(manifest(f={"seed": 1}), manifest(f={"seed": True}))
+    assert compare_manifests(a, manifest(f={"value": {"ratio": 4.2, "fits": [True]}}))
+    assert compare_manifests(a, manifest(f={"value": {"ratio": 4.2}})) == [
+        "f.value.fits: only in the first manifest"]
+    assert compare_manifests(a, manifest(f={}, g={})) == ["g: missing from the first manifest"]
+    assert compare_manifests(a, manifest(f={"summary": "4.3x"}, g={}), figures=["f"]) == [
+        "f.summary: '4.2x' != '4.3x'"]
+    # Exact by default; a tolerance on request.
+    near = manifest(f={"value": {"ratio": 4.2 * (1 + 1e-12), "fits": [True, False]}})
+    assert compare_manifests(a, near) and compare_manifests(a, near, rel_tol=1e-9) == []
+
+
+def test_report_sets_each_topic_beside_the_paper(tmp_path):
+    from mlsys_workbench.figures import TOPICS, write_report
+
+    m = manifest(tflms_resnet50_batch_ratio_smoke={"summary": "tflms-v2 4.1x"})
+    m["smoke"] = True
+    report = write_report(m, tmp_path).read_text()
+    assert "Size: smoke" in report
+    row = next(line for line in report.splitlines()
+               if line.startswith("| ResNet-50 largest batch"))
+    assert "paper 4.7x" in row and "tflms-v2 4.1x" in row and "search_s=1" in row
+    for topic, _, _ in TOPICS:  # the others are named as missing, not left out
+        assert any(line.startswith(f"| {topic} |") for line in report.splitlines()), topic
+    assert f"not in this run (`{TOPICS[-1][1]}`)" in report
+    every = report.split("## Every figure")[1]
+    assert "| tflms_resnet50_batch_ratio_smoke [html](f.html) | 04.ipynb |" in every
+
+
+def test_readme_figures_are_committed_small_pngs():
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", (repo / "README.md").read_text())
+    assert 2 <= len(images) <= 3, images
+    for image in images:
+        path = repo / image
+        assert not image.startswith("figures/"), "figures/ is ignored by git: use docs/img/"
+        assert path.is_file(), f"README shows {image}, which does not exist"
+        png_size(path)  # a real PNG
+        assert path.stat().st_size < 200_000, f"{image}: keep README images under 200 KB"
+
+
+def figure_notebook(path, source):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["mlsys"] = {"figures": True}
+    nb.cells = [nbformat.v4.new_code_cell("SMOKE = 0", metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell(source)]
+    nbformat.write(nb, path)
+    return path
+
+
+def test_a_failing_notebook_does_not_hide_the_others_and_only_reruns_some(tmp_path):
+    import pytest
+
+    from mlsys_workbench.figures import FiguresError
+
+    save = ("import plotly.graph_objects as go\n"
+            "from mlsys_workbench.figures import save_figure\n"
+            "save_figure(go.Figure(), {name!r}, claim='c', value=1, params={{'p': 1}}, seed=0, "
+            "png=False)")
+    good = figure_notebook(tmp_path / "01_good.ipynb", save.format(name="good"))
+    bad = figure_notebook(tmp_path / "02_bad.ipynb", "raise ValueError('broken on purpose')")
+    out = tmp_path / "out"
+    with pytest.raises(FiguresError, match="02_bad.ipynb"):
+        make_figures(out, smoke=True, notebooks=[good, bad])
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert list(manifest["figures"]) == ["good"] and manifest["notebooks"] == ["01_good.ipynb"]
+    assert "broken on purpose" in manifest["failed"]["02_bad.ipynb"]
+    assert "broken on purpose" in (out / "REPORT.md").read_text()
+    # Fixed, it is rerun alone (by its number): the other notebook's figure stays.
+    figure_notebook(bad, save.format(name="fixed"))
+    manifest = make_figures(out, smoke=True, notebooks=[good, bad], only=["02"])
+    assert sorted(manifest["figures"]) == ["fixed", "good"] and manifest["failed"] == {}
+    assert manifest["notebooks"] == ["01_good.ipynb", "02_bad.ipynb"]
+    with pytest.raises(ValueError, match="not figure notebooks"):
+        make_figures(out, smoke=True, notebooks=[good, bad], only=["03"])
