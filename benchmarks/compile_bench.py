@@ -13,25 +13,21 @@ and target, with "target"); each mode keeps the other's keys in the JSON file.
 """
 
 import argparse
-import glob
 import json
 import math
 import os
 import time
+from functools import partial
 
 import numpy as np
-import onnx
-import onnxruntime as ort
 
 import compilerkit as ck
-
-LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+from compilerkit import conformance as cf
 
 
 def models():
-    out = {}
-    for p in sorted(glob.glob(os.path.join(LIGHT, "light_*.onnx"))):
-        out[os.path.basename(p)[6:-5]] = ("light", p)
+    """name -> (kind, path): onnx's light models, then the committed mlsys_datasets models."""
+    out = {name: ("light", cf.light_model_path(name)) for name in cf.light_models()}
     try:
         import mlsys_datasets
         for name in mlsys_datasets.ONNX_MODELS:
@@ -39,29 +35,6 @@ def models():
     except Exception:  # noqa: BLE001 - the datasets package may not be built yet
         pass
     return out
-
-
-def inputs_for(path):
-    m = onnx.load(path, load_external_data=False)
-    inits = {i.name for i in m.graph.initializer}
-    feeds = []
-    for i in m.graph.input:
-        if i.name in inits:
-            continue
-        shape = [d.dim_value if d.dim_value > 0 else 1 for d in i.type.tensor_type.shape.dim]
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)
-        feeds.append((i.name, np.random.default_rng(0).standard_normal(shape).astype(dtype)))
-    return feeds
-
-
-def best(fn, repeat):
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main():
@@ -79,27 +52,13 @@ def main():
     for name, (kind, path) in models().items():
         if wanted and name not in wanted:
             continue
-        feeds = inputs_for(path)
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = 1
-        so.inter_op_num_threads = 1
-        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-        fd = {n: a for n, a in feeds}
-        shapes = {n: list(a.shape) for n, a in feeds}
-        t = time.perf_counter()
-        cm = ck.compile(path, opt_level=args.opt, input_shapes=shapes, asm=False)
-        compile_s = time.perf_counter() - t
-        arrays = [a for _, a in feeds]
-        ok = bool(np.allclose(cm.run(*arrays)[0], sess.run(None, fd)[0], rtol=1e-3, atol=1e-5))
-        ck_s = best(lambda: cm.run(*arrays), args.repeat)
-        ort_s = best(lambda: sess.run(None, fd), args.repeat)
-        row = dict(model=name, kind=kind, opt_level=args.opt, compile_s=compile_s,
-                   stage_s=dict(cm.timings), compilerkit_ms=ck_s * 1e3, ort_ms=ort_s * 1e3,
-                   speed_ratio=ort_s / ck_s, matches_ort=ok, arena_bytes=cm.arena_bytes,
-                   naive_bytes=cm.naive_bytes)
+        row = cf.time_model(path, opt_level=args.opt, repeat=args.repeat, name=name)
+        row["kind"] = kind
+        row["matches_ort"] = row.pop("matches")
         rows.append(row)
-        print(f"{name:14s} compile {compile_s:6.2f}s  ck {ck_s*1e3:8.2f} ms  ort {ort_s*1e3:8.2f}"
-              f" ms  ratio {ort_s/ck_s:5.2f}x  ok={ok}", flush=True)
+        print(f"{name:14s} compile {row['compile_s']:6.2f}s  ck {row['compilerkit_ms']:8.2f} ms"
+              f"  ort {row['ort_ms']:8.2f} ms  ratio {row['speed_ratio']:5.2f}x"
+              f"  ok={row['matches_ort']}", flush=True)
     light = [r["speed_ratio"] for r in rows if r["kind"] == "light"]
     geo = math.exp(sum(math.log(x) for x in light) / len(light)) if light else None
     print(f"\ngeomean speed vs onnxruntime over {len(light)} light models: "
@@ -133,12 +92,12 @@ def emulated(wanted, opt, repeat):
     for name, (kind, path) in models().items():
         if name not in wanted:
             continue
-        feeds = inputs_for(path)
+        feeds = cf.random_inputs(path)
         shapes = {n: list(a.shape) for n, a in feeds}
         arrays = [a for _, a in feeds]
         host = ck.compile(path, opt_level=opt, input_shapes=shapes, asm=False)
         ref = host.run(*arrays)
-        host_s = best(lambda host=host, arrays=arrays: host.run(*arrays), 5)
+        host_s = cf.best_seconds(partial(host.run, *arrays), 5)
         for target in EMULATED_TARGETS:
             t = time.perf_counter()
             cm = ck.compile(path, target=target, opt_level=opt, input_shapes=shapes, asm=False)
@@ -146,7 +105,7 @@ def emulated(wanted, opt, repeat):
             out = cm.run(*arrays)
             diff = max(float(np.max(np.abs(o.astype(np.float64) - r))) if o.size else 0.0
                        for o, r in zip(out, ref, strict=True))
-            emu_s = best(lambda cm=cm, arrays=arrays: cm.run(*arrays), repeat)
+            emu_s = cf.best_seconds(partial(cm.run, *arrays), repeat)
             rows.append(dict(model=name, kind=kind, target=target, opt_level=opt,
                              compile_s=compile_s, host_ms=host_s * 1e3, emulated_ms=emu_s * 1e3,
                              slowdown=emu_s / host_s, max_abs_diff_vs_host=diff,

@@ -325,7 +325,8 @@ def time_model(path: str, opt_level: int = 3, repeat: int = 5, name: str | None 
     Returns a dict: `model`, `opt_level`, `matches` (within RTOL/ATOL of onnxruntime) and
     `max_error` (deterministic: the same on every run), and the wall-clock measurements
     `compile_s`, `stage_s` (seconds per compiler stage), `compilerkit_ms`, `ort_ms` and
-    `speed_ratio` (onnxruntime / compilerkit latency: > 1 means compilerkit is faster).
+    `speed_ratio` (onnxruntime / compilerkit latency: > 1 means compilerkit is faster), and
+    the buffer plan's `arena_bytes` against `naive_bytes` (one buffer per tensor).
     """
     name = name or os.path.basename(path).removesuffix(".onnx")
     feeds = random_inputs(path)
@@ -341,7 +342,8 @@ def time_model(path: str, opt_level: int = 3, repeat: int = 5, name: str | None 
     ort_s = best_seconds(lambda: sess.run(None, dict(feeds)), repeat)
     return {"model": name, "opt_level": opt_level, "matches": bool(ok), "max_error": worst,
             "compile_s": compile_s, "stage_s": dict(cm.timings),
-            "compilerkit_ms": ck_s * 1e3, "ort_ms": ort_s * 1e3, "speed_ratio": ort_s / ck_s}
+            "compilerkit_ms": ck_s * 1e3, "ort_ms": ort_s * 1e3, "speed_ratio": ort_s / ck_s,
+            "arena_bytes": cm.arena_bytes, "naive_bytes": cm.naive_bytes}
 
 
 # --- summaries ----------------------------------------------------------------------------------
