@@ -52,7 +52,9 @@ class LabServer:
     root: Path
 
     def lab_url(self, path: str = "") -> str:
-        return f"{self.url}/lab/tree/{path}?token={self.token}"
+        # reset: start from an empty workspace, so notebooks of earlier tests are not restored
+        # in hidden tabs (their kernels would start and their outputs join the page's).
+        return f"{self.url}/lab/tree/{path}?reset&token={self.token}"
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -200,6 +202,19 @@ def cell_errors(page) -> list[str]:
     )
 
 
+# Shut the kernels down and close every tab without dialogs (a dialog would wait forever).
+CLOSE_ALL = """async () => {
+  const work = (async () => {
+    for (const w of Array.from(window.jupyterapp.shell.widgets('main'))) {
+      if (w.sessionContext) await w.sessionContext.shutdown();
+      if (w.context) w.context.model.dirty = false;
+    }
+    await window.jupyterapp.commands.execute('application:close-all');
+  })();
+  await Promise.race([work, new Promise(r => setTimeout(r, 15000))]);
+}"""
+
+
 class NotebookUI:
     """The steps above bound to one page and server, handed to tests as the `lab` fixture."""
 
@@ -214,6 +229,15 @@ class NotebookUI:
 
     def errors(self) -> list[str]:
         return cell_errors(self.page)
+
+    def ran_a_cell(self) -> bool:
+        """Whether some cell of the current notebook shows an execution count."""
+        return self.page.evaluate(RAN_A_CELL)
+
+    def close_all(self) -> None:
+        """Shut the kernels down and close every tab, so the next test on the shared server
+        does not restore a heavy notebook."""
+        self.page.evaluate(CLOSE_ALL)
 
 
 @pytest.fixture

@@ -45,34 +45,17 @@ TARGET = """(index) => {
 }"""
 
 
-RAN_A_CELL = """() => Array.from(window.jupyterapp.shell.currentWidget.node
-  .querySelectorAll('.jp-InputPrompt'))
-  .some(p => /\\[\\d+\\]/.test(p.textContent))"""
-
-# Shut the kernels down and close every tab without dialogs (as test_lifetimes does).
-CLOSE = """async () => {
-  const work = (async () => {
-    for (const w of Array.from(window.jupyterapp.shell.widgets('main'))) {
-      if (w.sessionContext) await w.sessionContext.shutdown();
-      if (w.context) w.context.model.dirty = false;
-    }
-    await window.jupyterapp.commands.execute('application:close-all');
-  })();
-  await Promise.race([work, new Promise(r => setTimeout(r, 15000))]);
-}"""
-
-
 def test_01_click_opens_a_scope(lab, page, tmp_path):
     lab.open("01_training_graphs.ipynb")
     try:
         click_and_check(lab, page, tmp_path)
     finally:
-        page.evaluate(CLOSE)
+        lab.close_all()
 
 
 def click_and_check(lab, page, tmp_path):
     lab.run_all(timeout_s=300)
-    assert page.evaluate(RAN_A_CELL), "run-all never ran a cell"
+    assert lab.ran_a_cell(), "run-all never ran a cell"
     assert lab.errors() == []
     page.wait_for_function(f"() => ({FIND})() !== null", timeout=60_000)
     before = page.evaluate(FIND)

@@ -83,7 +83,8 @@ def test_choosing_an_op_highlights_its_lines_in_every_pane(lab, page, tmp_path):
     # The graphs (the ONNX model, the ONNX IR before and after the passes, node counts in the
     # titles) and the loop-nest pictures of the hand schedule rendered too (boxes are layout
     # shapes).
-    plots = page.locator(".jp-OutputArea .js-plotly-plot")
+    # Only the notebook on screen: notebooks of earlier tests may be restored in hidden tabs.
+    plots = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea .js-plotly-plot")
     assert plots.count() == 5
     hand = plots.nth(4)
     assert "j_o" in hand.inner_text() and "tiles of j" in hand.inner_text()

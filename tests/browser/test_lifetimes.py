@@ -45,35 +45,18 @@ FIND_WIDGET = """() => {
 }"""
 
 
-RAN_A_CELL = """() => Array.from(window.jupyterapp.shell.currentWidget.node
-  .querySelectorAll('.jp-InputPrompt'))
-  .some(p => /\\[\\d+\\]/.test(p.textContent))"""
-
-# Shut the kernels down and close every tab without dialogs (a dialog would wait forever).
-CLOSE = """async () => {
-  const work = (async () => {
-    for (const w of Array.from(window.jupyterapp.shell.widgets('main'))) {
-      if (w.sessionContext) await w.sessionContext.shutdown();
-      if (w.context) w.context.model.dirty = false;
-    }
-    await window.jupyterapp.commands.execute('application:close-all');
-  })();
-  await Promise.race([work, new Promise(r => setTimeout(r, 15000))]);
-}"""
-
-
 def test_02_animation_plays_in_jupyterlab(lab, page, tmp_path):
     lab.open("02_tensor_lifetimes.ipynb")
     try:
         play_and_check(lab, page, tmp_path)
     finally:
         # Leave the shared server as found: the next test must not restore this heavy notebook.
-        page.evaluate(CLOSE)
+        lab.close_all()
 
 
 def play_and_check(lab, page, tmp_path):
     lab.run_all(timeout_s=300)
-    assert page.evaluate(RAN_A_CELL), "run-all never ran a cell"
+    assert lab.ran_a_cell(), "run-all never ran a cell"
     assert lab.errors() == []
     page.screenshot(path=str(tmp_path / "02_after_run.png"))
     page.wait_for_function(f"() => ({FIND})() !== null", timeout=120_000)

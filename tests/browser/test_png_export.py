@@ -2,6 +2,7 @@
 
 import asyncio
 import struct
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -30,7 +31,10 @@ def test_ir_view_saves_as_png_even_inside_a_running_event_loop(chromium, tmp_pat
         view = ir_side_by_side(STAGES, RANGES, NODES, selected="b")
         return view.save_png(tmp_path / "selected.png", width=900)
 
-    selected = asyncio.run(in_a_kernel())
+    # In a thread of its own: where the suite's Playwright session already runs a loop in this
+    # thread, asyncio.run would refuse to start a second one.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        selected = pool.submit(asyncio.run, in_a_kernel()).result()
     assert png_size(selected)[0] == 900
     # The selected op's lines are highlighted, so the pictures differ.
     assert selected.read_bytes() != plain.read_bytes()
