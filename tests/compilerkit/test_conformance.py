@@ -147,3 +147,30 @@ def test_tables_show_every_row_and_escape_pipes():
     assert "mode 'a\\|b'" in cf.refusal_table(rs)
     models = cf.model_table([cf.CaseResult("m", "Conv", "-O3", cf.WRONG, "x", float("inf"))])
     assert "| m | -O3 | no | inf | - |" in models
+
+
+def test_time_model_reports_agreement_and_timings(tmp_path):
+    # Two chained MatMuls with seeded weights: the output depends on the input, so a match
+    # with onnxruntime means something (unlike the light models' constant outputs).
+    rng = np.random.default_rng(3)
+    w1 = onnx.numpy_helper.from_array(rng.standard_normal((8, 16)).astype(np.float32), "w1")
+    w2 = onnx.numpy_helper.from_array(rng.standard_normal((16, 4)).astype(np.float32), "w2")
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("MatMul", ["r", "w2"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", 4])], [w1, w2])
+    path = tmp_path / "mlp.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+    row = cf.time_model(str(path), opt_level=2, repeat=2)
+    assert row["model"] == "mlp" and row["opt_level"] == 2
+    assert row["matches"] is True and row["max_error"] < 1e-4
+    # The timings are positive and the ratio is the one of the two latencies.
+    assert row["compile_s"] > 0 and row["compilerkit_ms"] > 0 and row["ort_ms"] > 0
+    assert abs(row["speed_ratio"] - row["ort_ms"] / row["compilerkit_ms"]) < 1e-9
+    # The buffer plan shares memory: never more than one buffer per tensor.
+    assert 0 < row["arena_bytes"] <= row["naive_bytes"]
+    # The symbolic batch was timed as 1 (random_inputs fills unknown dimensions with 1).
+    (name, x), = cf.random_inputs(str(path))
+    assert name == "x" and x.shape == (1, 8)
