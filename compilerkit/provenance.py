@@ -128,16 +128,22 @@ def kernel_ranges(kernel_ir: str) -> dict[str, list[tuple[int, int]]]:
 
 # ---- LLVM IR, asm, PTX: outlined functions ---------------------------------------------------
 
-def llvm_function_lines(llvm_ir: str) -> dict[str, tuple[int, int]]:
-    """Function name -> (its `define` line, its closing `}` line)."""
+def _braced_function_lines(text: str, header: re.Pattern) -> dict[str, tuple[int, int]]:
+    """Function name -> (its header line, its closing `}` line) for languages whose functions
+    open with a header `header` matches (group 1: the name) and close with `}` in column 0."""
     out, name, start = {}, None, 0
-    for n, text in enumerate(llvm_ir.splitlines(), start=1):
-        m = _LLVM_DEFINE.match(text)
+    for n, line in enumerate(text.splitlines(), start=1):
+        m = header.match(line)
         if m:
             name, start = m.group(1), n
-        elif name is not None and text.startswith("}"):
+        elif name is not None and line.startswith("}"):
             out[name], name = (start, n), None
     return out
+
+
+def llvm_function_lines(llvm_ir: str) -> dict[str, tuple[int, int]]:
+    """Function name -> (its `define` line, its closing `}` line)."""
+    return _braced_function_lines(llvm_ir, _LLVM_DEFINE)
 
 
 def asm_function_lines(asm: str) -> dict[str, tuple[int, int]]:
@@ -162,14 +168,7 @@ def asm_function_lines(asm: str) -> dict[str, tuple[int, int]]:
 
 def ptx_function_lines(ptx: str) -> dict[str, tuple[int, int]]:
     """Kernel or function name -> (its `.entry`/`.func` line, its closing `}` line)."""
-    out, name, start = {}, None, 0
-    for n, text in enumerate(ptx.splitlines(), start=1):
-        m = _PTX_ENTRY.match(text)
-        if m:
-            name, start = m.group(1), n
-        elif name is not None and text.startswith("}"):
-            out[name], name = (start, n), None
-    return out
+    return _braced_function_lines(ptx, _PTX_ENTRY)
 
 
 FUNCTION_LINES = {"llvm-ir": llvm_function_lines, "asm": asm_function_lines,

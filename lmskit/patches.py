@@ -390,6 +390,5 @@ def scale_memory(memory: dict, side: int) -> dict:
 
 __all__ = ["REGIONS", "FOREGROUND", "check_patch", "model_side", "dice", "region_dice",
            "patch_corner", "sample_patches", "tile_starts", "sliding_window", "has_batch_norm",
-           "predictor",
-           "predict_volumes", "evaluate", "loss", "optimizer", "train", "make_deterministic",
-           "training_memory", "scale_memory"]
+           "predictor", "predict_volumes", "evaluate", "loss", "optimizer", "train",
+           "make_deterministic", "training_memory", "scale_memory"]

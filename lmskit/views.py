@@ -26,6 +26,8 @@ import itertools
 import time
 from collections import Counter
 
+from mlsys_workbench.units import human_bytes as human
+
 from .graph import PHASES, Graph, producer_name
 from .planner import InfeasibleError, max_batch_size, plan, saved_tensors
 from .rules.common import ATOMIC_TYPES, is_swap
@@ -39,15 +41,6 @@ BOOKKEEPING_TYPES = ("Const", "NoOp", "Shape", "ShapeN", "StridedSlice", "Pack",
 # Ops drawn aside (a side column or hidden): constants and reads of variables. In ResNet-50's
 # step they are ~1,000 of ~9,000 ops, each with one long edge into the layer that uses it.
 ASIDE_TYPES = frozenset({"Const", "ReadVariableOp", "VarHandleOp", "VariableV2"})
-
-
-def human(nbytes: float) -> str:
-    """Bytes as B / KiB / MiB / GiB with one decimal."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(nbytes) < 1024 or unit == "GiB":
-            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
-        nbytes /= 1024
-    raise AssertionError("unreachable")
 
 
 def group_of(graph: Graph, name: str) -> str:

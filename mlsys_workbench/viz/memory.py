@@ -14,6 +14,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from mlsys_workbench.units import human_bytes
+
 from .graph import PALETTE
 
 KIND_COLOURS = {
@@ -24,14 +26,6 @@ KIND_COLOURS = {
     "temporary": "#bab0ac",
     "host": "#f28e2b",
 }
-
-
-def human_bytes(count: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(count) < 1024 or unit == "TiB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    raise AssertionError("unreachable")
 
 
 # Kinds without a fixed colour get the next palette colour, the same one for the whole process.

@@ -204,6 +204,7 @@ def cell_errors(page) -> list[str]:
 
 # Shut the kernels down and close every tab without dialogs (a dialog would wait forever).
 CLOSE_ALL = """async () => {
+  if (window.jupyterapp === undefined) return;
   const work = (async () => {
     for (const w of Array.from(window.jupyterapp.shell.widgets('main'))) {
       if (w.sessionContext) await w.sessionContext.shutdown();
@@ -235,11 +236,13 @@ class NotebookUI:
         return self.page.evaluate(RAN_A_CELL)
 
     def close_all(self) -> None:
-        """Shut the kernels down and close every tab, so the next test on the shared server
-        does not restore a heavy notebook."""
+        """Shut the kernels down and close every tab: a notebook's kernel must not go on
+        using the shared server's CPU during the next test."""
         self.page.evaluate(CLOSE_ALL)
 
 
 @pytest.fixture
-def lab(page, lab_server) -> NotebookUI:
-    return NotebookUI(page, lab_server)
+def lab(page, lab_server):
+    ui = NotebookUI(page, lab_server)
+    yield ui
+    ui.close_all()

@@ -47,10 +47,7 @@ TARGET = """(index) => {
 
 def test_01_click_opens_a_scope(lab, page, tmp_path):
     lab.open("01_training_graphs.ipynb")
-    try:
-        click_and_check(lab, page, tmp_path)
-    finally:
-        lab.close_all()
+    click_and_check(lab, page, tmp_path)
 
 
 def click_and_check(lab, page, tmp_path):

@@ -47,11 +47,7 @@ FIND_WIDGET = """() => {
 
 def test_02_animation_plays_in_jupyterlab(lab, page, tmp_path):
     lab.open("02_tensor_lifetimes.ipynb")
-    try:
-        play_and_check(lab, page, tmp_path)
-    finally:
-        # Leave the shared server as found: the next test must not restore this heavy notebook.
-        lab.close_all()
+    play_and_check(lab, page, tmp_path)
 
 
 def play_and_check(lab, page, tmp_path):
