@@ -12,7 +12,7 @@ ROOT_ARGS := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 PYTEST_ARGS ?=
 FIGURES_DIR ?= figures
 
-.PHONY: venv lab test figures bench lint clean
+.PHONY: venv lab test figures bench fuzz lint clean
 
 venv: $(STAMP)
 
@@ -47,8 +47,15 @@ bench: $(STAMP)
 	@set -e; for script in benchmarks/*_bench.py; do \
 	  echo "== $$script"; $(BIN)/python $$script; done
 
+# The compilerkit fuzz run (issue 10): N cases (hypothesis-drawn graphs and mutated datasets
+# models), each compiled and run in a worker process against onnxruntime; counts per class and
+# examples into benchmarks/results/fuzz.json (the suite runs a fixed-seed sample of 300).
+N ?= 2000
+fuzz: $(STAMP)
+	$(BIN)/python tests/fuzz/fuzzlib.py --n $(N) --out benchmarks/results/fuzz.json
+
 lint: $(STAMP)
-	$(BIN)/ruff check lmskit compilerkit mlsys_workbench datasets tests benchmarks
+	$(BIN)/ruff check lmskit compilerkit segkit mlsys_workbench datasets tests benchmarks
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -23,31 +23,38 @@ from compilerkit.krnl_passes import plan_buffers
 from compilerkit.lowering import SUPPORTED, lower_to_krnl
 from compilerkit.onnx_passes import run_onnx_passes
 from compilerkit.onnx_passes.single_node import main_func
-from compilerkit.runtime import InputError
-from compilerkit.stages import Stages
+from compilerkit.runtime import InputError, RunError
+from compilerkit.stages import Stages, verify_ir
 
 __all__ = ["compile", "compile_kernel", "import_onnx", "optimize_onnx", "lower", "to_llvm",
            "CompiledModel",
-           "ModelError", "UnsupportedOpError", "InputError", "SUPPORTED", "print_ir",
+           "ModelError", "UnsupportedOpError", "InputError", "RunError", "SUPPORTED", "print_ir",
            "parse_ir", "Target", "get_backend"]
 
 
-def import_onnx(model, input_shapes=None):
-    """ONNX file path, bytes or ModelProto -> ONNX IR module (as imported)."""
-    return import_model(model, input_shapes)
+def import_onnx(model, input_shapes=None, max_bytes=None):
+    """ONNX file path, bytes or ModelProto -> ONNX IR module (as imported). `max_bytes`
+    (default 2 GiB) bounds every tensor and the constants the compile may hold."""
+    module = import_model(model, input_shapes, max_bytes)
+    verify_ir(module, "import")
+    return module
 
 
 def optimize_onnx(module):
-    """The ONNX IR passes, in place; returns the module."""
+    """The ONNX IR passes (each op validated, the IR verified after each), in place; returns
+    the module."""
     return run_onnx_passes(module)
 
 
 def lower(module, opt_level: int = 3, target: Target | None = None):
     """ONNX IR -> Kernel IR: lowering, the -O3 matmul schedule, -O2+ unrolling of short inner
-    loops, buffer planning."""
+    loops, buffer planning; the IR verifier runs after each."""
     kmodule = lower_to_krnl(module)
+    verify_ir(kmodule, "lowering to Kernel IR")
     (target or get_backend("host").target).schedule(kmodule, opt_level)
+    verify_ir(kmodule, "scheduling")
     plan_buffers(kmodule)
+    verify_ir(kmodule, "buffer planning")
     return kmodule
 
 
@@ -88,6 +95,11 @@ class CompiledModel:
         self.opt_level = opt_level
 
     def run(self, *arrays):
+        """Run on numpy arrays; returns the outputs. Raises `InputError` for arguments that do
+        not match the signature and `RunError` for data the code cannot compute with (a
+        Gather index out of range, integer division by zero). Thread-safe: on the host each
+        call takes its own arena from a pool (see runtime.Session); emulated and GPU runs of
+        one model take turns."""
         return self.session.run(*arrays)
 
     __call__ = run
@@ -98,15 +110,18 @@ class CompiledModel:
 
 
 def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
-            asm: bool = True) -> CompiledModel:
-    """Compile an ONNX model (path, bytes or ModelProto) for `target` at -O`opt_level`."""
+            asm: bool = True, max_bytes: int | None = None) -> CompiledModel:
+    """Compile an ONNX model (path, bytes or ModelProto) for `target` at -O`opt_level`.
+    `max_bytes` (default 2 GiB) is the compile budget: no tensor, and not all constants
+    together, may need more; a model asking for more gets a ModelError naming the op and size
+    before anything is allocated."""
     if opt_level not in (0, 1, 2, 3):
         raise ValueError(f"opt_level must be 0..3, got {opt_level}")
     backend = get_backend(target)
     timings = OrderedDict()
     stages = Stages()
     t = time.perf_counter()
-    module = import_onnx(model, input_shapes)
+    module = import_onnx(model, input_shapes, max_bytes)
     optimize_onnx(module)
     # Printed on first access: the module is private to this compile and no longer changes.
     stages.set("onnx-ir", lambda: print_ir(module))
@@ -124,6 +139,7 @@ def compile_kernel(kmodule, target: str = "host", opt_level: int = 3,
     `krnl_passes.block` / `permute` / `unroll`) to native code. The module is only read."""
     if opt_level not in (0, 1, 2, 3):
         raise ValueError(f"opt_level must be 0..3, got {opt_level}")
+    verify_ir(kmodule, "hand-edited Kernel IR")
     stages = Stages()
     stages.set("kernel-ir", print_ir(kmodule))  # now: the caller may change the module later
     return _native(kmodule, get_backend(target), opt_level, stages, OrderedDict(), asm)

@@ -2,8 +2,10 @@
 
     python -m compilerkit MODEL.onnx --emit onnx-ir|kernel-ir|llvm-ir|asm|obj|lib -O3 -o OUT
 
-`--emit lib` writes a shared library and a C header beside it (OUT.h). A `.mlir` input at
-ONNX IR or Kernel IR level is accepted too (the stage is taken from its ops)."""
+`--emit lib` writes a shared library and a C header beside it (OUT without its extension, plus
+`.h`). A `.mlir` input at ONNX IR or Kernel IR level is accepted too (the stage is taken from
+its ops). Every error, the command line's own included, prints one line
+`compilerkit: error: ...` to stderr and exits with status 1 (no traceback)."""
 
 from __future__ import annotations
 
@@ -14,11 +16,89 @@ import sys
 STAGES = ["onnx-ir", "kernel-ir", "llvm-ir", "asm", "obj", "lib"]
 
 
+class CliError(Exception):
+    """A usage or input error the command line reports as `compilerkit: error: ...`."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse exits with 2; every compilerkit error exits with 1
+        self.print_usage(sys.stderr)
+        raise CliError(message)
+
+
+def _input_shapes(specs) -> dict:
+    shapes = {}
+    for spec in specs:
+        name, eq, dims = spec.partition("=")
+        try:
+            parsed = [int(d) for d in dims.split(",")] if eq and dims.strip() else None
+        except ValueError:
+            parsed = None
+        if not name or parsed is None or any(d < 0 for d in parsed):
+            raise CliError(f"--input-shape {spec!r}: expected NAME=D0,D1,... with non-negative "
+                           "integer dimensions, e.g. --input-shape input=1,3,224,224")
+        shapes[name] = parsed
+    return shapes
+
+
+def _check_output(args) -> None:
+    """Before any compiling: the output's folder exists, and `--emit lib` would not write its
+    header over the library."""
+    if args.out == "-":
+        if args.emit in ("obj", "lib"):
+            raise CliError(f"--emit {args.emit} needs -o OUT (binary output is not written to "
+                           "stdout)")
+        return
+    folder = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(folder):
+        raise CliError(f"-o {args.out!r}: the folder {folder!r} does not exist")
+    if os.path.isdir(args.out):
+        raise CliError(f"-o {args.out!r} is a folder; give a file name")
+    if args.emit == "lib" and _header_path(args.out) == os.path.abspath(args.out):
+        raise CliError(f"-o {args.out!r}: the C header would be written over the library; "
+                       "name the library e.g. model.so (the header goes beside it, model.h)")
+
+
+def _header_path(out: str) -> str:
+    return os.path.abspath(os.path.splitext(out)[0] + ".h")
+
+
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except CliError as e:
+        print(f"compilerkit: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("compilerkit: error: interrupted", file=sys.stderr)
+        return 1
+    except Exception as e:  # noqa: BLE001 (one line, never a traceback)
+        print(f"compilerkit: error: {_describe(e)}", file=sys.stderr)
+        return 1
+
+
+def _describe(e: BaseException) -> str:
+    import subprocess
+
+    import compilerkit as ck
+
+    if isinstance(e, (ck.ModelError, ck.UnsupportedOpError, ck.InputError, ck.RunError)):
+        return str(e)
+    if isinstance(e, FileNotFoundError):
+        return f"{e.filename!r}: no such file"
+    if isinstance(e, OSError):
+        return f"{e.filename!r}: {e.strerror}" if e.filename else str(e)
+    if isinstance(e, subprocess.CalledProcessError):
+        err = (e.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+        return f"{e.cmd[0]} failed with status {e.returncode}" + (f": {err[-1]}" if err else "")
+    return f"{type(e).__name__}: {e}"
+
+
+def _main(argv) -> int:
     import compilerkit as ck
     from compilerkit.backends.host import c_header, write_shared_library
 
-    p = argparse.ArgumentParser(prog="compilerkit", description=__doc__.splitlines()[0])
+    p = _Parser(prog="compilerkit", description=__doc__.splitlines()[0])
     p.add_argument("model", help="an .onnx file (or .mlir at ONNX IR / Kernel IR level)")
     p.add_argument("--emit", choices=STAGES, default="kernel-ir")
     p.add_argument("-O", dest="opt", type=int, choices=[0, 1, 2, 3], default=3)
@@ -27,59 +107,64 @@ def main(argv=None) -> int:
                    help="NAME=D0,D1,... fixes a dynamic input shape (repeatable)")
     p.add_argument("-o", dest="out", default="-", help="output file (default: stdout)")
     args = p.parse_args(argv)
-    shapes = {}
-    for spec in args.input_shape:
-        name, _, dims = spec.partition("=")
-        shapes[name] = [int(d) for d in dims.split(",")]
+    shapes = _input_shapes(args.input_shape)
+    _check_output(args)
     try:
         backend = ck.get_backend(args.target)
-        if args.model.endswith(".mlir"):
-            module = ck.parse_ir(open(args.model).read())
-            is_krnl = "krnl." in ck.print_ir(module)
-        else:
-            module = ck.import_onnx(args.model, shapes or None)
-            ck.optimize_onnx(module)
-            is_krnl = False
-        if args.emit == "onnx-ir":
-            return _write(args.out, ck.print_ir(module))
-        if is_krnl:
-            kmodule = module
-            from compilerkit.krnl_passes import plan_buffers
-            from compilerkit.onnx_passes.single_node import main_func
-            if "arena_bytes" not in main_func(kmodule).attributes:
-                plan_buffers(kmodule)
-        else:
-            kmodule = ck.lower(module, args.opt, backend.target)
-        if args.emit == "kernel-ir":
-            return _write(args.out, ck.print_ir(kmodule))
-        text, mod = backend.optimize(ck.to_llvm(kmodule, backend.target), args.opt)
-        if args.emit == "llvm-ir":
-            return _write(args.out, text)
-        if args.emit == "asm":
-            return _write(args.out, backend.assembly(mod, args.opt))
-        if args.emit == "lib" and backend.target.name != "host":
-            raise SystemExit(f"--emit lib links with the host's C compiler; for --target "
-                             f"{args.target} use --emit obj")
-        obj = backend.object_code(mod, args.opt)
-        if args.out == "-":
-            raise SystemExit("--emit obj/lib needs -o OUT")
-        if args.emit == "obj":
-            with open(args.out, "wb") as f:
-                f.write(obj)
-            return 0
-        write_shared_library(obj, args.out)
-        from compilerkit import _signature
+    except ValueError as e:
+        raise CliError(f"--target: {e}") from None
+    if args.emit == "lib" and backend.target.name != "host":
+        raise CliError(f"--emit lib links with the host's C compiler; for --target "
+                       f"{args.target} use --emit obj")
+    if not os.path.isfile(args.model):
+        raise CliError(f"{args.model!r}: no such model file")
+    if args.model.endswith(".mlir"):
+        with open(args.model, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        try:
+            module = ck.parse_ir(text)
+            module.verify()
+        except Exception as e:  # noqa: BLE001 (xDSL's parse and verify errors)
+            lines = [line for line in str(e).splitlines() if line.strip() and line.strip() != "^"]
+            where = lines[0].replace("<unknown>", args.model) if lines else args.model
+            what = lines[-1].strip() if len(lines) > 1 else type(e).__name__
+            raise CliError(f"{where}: not valid ONNX IR or Kernel IR: {what}") from None
+        is_krnl = "krnl." in ck.print_ir(module)
+    else:
+        module = ck.import_onnx(args.model, shapes or None)
+        ck.optimize_onnx(module)
+        is_krnl = False
+    if args.emit == "onnx-ir":
+        return _write(args.out, ck.print_ir(module))
+    if is_krnl:
+        kmodule = module
+        from compilerkit.krnl_passes import plan_buffers
         from compilerkit.onnx_passes.single_node import main_func
-        f = main_func(kmodule)
-        ins, outs = _signature(f, f.attributes["num_inputs"].value.data)
-        header = os.path.splitext(args.out)[0] + ".h"
-        with open(header, "w") as fh:
-            fh.write(c_header([(n, s, d.name) for n, s, d in ins],
-                              [(n, s, d.name) for n, s, d in outs]))
+        if "arena_bytes" not in main_func(kmodule).attributes:
+            plan_buffers(kmodule)
+    else:
+        kmodule = ck.lower(module, args.opt, backend.target)
+    if args.emit == "kernel-ir":
+        return _write(args.out, ck.print_ir(kmodule))
+    text, mod = backend.optimize(ck.to_llvm(kmodule, backend.target), args.opt)
+    if args.emit == "llvm-ir":
+        return _write(args.out, text)
+    if args.emit == "asm":
+        return _write(args.out, backend.assembly(mod, args.opt))
+    obj = backend.object_code(mod, args.opt)
+    if args.emit == "obj":
+        with open(args.out, "wb") as f:
+            f.write(obj)
         return 0
-    except (ck.ModelError, ck.UnsupportedOpError) as e:
-        print(f"compilerkit: error: {e}", file=sys.stderr)
-        return 1
+    write_shared_library(obj, args.out)
+    from compilerkit import _signature
+    from compilerkit.onnx_passes.single_node import main_func
+    f = main_func(kmodule)
+    ins, outs = _signature(f, f.attributes["num_inputs"].value.data)
+    with open(_header_path(args.out), "w") as fh:
+        fh.write(c_header([(n, s, d.name) for n, s, d in ins],
+                          [(n, s, d.name) for n, s, d in outs]))
+    return 0
 
 
 def _write(path, text) -> int:

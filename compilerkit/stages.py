@@ -11,6 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from xdsl.utils.exceptions import DiagnosticException
+
+from compilerkit.frontend.tensors import ModelError
+
+
+def verify_ir(module, stage: str) -> None:
+    """Run xDSL's verifier (every op's and dialect's verify_, regions included) on `module`
+    after `stage`; a failure is a compilerkit bug unless the IR was written by hand, and is
+    reported as a ModelError naming the stage rather than compiled into wrong code."""
+    try:
+        module.verify()
+    except DiagnosticException as e:
+        raise ModelError(f"the IR after {stage} does not verify: {e}") from None
+
 
 class Stages(Mapping):
     def __init__(self):

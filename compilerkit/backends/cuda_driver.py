@@ -176,6 +176,14 @@ class Module:
                           f"cuModuleGetFunction({name!r})")
         return Kernel(self.ctx, function, name)
 
+    def global_buffer(self, name: str) -> DeviceBuffer:
+        """A module-scope `__device__` variable as a buffer (owned by the module: never free
+        it)."""
+        d = self.ctx.driver
+        pointer, nbytes = _check(d, d.cuModuleGetGlobal(self.handle, name.encode()),
+                                 f"cuModuleGetGlobal({name!r})")
+        return DeviceBuffer(self.ctx, pointer, int(nbytes))
+
 
 # Kernel parameters as the PTX signature declares them: pointers are 64-bit addresses.
 _CTYPES = {"ptr": ctypes.c_uint64, "i64": ctypes.c_int64, "i32": ctypes.c_int32,

@@ -22,6 +22,7 @@ pwr9 `lxvwsx` that LLVM emits for splats).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
 
@@ -30,9 +31,14 @@ import llvmlite.ir as ir
 import numpy as np
 
 from compilerkit.backends.base import Backend, Target, init_llvm
-from compilerkit.backends.emulator import EmulatedMachine, EmulationLimit  # noqa: F401
+from compilerkit.backends.emulator import (  # noqa: F401
+    EmulatedMachine,
+    EmulationFault,
+    EmulationLimit,
+    check_limits,
+)
 from compilerkit.codegen.emit import ENTRY, Emitter, mem_type
-from compilerkit.runtime import check_inputs
+from compilerkit.runtime import check_inputs, raise_for_status
 
 # name -> (triple, cpu, LLVM data-layout vector width in f32 lanes)
 TARGETS = {
@@ -57,6 +63,7 @@ class EmulatedBackend(Backend):
 
     def __init__(self, name: str, timeout_s: float = DEFAULT_TIMEOUT_S,
                  max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS):
+        check_limits(timeout_s, max_instructions)  # ValueError now, not at the first run
         self.target = emulated_target(name)
         self.timeout_s = timeout_s
         self.max_instructions = max_instructions
@@ -107,13 +114,16 @@ def _big(dtype) -> np.dtype:
 
 
 class EmulatedSession:
-    """One EmulatedMachine per compiled model; its buffers are allocated once."""
+    """One EmulatedMachine per compiled model; its buffers are allocated once. Thread-safe:
+    runs take turns on the machine (a lock), as Unicorn runs one call at a time."""
 
     def __init__(self, arch, obj: bytes, inputs, outputs, timeout_s=DEFAULT_TIMEOUT_S,
                  max_instructions=DEFAULT_MAX_INSTRUCTIONS):
+        check_limits(timeout_s, max_instructions)
         self.arch, self.obj = arch, obj
         self.inputs, self.outputs = inputs, outputs
         self.timeout_s, self.max_instructions = timeout_s, max_instructions
+        self._lock = threading.Lock()
         self.last_seconds = None  # emulated wall time of the latest run
         sizes = [int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize
                  for _, s, d in list(inputs) + list(outputs)]
@@ -136,10 +146,27 @@ class EmulatedSession:
 
     def run(self, *arrays):
         ins = check_inputs(arrays, self.inputs)  # before anything is emulated
+        with self._lock:
+            return self._run(ins)
+
+    def message(self, status: int) -> str | None:
+        """The compiled main_graph_check_message(status), read from the emulated image."""
+        m = self.machine
+        address = int(self._call(m, ENTRY + "_check_message", [status])["result"])
+        if not address:
+            return None
+        text = bytearray()
+        while len(text) < 4096 and (not text or text[-1]):
+            text += m.read(address + len(text), 1)  # byte by byte: never past the image
+        return bytes(text).rstrip(b"\0").decode("utf-8", "replace")
+
+    def _run(self, ins):
         m = self.machine
         for a, address in zip(ins, self.addresses, strict=False):
             m.write(address, a.astype(_big(a.dtype)).tobytes())
-        self.last_seconds = self._call(m, ENTRY, [self.pointer_array])["seconds"]
+        result = self._call(m, ENTRY, [self.pointer_array])
+        self.last_seconds = result["seconds"]
+        raise_for_status(int(result["result"]), self.message)
         outs = []
         for (_, shape, dtype), address in zip(self.outputs, self.addresses[len(ins):],
                                                    strict=True):

@@ -31,6 +31,10 @@ from unicorn import (
     UC_ERR_EXCEPTION,
     UC_ERR_INSN_INVALID,
     UC_HOOK_CODE,
+    UC_HOOK_MEM_INVALID,
+    UC_MEM_FETCH_UNMAPPED,
+    UC_MEM_WRITE_PROT,
+    UC_MEM_WRITE_UNMAPPED,
     UC_MODE_BIG_ENDIAN,
     UC_MODE_PPC64,
     Uc,
@@ -60,7 +64,31 @@ class EmulationLimit(RuntimeError):
 
 
 class EmulationFault(RuntimeError):
-    """The emulated code faulted (bad memory access, illegal instruction)."""
+    """The emulated code faulted; the message names the fault: an out-of-bounds access (with
+    its address), an integer divide exception, or an illegal instruction."""
+
+
+def check_limits(timeout_s, max_instructions) -> None:
+    """ValueError unless `timeout_s` is a positive, finite number of seconds and
+    `max_instructions` is None (no count) or a positive integer."""
+    import math
+    import numbers
+
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real) or not (
+            math.isfinite(timeout_s) and timeout_s > 0):
+        raise ValueError(f"timeout_s must be a positive, finite number of seconds, got "
+                         f"{timeout_s!r}")
+    if max_instructions is not None and (
+            isinstance(max_instructions, bool) or not isinstance(max_instructions, numbers.Integral)
+            or max_instructions < 1):
+        raise ValueError(f"max_instructions must be None (no instruction count) or a positive "
+                         f"integer, got {max_instructions!r}")
+
+
+# s390x divide instructions (they raise a fixed-point-divide program exception on a zero
+# divisor or an overflowing quotient): first byte, or first two bytes, or E3 + last byte.
+S390X_DIVIDES = {"1d": "DR", "5d": "D", "b90d": "DSGR", "b91d": "DSGFR", "b987": "DLGR",
+                 "b997": "DLR", "e30d": "DSG", "e31d": "DSGF", "e387": "DLG", "e397": "DL"}
 
 
 @dataclass(frozen=True)
@@ -134,6 +162,8 @@ class EmulatedMachine:
         self.heap_used = 0
         self.uc.hook_add(UC_HOOK_CODE, self._library_call, begin=stubs_at,
                          end=stubs_at + 16 * len(LIBRARY))
+        self._bad_access = None  # (kind, address) of the latest unmapped access (ppc64)
+        self.uc.hook_add(UC_HOOK_MEM_INVALID, self._record_bad_access)
         self._prepare_cpu()
 
     # -- memory ---------------------------------------------------------------------------
@@ -181,6 +211,7 @@ class EmulatedMachine:
             self.uc.reg_write(ppc.UC_PPC_REG_1, sp)
             self.uc.reg_write(ppc.UC_PPC_REG_2, toc)
             self.uc.reg_write(ppc.UC_PPC_REG_LR, STOP)
+        check_limits(timeout_s, max_instructions)
         counting = bool(max_instructions)
         if counting != getattr(self, "_counting", counting):
             # Unicorn counts instructions with code instrumented at translation time: blocks
@@ -189,8 +220,9 @@ class EmulatedMachine:
             self.uc.ctl_flush_tb()
         self._counting = counting
         start = time.perf_counter()
+        self._bad_access = None
         try:
-            self.uc.emu_start(entry, STOP + 16, timeout=int(timeout_s * 1e6),
+            self.uc.emu_start(entry, STOP + 16, timeout=max(1, int(timeout_s * 1e6)),
                                 count=max_instructions or 0)
         except UcError as error:
             pc = self.uc.reg_read(s390x.UC_S390X_REG_PC if self.arch == "s390x"
@@ -198,7 +230,7 @@ class EmulatedMachine:
             if self.arch == "ppc64" and error.errno == UC_ERR_EXCEPTION:
                 pc -= 4  # Unicorn's ppc64 leaves the pc after an illegal instruction
             raise EmulationFault(f"{self.arch} emulation of {function} faulted at pc={pc:#x}: "
-                                 f"{error}{self._explain(error, pc)}") from None
+                                 f"{self._name_fault(error, pc)}") from None
         seconds = time.perf_counter() - start
         pc = self.uc.reg_read(s390x.UC_S390X_REG_PC if self.arch == "s390x" else ppc.UC_PPC_REG_PC)
         if pc != STOP:
@@ -255,6 +287,60 @@ class EmulatedMachine:
         if (msr & want) != want:
             raise RuntimeError(f"could not set the ppc64 MSR to {want:#x} (reads {msr:#x}); "
                                f"this Unicorn build lays out its CPU state differently")
+
+    def _record_bad_access(self, uc, access, address, size, value, user_data) -> bool:
+        kind = {UC_MEM_WRITE_UNMAPPED: "write", UC_MEM_FETCH_UNMAPPED: "instruction fetch",
+                UC_MEM_WRITE_PROT: "write"}.get(access, "read")
+        self._bad_access = (kind, address, size)
+        return False  # not handled: the emulation stops with the error
+
+    def _mapped(self, address: int) -> bool:
+        return any(lo <= address <= hi for lo, hi, _ in self.uc.mem_regions())
+
+    def _name_fault(self, error: UcError, pc: int) -> str:
+        """What went wrong, in words: Unicorn reports every s390x program exception (an
+        addressing exception, a divide exception, an illegal instruction) as one
+        UC_ERR_EXCEPTION, so the faulting instruction is decoded to tell them apart."""
+        if self._bad_access is not None:
+            kind, address, size = self._bad_access
+            return (f"out-of-bounds {kind} of {size} bytes at address {address:#x} (outside "
+                    f"every mapped buffer) [{error}]")
+        if self.arch == "s390x" and error.errno == UC_ERR_EXCEPTION:
+            try:
+                word = self.read(pc, 6)
+            except UcError:
+                word = b""
+            if word:
+                divide = (S390X_DIVIDES.get(word[:1].hex()) or S390X_DIVIDES.get(word[:2].hex())
+                          or (S390X_DIVIDES.get("e3" + word[5:6].hex()) if word[0] == 0xE3
+                              else None))
+                if divide:
+                    return (f"integer divide exception in {divide} (division by zero, or a "
+                            f"quotient that overflows such as INT_MIN / -1) [{error}]")
+                address = self._s390x_operand_address(word)
+                if address is not None and not self._mapped(address):
+                    return (f"out-of-bounds access at address {address:#x} (outside every "
+                            f"mapped buffer) [{error}]")
+        return f"{error}{self._explain(error, pc)}"
+
+    def _s390x_operand_address(self, word: bytes):
+        """The storage operand address of an RX, RXY, RXE, VRX, RS, RSY, SI or SIL instruction
+        (the formats LLVM uses for loads and stores), or None for other formats."""
+        op = word[0]
+        reg = lambda k: self.uc.reg_read(getattr(s390x, f"UC_S390X_REG_R{k}")) if k else 0  # noqa: E731
+        x2, b2 = word[1] & 0xF, word[2] >> 4
+        d12 = ((word[2] & 0xF) << 8) | word[3]
+        if 0x40 <= op <= 0x7F:  # RX: op r1,d2(x2,b2)
+            return (reg(x2) + reg(b2) + d12) & (2**64 - 1)
+        if 0x90 <= op <= 0x9F or op == 0xE5:  # SI / RS (MVI, STM...), SIL (MVHI...): d1(b1)
+            return (reg(b2) + d12) & (2**64 - 1)
+        if op in (0xE3, 0xEB) or (op == 0xED and word[5] in (0x64, 0x65, 0x66, 0x67)):
+            dh = word[4] - 256 if word[4] & 0x80 else word[4]  # RXY / RSY: 20-bit signed
+            index = reg(x2) if op != 0xEB else 0
+            return (index + reg(b2) + (dh << 12) + d12) & (2**64 - 1)
+        if op in (0xE7, 0xED):  # VRX / RXE: 12-bit displacement
+            return (reg(x2) + reg(b2) + d12) & (2**64 - 1)
+        return None
 
     def _explain(self, error: UcError, pc: int) -> str:
         """Name the instruction behind a CPU exception: usually one Unicorn does not model."""

@@ -11,13 +11,15 @@ order on the default stream, and copies the outputs back.
 
 from __future__ import annotations
 
+import threading
+
 import llvmlite.binding as llvm
 import numpy as np
 
 from compilerkit.backends import cuda_driver
 from compilerkit.backends.base import Backend, Target, init_llvm
-from compilerkit.codegen.gpu import emit_gpu
-from compilerkit.runtime import check_inputs
+from compilerkit.codegen.gpu import STATUS, emit_gpu
+from compilerkit.runtime import RunError, check_inputs
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DEFAULT_SM = "sm_80"  # Ampere: what the PTX targets when no device says otherwise
@@ -99,7 +101,10 @@ class GpuSession:
         self.steps = backend.emitted.steps
         self.constants = backend.emitted.constants
         self.arena_bytes = backend.emitted.arena_bytes
+        self.checks = list(backend.emitted.checks)
         self._device = None
+        # One set of device buffers per compiled model: runs from several threads take turns.
+        self._lock = threading.Lock()
 
     def _load(self):
         if self._device is not None:
@@ -127,7 +132,12 @@ class GpuSession:
         return self._device
 
     def run(self, *arrays):
+        """Thread-safe: runs of one model share its device buffers, so they take a lock."""
         ins = check_inputs(arrays, self.inputs)
+        with self._lock:
+            return self._run(ins)
+
+    def _run(self, ins):
         ctx, _, kernels, bufs, _, _, params = self._load()
         ctx.make_current()
         for buf, a in zip(bufs, ins, strict=False):
@@ -143,6 +153,14 @@ class GpuSession:
         for buf, o in zip(bufs[len(ins):], outs, strict=True):
             if o.nbytes:
                 buf.download(o)
+        if self.checks:
+            status = np.zeros(1, np.int64)
+            buf = self._device[1].global_buffer(STATUS)
+            buf.download(status)
+            if status[0]:
+                buf.upload(np.zeros(1, np.int64))
+                raise RunError(self.checks[int(status[0]) - 1] if 0 < status[0] <= len(
+                    self.checks) else f"run-time check {int(status[0])} failed")
         return outs
 
     def __del__(self):

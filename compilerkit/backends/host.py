@@ -66,14 +66,23 @@ class HostBackend(Backend):
         engine = llvm.create_mcjit_compiler(mod, self.machine(3))
         engine.finalize_object()
         self._engines.append(engine)  # keep the code alive as long as the backend
-        fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p))(
+        fn = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))(
             engine.get_function_address(entry))
         size = ctypes.CFUNCTYPE(ctypes.c_int64)(engine.get_function_address(entry + "_arena_bytes"))
         return fn, size(), engine
 
     def session(self, mod, inputs, outputs):
         fn, arena, engine = self.load(mod, ENTRY)
-        return Session(fn, arena, inputs, outputs, keep_alive=(engine, self))
+        message = _message_reader(ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_int64)(
+            engine.get_function_address(ENTRY + "_check_message")))
+        return Session(fn, arena, inputs, outputs, keep_alive=(engine, self), message=message)
+
+
+def _message_reader(fn):
+    def message(status: int) -> str | None:
+        text = fn(status)
+        return text.decode("utf-8", "replace") if text else None
+    return message
 
 
 def c_compiler() -> str | None:
@@ -102,7 +111,12 @@ def c_header(inputs, outputs, entry: str = "main_graph") -> str:
     for k, (name, shape, dtype) in enumerate(outputs):
         lines.append(f"     [{len(inputs) + k}] output {name}: {dtype}{list(shape)}")
     lines += [f"     [{len(inputs) + len(outputs)}] workspace */",
-              f"void {entry}(void **buffers);", f"int64_t {entry}_arena_bytes(void);", ""]
+              "/* Returns 0, or the number of a run-time check that failed (a Gather index out",
+              "   of range, integer division by zero or INT_MIN / -1; the outputs are then",
+              f"   garbage): {entry}_check_message(status) names the node and the fault. Calls",
+              "   with distinct workspaces may run at once from several threads. */",
+              f"int64_t {entry}(void **buffers);", f"int64_t {entry}_arena_bytes(void);",
+              f"const char *{entry}_check_message(int64_t status);", ""]
     return "\n".join(lines)
 
 
@@ -113,7 +127,16 @@ class SharedLibrary:
         self.lib = ctypes.CDLL(os.path.abspath(path))
         self.fn = getattr(self.lib, entry)
         self.fn.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
-        self.fn.restype = None
+        self.fn.restype = ctypes.c_int64  # 0, or the number of a failed run-time check
         size = getattr(self.lib, entry + "_arena_bytes")
         size.restype = ctypes.c_int64
         self.arena_bytes = size()
+        message = getattr(self.lib, entry + "_check_message")
+        message.argtypes, message.restype = [ctypes.c_int64], ctypes.c_char_p
+        self.message = _message_reader(message)
+
+    def session(self, inputs, outputs) -> Session:
+        """A Session over this library (same checks, arena pool and RunError as a JIT
+        session); `inputs`/`outputs` as in the C header: [(name, shape, numpy dtype)]."""
+        return Session(self.fn, self.arena_bytes, inputs, outputs, keep_alive=self.lib,
+                       message=self.message)

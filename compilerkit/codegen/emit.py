@@ -5,7 +5,13 @@ C-callable entry point
 
     void main_graph(void **buffers)   // inputs..., outputs..., arena
 
-plus `main_graph_arena_bytes()`. Memrefs are flat pointers, row-major; `krnl.iterate` nests
+plus `main_graph_arena_bytes()`. `main_graph` returns a status: 0, or the 1-based number of a
+run-time check that failed (`krnl.check`, e.g. a Gather index out of range, and the guards on
+integer division by zero and INT_MIN / -1, which would otherwise trap); after a failed check the
+code carries on with a safe value (a clamped index, a divisor of 1) and the outputs are
+garbage. `const char *main_graph_check_message(int64_t status)` names the node and the fault
+(NULL for 0). Every call keeps its state on the stack and in the arena it is given, so calls
+with distinct arenas may run at once. Memrefs are flat pointers, row-major; `krnl.iterate` nests
 become counted loops (blocked loops step by the tile, inner tile loops stop at min(end, ...)),
 `krnl.matmul` becomes a register-blocked micro-kernel with `simd`-wide vectors. Constants are
 typed LLVM globals (`[n x float] [...]`), so LLVM writes them in the target's byte order; large
@@ -92,6 +98,9 @@ class Emitter:
         self.loops = {}  # loop handle -> (kind, original handle, tile)
         self.unrolled = set()
         self.splat_fills = []
+        self.checks = []  # run-time check messages; status k means checks[k - 1] failed
+        self.status = None  # the i64 status slot (an alloca) of the function being emitted
+        self.node = "?"  # the ONNX node whose nests are being emitted (for messages)
 
     # ---- helpers ---------------------------------------------------------------------------
     def ptr(self, mem):
@@ -111,6 +120,43 @@ class Emitter:
 
     def imin(self, a, c):
         return self.b.select(self.b.icmp_signed("<", a, c), a, c)
+
+    # ---- run-time checks -------------------------------------------------------------------
+    def check_code(self, message: str) -> int:
+        if message not in self.checks:
+            self.checks.append(message)
+        return self.checks.index(message) + 1
+
+    def new_status(self):
+        """An i64 status slot, 0, at the top of the current function (mem2reg makes it a
+        register: a check in a loop becomes a select, which keeps the loop vectorisable)."""
+        with self.b.goto_entry_block():
+            slot = self.b.alloca(I64, name="status")
+        self.b.store(ir.Constant(I64, 0), slot)
+        return slot
+
+    def guard(self, ok, message: str):
+        """Report `message` (status = its code) unless the i1 `ok` holds."""
+        code = ir.Constant(I64, self.check_code(message))
+        cur = self.b.load(self.status)
+        self.b.store(self.b.select(ok, cur, code), self.status)
+
+    def safe_divide(self, kind, x, y):
+        """Signed integer x / y or x % y, guarded: y == 0 and INT_MIN / -1 trap on most CPUs
+        (SIGFPE on x86, a fixed-point-divide exception on s390x) and are undefined in LLVM, so
+        the divisor is checked first and replaced by 1 when it would fault."""
+        b = self.b
+        t = y.type
+        if isinstance(y, ir.Constant) and y.constant not in (0, -1):
+            return kind(x, y)
+        what = "remainder" if kind == b.srem else "division"
+        zero = b.icmp_signed("==", y, ir.Constant(t, 0))
+        overflow = b.and_(b.icmp_signed("==", x, ir.Constant(t, -(1 << (t.width - 1)))),
+                          b.icmp_signed("==", y, ir.Constant(t, -1)))
+        self.guard(b.not_(zero), f"node {self.node!r}: integer {what} by zero")
+        self.guard(b.not_(overflow), f"node {self.node!r}: integer {what} overflows (the most "
+                                     f"negative i{t.width} divided by -1)")
+        return kind(x, b.select(b.or_(zero, overflow), ir.Constant(t, 1), y))
 
     # ---- globals ---------------------------------------------------------------------------
     def global_(self, op):
@@ -155,11 +201,12 @@ class Emitter:
     def emit(self):
         f = main_func(self.kmodule)
         args = f.body.block.args
-        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I8P.as_pointer()]), ENTRY)
+        fn = ir.Function(self.module, ir.FunctionType(I64, [I8P.as_pointer()]), ENTRY)
         self.fn = fn
         entry = fn.append_basic_block("entry")
         self.b = ir.IRBuilder(entry)
         self.alloca_block = entry
+        self.status = self.new_status()
         # Function arguments and the arena, from the pointer array.
         for k, a in enumerate(list(args) + [None]):
             raw = self.b.load(self.b.gep(fn.args[0], [ir.Constant(I64, k)]))
@@ -175,15 +222,18 @@ class Emitter:
                 self.outline(group)
             else:
                 self.op(group)
-        self.b.ret_void()
-        # Splat constants are filled on the first call only (a flag global remembers).
+        self.b.ret(self.b.load(self.status))
+        # Splat constants are filled on the first call only (a flag global remembers; acquire
+        # and release order the fill before the flag for callers on other threads).
         self.b.position_at_end(self.start)
         if self.splat_fills:
             flag = ir.GlobalVariable(self.module, ir.IntType(8), name="splats_ready")
             flag.linkage = "internal"
             flag.initializer = ir.Constant(ir.IntType(8), 0)
+            flag.align = 1
             fill_bb = fn.append_basic_block("fill_splats")
-            ready = self.b.icmp_unsigned("!=", self.b.load(flag), ir.Constant(ir.IntType(8), 0))
+            ready = self.b.icmp_unsigned("!=", self.b.load_atomic(flag, "acquire", 1),
+                                         ir.Constant(ir.IntType(8), 0))
             self.b.cbranch(ready, body, fill_bb)
             self.b.position_at_end(fill_bb)
             for g, value, n, elem in self.splat_fills:
@@ -192,7 +242,7 @@ class Emitter:
                 t = mem_type(elem)
                 p = self.b.bitcast(g, t.as_pointer())
                 self.b.call(self._fill_fn(t), [p, ir.Constant(t, value), ir.Constant(I64, n)])
-            self.b.store(ir.Constant(ir.IntType(8), 1), flag)
+            self.b.store_atomic(ir.Constant(ir.IntType(8), 1), flag, "release", 1)
             self.b.branch(body)
         else:
             self.b.branch(body)
@@ -200,7 +250,25 @@ class Emitter:
         size = arena_bytes.value.data if arena_bytes is not None else 0
         sz = ir.Function(self.module, ir.FunctionType(I64, []), ENTRY + "_arena_bytes")
         ir.IRBuilder(sz.append_basic_block()).ret(ir.Constant(I64, size))
+        self.message_function()
         return self.module
+
+    def message_function(self):
+        """`const char *main_graph_check_message(int64_t status)`: the text of a failed check
+        (NULL for 0 or an unknown status), NUL-terminated constants in the image."""
+        fn = ir.Function(self.module, ir.FunctionType(I8P, [I64]), ENTRY + "_check_message")
+        b = ir.IRBuilder(fn.append_basic_block())
+        result = ir.Constant(I8P, None)
+        for k, text in enumerate(self.checks, start=1):
+            data = bytearray(text.encode("utf-8") + b"\0")
+            at = ir.ArrayType(ir.IntType(8), len(data))
+            g = ir.GlobalVariable(self.module, at, name=f"check_message_{k}")
+            g.linkage = "internal"
+            g.global_constant = True
+            g.initializer = ir.Constant(at, data)
+            hit = b.icmp_signed("==", fn.args[0], ir.Constant(I64, k))
+            result = b.select(hit, b.bitcast(g, I8P), result)
+        b.ret(result)
 
     # ---- one op ----------------------------------------------------------------------------
     def op(self, op):
@@ -246,6 +314,8 @@ class Emitter:
             b.store(v, b.gep(self.ptr(op.memref), [self.linear(op.memref, op.indices)]))
         elif isinstance(op, krnl.MatMulOp):
             self.matmul(op)
+        elif isinstance(op, krnl.CheckOp):
+            self.guard(self.values[op.ok], op.message.data)
         elif isinstance(op, arith.ConstantOp):
             t = llvm_type(op.result.type)
             v = op.value.value.data
@@ -270,8 +340,9 @@ class Emitter:
         v = [self.values[o] for o in op.operands]
         n = op.name[len("arith."):]
         simple = {"addf": b.fadd, "subf": b.fsub, "mulf": b.fmul, "divf": b.fdiv,
-                  "addi": b.add, "subi": b.sub, "muli": b.mul, "divsi": b.sdiv,
-                  "remsi": b.srem, "andi": b.and_, "ori": b.or_}
+                  "addi": b.add, "subi": b.sub, "muli": b.mul, "andi": b.and_, "ori": b.or_}
+        if n in ("divsi", "remsi"):
+            return self.safe_divide(b.sdiv if n == "divsi" else b.srem, v[0], v[1])
         if n in simple:
             return simple[n](v[0], v[1])
         if n in ("maximumf", "minimumf"):
@@ -354,7 +425,7 @@ class Emitter:
                 if not isinstance(lv, ir.Constant) and all(lv is not q for q in params):
                     params.append(lv)
         self.n_outlined = getattr(self, "n_outlined", 0) + 1
-        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [q.type for q in params]),
+        fn = ir.Function(self.module, ir.FunctionType(I64, [q.type for q in params]),
                          f"{ENTRY}_{_op_label(nests[0], self.n_outlined)}")
         fn.linkage = "internal"
         fn.attributes.add("noinline")
@@ -362,18 +433,25 @@ class Emitter:
         for arg in fn.args:
             if isinstance(arg.type, ir.PointerType):
                 arg.add_attribute("noalias")
-        saved_b, saved_alloca = self.b, self.alloca_block
+        saved = self.b, self.alloca_block, self.status, self.node
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
         self.alloca_block = self.b.block
+        self.status = self.new_status()
+        tag = nests[0].attributes.get("onnx_node")
+        self.node = tag.data if tag is not None else "?"
         for v, lv in seen.items():
             if not isinstance(lv, ir.Constant):
                 self.values[v] = fn.args[next(k for k, q in enumerate(params) if q is lv)]
         for op in nests:
             self.iterate(op)
-        self.b.ret_void()
-        self.b, self.alloca_block = saved_b, saved_alloca
+        self.b.ret(self.b.load(self.status))
+        self.b, self.alloca_block, self.status, self.node = saved
         self.values.update(seen)
-        self.b.call(fn, params)
+        # The node's status joins the caller's (a failed check stays reported).
+        st = self.b.call(fn, params)
+        cur = self.b.load(self.status)
+        self.b.store(self.b.select(self.b.icmp_signed("!=", st, ir.Constant(I64, 0)), st, cur),
+                     self.status)
 
     # ---- loops -----------------------------------------------------------------------------
     def iterate(self, op):

@@ -14,7 +14,8 @@ constant buffer that the backend uploads once (large splats are filled there by 
 spelled out in the PTX), so the PTX stays small enough to read. The loop bodies are emitted by
 the host `Emitter` itself (same loads, stores, arith, IR math library): this subclass only
 replaces the loops that become threads by thread indices (`loop`), and a matmul nest by a
-shared-memory tiled kernel (`tiled_matmul`).
+shared-memory tiled kernel (`tiled_matmul`). Run-time checks (`krnl.check`, guarded integer
+division) store their number into the device global `ck_status`; `.checks` holds the messages.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from compilerkit.krnl_passes.gpu_map import BLOCK, TILE, plan
 from compilerkit.onnx_passes.single_node import main_func
 
 I32 = ir.IntType(32)
+STATUS = "ck_status"  # i64 device global: 0, or the number of a failed run-time check
 ALIGN = 64
 
 
@@ -81,6 +83,19 @@ class GpuEmitter(Emitter):
         self.launches: list[Launch] = []  # one per kernel
         self.steps: list[tuple[int, tuple]] = []  # launch order: (kernel index, extra args)
         self._pending = []
+
+    # ---- run-time checks: a device global the session reads after the launches ------------
+    def guard(self, ok, message: str):
+        code = ir.Constant(I64, self.check_code(message))
+        status = self.module.globals.get(STATUS)
+        if status is None:
+            status = ir.GlobalVariable(self.module, I64, STATUS, addrspace=1)
+            status.initializer = ir.Constant(I64, 0)
+            status.align = 8
+        # Only failing threads store (any failing thread's code will do): a read-modify-write
+        # by every thread could put back a 0 over another thread's code.
+        with self.b.if_then(self.b.not_(ok)):
+            self.b.store(code, status)
 
     # ---- thread indices --------------------------------------------------------------------
     def sreg(self, name: str):
@@ -144,6 +159,9 @@ class GpuEmitter(Emitter):
 
     def kernel(self, it, n: int, prelude=(), suffix: str = "", extra=()):
         mapping = plan(it)
+        tag = it.attributes.get("onnx_node")
+        if tag is not None:  # the inner nests of a split keep their outer nest's node
+            self.node = tag.data
         if mapping.kind == "split":
             self.split(it, n, mapping)
             return None

@@ -18,7 +18,18 @@ only the outer loop is (the body then works on a whole tile, e.g. with `krnl.mat
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, MemRefType, StringAttr, i64
+import math
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    StringAttr,
+    i1,
+    i64,
+)
 from xdsl.ir import Attribute, Dialect, ParametrizedAttribute, Region, TypeAttribute
 from xdsl.irdl import (
     IRDLOperation,
@@ -68,6 +79,10 @@ class BlockOp(IRDLOperation):
     def __init__(self, loop, tile: int):
         super().__init__(operands=[loop], result_types=[LoopType(), LoopType()],
                          attributes={"tile": IntegerAttr(tile, i64)})
+
+    def verify_(self):
+        if self.tile.value.data < 1:
+            raise VerifyException(f"krnl.block tile must be at least 1, got {self.tile.value.data}")
 
 
 @irdl_op_definition
@@ -139,6 +154,11 @@ class IterateOp(IRDLOperation):
         for a in self.body.block.args:
             if not isinstance(a.type, IndexType):
                 raise VerifyException("krnl.iterate induction variables are index values")
+        if len(self.loops) < n:
+            raise VerifyException("krnl.iterate lists its original loops first")
+        for lo, hi in self.bound_list():
+            if lo > hi:
+                raise VerifyException(f"krnl.iterate bound [{lo}, {hi}) is empty backwards")
 
 
 @irdl_op_definition
@@ -157,6 +177,9 @@ class LoadOp(IRDLOperation):
     def verify_(self):
         if len(self.indices) != len(self.memref.type.get_shape()):
             raise VerifyException("krnl.load needs one index per memref dimension")
+        if self.res.type != self.memref.type.element_type:
+            raise VerifyException(f"krnl.load of a {self.memref.type} yields "
+                                  f"{self.memref.type.element_type}, not {self.res.type}")
 
 
 @irdl_op_definition
@@ -174,6 +197,9 @@ class StoreOp(IRDLOperation):
     def verify_(self):
         if len(self.indices) != len(self.memref.type.get_shape()):
             raise VerifyException("krnl.store needs one index per memref dimension")
+        if self.value.type != self.memref.type.element_type:
+            raise VerifyException(f"krnl.store of a {self.value.type} value into a "
+                                  f"{self.memref.type}")
 
 
 @irdl_op_definition
@@ -189,6 +215,13 @@ class GlobalOp(IRDLOperation):
         super().__init__(result_types=[type_],
                          attributes={"sym_name": StringAttr(name), "value": value})
 
+    def verify_(self):
+        t = self.value.get_type() if hasattr(self.value, "get_type") else None
+        if t is not None and (list(t.get_shape()) != list(self.res.type.get_shape())
+                              or t.element_type != self.res.type.element_type):
+            raise VerifyException(f"krnl.global {self.sym_name.data!r}: its value is a {t}, "
+                                  f"its buffer a {self.res.type}")
+
 
 @irdl_op_definition
 class AllocOp(IRDLOperation):
@@ -201,6 +234,10 @@ class AllocOp(IRDLOperation):
     def __init__(self, type_: MemRefType):
         super().__init__(result_types=[type_])
 
+    def verify_(self):
+        if any(d < 0 for d in self.res.type.get_shape()):
+            raise VerifyException(f"krnl.alloc needs a static shape, got {self.res.type}")
+
 
 @irdl_op_definition
 class ReshapeOp(IRDLOperation):
@@ -212,6 +249,13 @@ class ReshapeOp(IRDLOperation):
 
     def __init__(self, source, type_: MemRefType):
         super().__init__(operands=[source], result_types=[type_])
+
+    def verify_(self):
+        a, b = self.source.type, self.res.type
+        if math.prod(a.get_shape()) != math.prod(b.get_shape()) or (
+                a.element_type != b.element_type):
+            raise VerifyException(f"krnl.reshape views a {a} as a {b}: a view must keep the "
+                                  "element count and type")
 
 
 @irdl_op_definition
@@ -246,6 +290,25 @@ class MatMulOp(IRDLOperation):
             "simd": IntegerAttr(simd, i64)})
 
 
+@irdl_op_definition
+class CheckOp(IRDLOperation):
+    """A run-time guard: when `ok` (i1) is false, the compiled function reports `message` (it
+    returns a nonzero status and the session raises `RunError` after the call). Codegen keeps
+    going with a safe value, so nothing reads or divides wild before the check is reported.
+    Used where input *data* can fault: Gather indices out of range, integer division."""
+
+    name = "krnl.check"
+    ok = operand_def(IntegerType)
+    message = attr_def(StringAttr)
+
+    def __init__(self, ok, message: str):
+        super().__init__(operands=[ok], attributes={"message": StringAttr(message)})
+
+    def verify_(self):
+        if self.ok.type != i1:
+            raise VerifyException("krnl.check takes an i1 condition")
+
+
 def ints_of(attr: ArrayAttr) -> list[int]:
     return [a.value.data for a in attr.data]
 
@@ -253,6 +316,6 @@ def ints_of(attr: ArrayAttr) -> list[int]:
 KRNL = Dialect(
     "krnl",
     [DefineLoopsOp, BlockOp, PermuteOp, UnrollOp, IterateOp, LoadOp, StoreOp, GlobalOp,
-     AllocOp, ReshapeOp, MatMulOp],
+     AllocOp, ReshapeOp, MatMulOp, CheckOp],
     [LoopType],
 )

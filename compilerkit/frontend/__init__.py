@@ -1,15 +1,20 @@
 """Frontend: ONNX protobuf (file, bytes or ModelProto) -> ONNX IR.
 
-Assumes a single ONNX graph (the default domain, no control flow). Graph inputs that are also
-initializers are treated as constants. Every dynamic dimension of a real input must be fixed,
-either by the model or by `input_shapes`; ONNX's own shape inference (with data propagation)
-then types the intermediate values, and compilerkit's shape-inference pass finishes the job
-after constant folding.
+Assumes a single ONNX graph (the default domain, no control flow, opsets MIN_OPSET..MAX_OPSET).
+Graph inputs that are also initializers are treated as constants. Every dynamic dimension of a
+real input must be fixed, either by the model or by `input_shapes`; those are the only types
+taken as given. ONNX's own shape inference (strict, with data propagation, on the model with its
+declared `value_info`/output types removed) then types the intermediate values, and
+compilerkit's shape-inference pass finishes the job after constant folding. A declared type
+that disagrees with the inferred one is a `ModelError` (checks.py). The graph is checked first:
+one producer per tensor, topological order, every output produced and named once.
 """
 
 from __future__ import annotations
 
+import operator
 import os
+import re
 from pathlib import Path
 
 import onnx
@@ -28,9 +33,27 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Region
 
 from compilerkit.dialects import onnx as onnx_d
+from compilerkit.frontend.checks import (
+    DEFAULT_MAX_BYTES,
+    check_bytes,
+    dtype_name,
+    mismatch_error,
+    record_declared,
+    set_budget,
+    types_disagree,
+)
+from compilerkit.frontend.hygiene import (
+    MAX_OPSET,
+    MIN_OPSET,
+    check_dims,
+    check_graph,
+    model_opset,
+    node_label,
+)
 from compilerkit.frontend.tensors import ModelError, to_array
 
-__all__ = ["ModelError", "UnsupportedOpError", "load_model", "import_model", "to_array"]
+__all__ = ["ModelError", "UnsupportedOpError", "load_model", "import_model", "to_array",
+           "MIN_OPSET", "MAX_OPSET"]
 
 
 class UnsupportedOpError(NotImplementedError):
@@ -79,7 +102,14 @@ def _fix_input_shapes(proto: ModelProto, input_shapes: dict | None) -> ModelProt
             continue
         tt = inp.type.tensor_type
         if inp.name in input_shapes:
-            shape = [int(d) for d in input_shapes[inp.name]]
+            given = input_shapes[inp.name]
+            try:
+                shape = [operator.index(d) for d in given]
+            except TypeError:
+                shape = None
+            if shape is None or any(d < 0 for d in shape):
+                raise ModelError(f"input_shapes[{inp.name!r}]: dims must be non-negative "
+                                 f"integers, got {given!r}")
             old = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
             if tt.HasField("shape") and len(old) != len(shape):
                 raise ModelError(f"input {inp.name!r}: input_shapes gives rank {len(shape)}, "
@@ -105,82 +135,159 @@ def _fix_input_shapes(proto: ModelProto, input_shapes: dict | None) -> ModelProt
     return proto
 
 
-def _value_types(proto: ModelProto) -> dict:
+def _proto_type(vi):
+    """(elem or 0, dims with -1 for unknown, or None when the rank is unknown)."""
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape"):
+        return tt.elem_type, None
+    return tt.elem_type, [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+
+
+def _infer_types(proto: ModelProto) -> tuple[dict, dict]:
+    """The types ONNX's inference (strict, with data propagation) gives every tensor from the
+    graph inputs and the nodes' definitions alone: the declared `value_info` and output types
+    are removed first, so they never stand in for an inferred type. Returns (inferred types by
+    name as (elem, dims), declared types by name)."""
+    declared = {vi.name: _proto_type(vi) for vi in list(proto.graph.value_info)
+                + list(proto.graph.output) if vi.type.tensor_type.elem_type}
+    stripped = ModelProto()
+    stripped.CopyFrom(proto)
+    del stripped.graph.value_info[:]
+    for o in stripped.graph.output:
+        o.ClearField("type")
+    for k, node in enumerate(stripped.graph.node):
+        node.name = node_label(node, k)  # so ONNX's messages name every node as we do
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
-    except Exception:  # noqa: BLE001 - ONNX inference is best effort; our pass completes it
-        inferred = proto
-    types = {}
+        inferred = onnx.shape_inference.infer_shapes(stripped, strict_mode=True, data_prop=True)
+    except Exception as e:  # noqa: BLE001 - ONNX names the node and the rule it broke
+        raise ModelError(inference_message(e)) from None
     g = inferred.graph
-    for vi in list(g.value_info) + list(g.output) + list(g.input):
-        tt = vi.type.tensor_type
-        if not tt.elem_type:
-            continue
-        try:
-            elem = onnx_d.elem_type(tt.elem_type)
-        except NotImplementedError:
-            continue
-        if tt.HasField("shape"):
-            dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
-            types[vi.name] = onnx_d.tensor_type(dims, elem)
-        else:
-            types[vi.name] = UnrankedTensorType(elem)
-    return types
+    types = {vi.name: _proto_type(vi) for vi in list(g.value_info) + list(g.output)
+             + list(g.input) if vi.type.tensor_type.elem_type}
+    return types, declared
 
 
-def _onnx_attr_value(a: onnx.AttributeProto, base_dir):
+def inference_message(e: Exception) -> str:
+    """ONNX's "Inference error(s): (op_type:Conv, node name: c): [ShapeInferenceError] msg"
+    as "node 'c' (Conv): msg"."""
+    text = " ".join(str(e).split())
+    found = re.findall(r"\(op_type:(\w+), node name: ([^)]*)\): (?:\[\w+\] )?(.*?)"
+                       r"(?= \(op_type:|$)", text)
+    if not found:
+        return f"the model is not valid ONNX: {text}"
+    return "; ".join(f"node {name!r} ({op}): {msg}" for op, name, msg in found)
+
+
+def _mlir_type(t):
+    elem_code, dims = t
+    try:
+        elem = onnx_d.elem_type(elem_code)
+    except NotImplementedError:
+        return None
+    return UnrankedTensorType(elem) if dims is None else onnx_d.tensor_type(dims, elem)
+
+
+def _onnx_attr_value(a: onnx.AttributeProto, base_dir, max_bytes=None):
     if a.type == onnx.AttributeProto.TENSOR:
-        return to_array(a.t, base_dir)
+        return to_array(a.t, base_dir, max_bytes)
     if a.type == onnx.AttributeProto.GRAPH or a.type == onnx.AttributeProto.GRAPHS:
         raise UnsupportedOpError("subgraph attributes (control flow) are not supported")
     return helper.get_attribute_value(a)
 
 
-def import_model(model, input_shapes: dict | None = None) -> ModuleOp:
-    """ONNX model (path, bytes or ModelProto) -> ONNX IR module with one `main_graph` func."""
+def import_model(model, input_shapes: dict | None = None,
+                 max_bytes: int | None = None) -> ModuleOp:
+    """ONNX model (path, bytes or ModelProto) -> ONNX IR module with one `main_graph` func.
+    `max_bytes` (default checks.DEFAULT_MAX_BYTES) bounds every tensor the compile holds."""
     proto, base_dir = load_model(model)
+    try:
+        return _import(proto, base_dir, input_shapes, max_bytes)
+    except UnicodeDecodeError as e:
+        # protobuf decodes string fields (names, attributes) only when they are read.
+        raise ModelError(f"the model holds a name or string that is not valid UTF-8 ({e}); "
+                         "the file may be corrupt") from None
+
+
+def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
+    budget = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
+        raise ValueError(f"max_bytes must be a positive integer (bytes), got {max_bytes!r}")
     # Exporters (tf2onnx, keras2onnx) declare ai.onnx.ml even when no node uses it: refuse a
     # foreign domain only where a node actually belongs to it.
-    for node in proto.graph.node:
+    for index, node in enumerate(proto.graph.node):
+        label = node_label(node, index)
         if node.domain not in ("", "ai.onnx"):
-            raise UnsupportedOpError(f"node {node.name or node.op_type!r}: operator domain "
+            raise UnsupportedOpError(f"node {label!r}: operator domain "
                                      f"{node.domain!r} ({node.op_type}) is not supported")
+        if node.op_type not in onnx_d.OPS or node.op_type == "NoValue":
+            raise UnsupportedOpError(
+                f"node {label!r}: op {node.op_type!r} is not supported; supported ops: "
+                f"{', '.join(sorted(onnx_d.ONNX_OPS))}")
+    opset = model_opset(proto)
+    check_graph(proto)
+    for t in proto.graph.initializer:  # sizes first: nothing below reads a tensor unchecked
+        check_dims(t, budget)
     proto = _fix_input_shapes(proto, input_shapes)
-    types = _value_types(proto)
+    inferred, declared = _infer_types(proto)
+    producers = {o: node_label(n, k) for k, n in enumerate(proto.graph.node) for o in n.output}
+    deferred = {}
+    for name, decl in declared.items():
+        got = inferred.get(name)
+        if got is not None and types_disagree(decl, got):
+            raise mismatch_error(name, producers.get(name, "<graph input>"), decl, got)
+        if got is None or got[1] is None or any(d < 0 for d in got[1]):
+            deferred[name] = decl  # not static yet: checked when compilerkit types it
+    init_names = {t.name for t in proto.graph.initializer}
+    for i in proto.graph.input:  # the inputs' own types first: every other type derives
+        dt = i.type.tensor_type.elem_type
+        if i.name not in init_names and dt not in onnx_d._ELEM:
+            name = dtype_name(dt) if dt else "no tensor type"
+            raise UnsupportedOpError(f"input {i.name!r}: element type {name} is not supported "
+                                     f"(supported: float, double, int8/16/32/64, bool)")
+    for k, node in enumerate(proto.graph.node):
+        for name in node.output:
+            elem = inferred.get(name, (0, None))[0]
+            if elem and elem not in onnx_d._ELEM:
+                raise UnsupportedOpError(
+                    f"node {node_label(node, k)!r} ({node.op_type}): output {name!r} has "
+                    f"element type {dtype_name(elem)}, which is not "
+                    "supported (supported: float, double, int8/16/32/64, bool)")
+    types = {name: t for name, t in ((n, _mlir_type(t)) for n, t in inferred.items())
+             if t is not None}
     g = proto.graph
     module = ModuleOp([])
+    set_budget(module, budget)
     values = {}
     inits = {t.name: t for t in g.initializer}
     inputs = [i for i in g.input if i.name not in inits]
     for i in inputs:
         if i.name not in types:
             dt = i.type.tensor_type.elem_type
-            name = onnx.TensorProto.DataType.Name(dt) if dt else "no tensor type"
+            name = dtype_name(dt) if dt else "no tensor type"
             raise UnsupportedOpError(f"input {i.name!r}: element type {name} is not supported "
                                      f"(supported: float, double, int8/16/32/64, bool)")
+        check_bytes(f"input {i.name!r}", types[i.name].get_shape(),
+                    onnx_d.numpy_dtype(types[i.name].element_type).itemsize, budget)
     arg_types = [types[i.name] for i in inputs]
     block = Block(arg_types=arg_types)
     for inp, arg in zip(inputs, block.args, strict=True):
         values[inp.name] = arg
         arg.name_hint = _hint(inp.name)
     for name, t in inits.items():
-        op = onnx_d.make_constant(to_array(t, base_dir), module, name)
+        op = onnx_d.make_constant(to_array(t, base_dir, budget), module, name)
         block.add_op(op)
         values[name] = op.results[0]
     none_value = None
     for index, node in enumerate(g.node):
-        label = node.name or f"{node.op_type}_{index}"
-        if node.domain not in ("", "ai.onnx"):
-            raise UnsupportedOpError(f"node {label!r}: op {node.domain}.{node.op_type} is not "
-                                     "in the default ONNX domain; not supported")
-        if node.op_type not in onnx_d.OPS or node.op_type == "NoValue":
-            raise UnsupportedOpError(
-                f"node {label!r}: op {node.op_type!r} is not supported; supported ops: "
-                f"{', '.join(sorted(onnx_d.ONNX_OPS))}")
-        attrs = {a.name: onnx_d.to_mlir_attr(_onnx_attr_value(a, base_dir))
+        label = node_label(node, index)
+        attrs = {a.name: onnx_d.to_mlir_attr(_onnx_attr_value(a, base_dir, budget))
                  for a in node.attribute}
         if node.op_type == "Constant":
-            (key, value), = [(a.name, _onnx_attr_value(a, base_dir)) for a in node.attribute]
+            if len(node.attribute) != 1 or len(node.output) != 1:
+                raise ModelError(f"node {label!r}: a Constant needs exactly one attribute and "
+                                 "one output")
+            (key, value), = [(a.name, _onnx_attr_value(a, base_dir, budget))
+                             for a in node.attribute]
             import numpy as np
             array = np.asarray(value, dtype=np.float32 if isinstance(value, float) or (
                 isinstance(value, list) and value and isinstance(value[0], float)) else None)
@@ -200,9 +307,7 @@ def import_model(model, input_shapes: dict | None = None) -> ModuleOp:
                     block.add_op(nv)
                     none_value = nv.results[0]
                 operands.append(none_value)
-            elif name not in values:
-                raise ModelError(f"node {label!r}: input {name!r} is not produced by any node")
-            else:
+            else:  # _check_graph made sure it is defined
                 operands.append(values[name])
         result_types = []
         for name in node.output:
@@ -219,12 +324,13 @@ def import_model(model, input_shapes: dict | None = None) -> ModuleOp:
             values[name] = res
             if name:
                 res.name_hint = _hint(name)
+                if name in deferred:
+                    record_declared(module, res, name, label, deferred[name])
     outs = [values[o.name] for o in g.output]
     block.add_op(func.ReturnOp(*outs))
     f = func.FuncOp("main_graph", (arg_types, [v.type for v in outs]), Region(block))
     f.attributes["input_names"] = ArrayAttr([StringAttr(i.name) for i in inputs])
     f.attributes["output_names"] = ArrayAttr([StringAttr(o.name) for o in g.output])
-    opset = max([o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")] or [21])
     f.attributes["onnx_opset"] = IntegerAttr(opset, i64)
     module.body.block.add_op(f)
     return module

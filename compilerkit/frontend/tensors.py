@@ -28,7 +28,9 @@ class ModelError(ValueError):
     """The ONNX input is malformed or refused (bad file, unsafe external data, ...)."""
 
 
-def _external_bytes(t: TensorProto, base_dir: str | None) -> bytes:
+def _external_bytes(t: TensorProto, base_dir: str | None, nbytes: int) -> bytes:
+    """Exactly `nbytes` bytes of external data, after checking location, offset and length
+    against the file (nothing is read before the sizes agree)."""
     info = {e.key: e.value for e in t.external_data}
     if base_dir is None:
         raise ModelError(f"tensor {t.name!r} uses external data but the model was not loaded "
@@ -42,22 +44,50 @@ def _external_bytes(t: TensorProto, base_dir: str | None) -> bytes:
                          f"the model folder {root!r}; refused")
     if not os.path.isfile(path):
         raise ModelError(f"tensor {t.name!r}: external data file {location!r} not found")
-    offset = int(info.get("offset", 0))
-    length = int(info["length"]) if "length" in info else None
+    fields = {}
+    for key in ("offset", "length"):
+        if key in info:
+            try:
+                fields[key] = int(info[key])
+            except ValueError:
+                raise ModelError(f"tensor {t.name!r}: external data {key} {info[key]!r} is "
+                                 "not an integer") from None
+            if fields[key] < 0:
+                raise ModelError(f"tensor {t.name!r}: external data {key} {fields[key]} is "
+                                 "negative")
+    offset = fields.get("offset", 0)
+    size = os.path.getsize(path)
+    # Without a length the data runs to the end of the file (as onnxruntime reads it).
+    length = fields.get("length", max(size - offset, 0))
+    if length != nbytes:
+        raise ModelError(f"tensor {t.name!r}: external data of {length} B in {location!r} "
+                         f"does not match its shape {list(t.dims)} ({nbytes} B)")
+    if offset + length > size:
+        raise ModelError(f"tensor {t.name!r}: external data asks for {length} B at offset "
+                         f"{offset} of {location!r}, which holds only {size} B")
     with open(path, "rb") as f:
         f.seek(offset)
-        return f.read() if length is None else f.read(length)
+        return f.read(length)
 
 
-def to_array(t: TensorProto, base_dir: str | None = None) -> np.ndarray:
+def to_array(t: TensorProto, base_dir: str | None = None, max_bytes: int | None = None
+             ) -> np.ndarray:
+    """The numpy value of a TensorProto; dims, data size and the compile budget `max_bytes`
+    are checked before anything is read or allocated."""
     if t.data_type not in _DTYPES:
         raise ModelError(f"tensor {t.name!r}: ONNX element type {t.data_type} is not supported")
     le_dtype, field = _DTYPES[t.data_type]
     shape = tuple(int(d) for d in t.dims)
-    count = int(np.prod(shape)) if shape else 1
+    if any(d < 0 for d in shape):
+        raise ModelError(f"tensor {t.name!r}: negative dimension in its shape {list(shape)}")
+    count = int(np.prod(shape, dtype=object)) if shape else 1
+    itemsize = np.dtype(le_dtype).itemsize
+    if max_bytes is not None and count * itemsize > max_bytes:
+        from compilerkit.frontend.checks import check_bytes
+        check_bytes(f"tensor {t.name!r}", shape, itemsize, max_bytes)
     native = np.dtype(le_dtype).newbyteorder("=")
     if t.data_location == TensorProto.EXTERNAL:
-        raw = _external_bytes(t, base_dir)
+        raw = _external_bytes(t, base_dir, count * itemsize)
     elif t.HasField("raw_data"):
         raw = t.raw_data
     else:
@@ -65,7 +95,6 @@ def to_array(t: TensorProto, base_dir: str | None = None) -> np.ndarray:
         if len(values) != count:
             raise ModelError(f"tensor {t.name!r}: {len(values)} values for shape {shape}")
         return np.array(values, dtype=native).reshape(shape)
-    itemsize = np.dtype(le_dtype).itemsize
     if len(raw) != count * itemsize:
         raise ModelError(f"tensor {t.name!r}: {len(raw)} bytes of data for shape {shape}")
     # Explicit little-endian decode, then to native order for numpy arithmetic.

@@ -5,21 +5,26 @@ Assumes the ONNX passes have run: every value has a static shape, parameters giv
 outputs as memref arguments (destination passing) and returns nothing. Constants become
 `krnl.global`; every other value is a `krnl.alloc` (given an arena offset later by buffer
 planning), except that a buffer returned by the model is replaced by its output argument.
-One module per op family does the work; this file only dispatches.
+One module per op family does the work; this file only dispatches, after validating each op
+(onnx_passes/validate.py) and keeping the constants within the compile budget.
 """
 
 from __future__ import annotations
 
+import math
+
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, NoneType, StringAttr
+from xdsl.dialects.builtin import ModuleOp, NoneType, StringAttr, TensorType
 from xdsl.ir import Block, Region
 
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.frontend import UnsupportedOpError
+from compilerkit.frontend import ModelError, UnsupportedOpError
+from compilerkit.frontend.checks import budget_of, human_bytes, share_checks
 from compilerkit.lowering import conv, elementwise, matmul, norm, pool, reduction, shape_ops
 from compilerkit.lowering.builder import KernelBuilder, memref_type, shape
 from compilerkit.onnx_passes.single_node import main_func
+from compilerkit.onnx_passes.validate import check_result_types, validate_op
 
 
 def _with_ctx(fn, **wanted):
@@ -92,10 +97,27 @@ def _label(op) -> str:
     return a.data if a is not None else "?"
 
 
-def _memref(t):
+def _type_str(t) -> str:
+    if not hasattr(t, "get_shape"):
+        return str(t)
+    if not isinstance(t, TensorType):
+        return f"tensor<*x{t.element_type}>"
+    return "tensor<" + "".join(f"{d}x" if d >= 0 else "?x" for d in t.get_shape()) + \
+        f"{t.element_type}>"
+
+
+def _memref(t, what="a value"):
     if not onnx_d.is_static(t):
-        raise ValueError(f"type {t} is not static")
+        raise UnsupportedOpError(
+            f"{what} has the type {_type_str(t)}: its shape is not known at compile time (it "
+            "depends on a non-constant input or a dynamic dimension) and compilerkit compiles "
+            "static shapes only; make shape parameters constants or fix input_shapes=")
     return memref_type(t.get_shape(), t.element_type)
+
+
+def _names(src, key):
+    a = src.attributes.get(key)
+    return [x.data for x in a.data] if a is not None else []
 
 
 def lower_to_krnl(module: ModuleOp) -> ModuleOp:
@@ -104,14 +126,25 @@ def lower_to_krnl(module: ModuleOp) -> ModuleOp:
 
     src = main_func(module)
     ret = src.body.block.last_op
-    in_types = [_memref(a.type) for a in src.body.block.args]
-    out_types = [_memref(v.type) for v in ret.operands]
+    in_names, out_names = _names(src, "input_names"), _names(src, "output_names")
+    in_types = [_memref(a.type, f"graph input {n!r}") for a, n in zip(
+        src.body.block.args, in_names + ["?"] * len(src.body.block.args), strict=False)]
+    out_types = []
+    for k, v in enumerate(ret.operands):
+        name = out_names[k] if k < len(out_names) else f"#{k}"
+        owner = getattr(v, "owner", None)
+        node = f" (output of node {_label(owner)!r})" if getattr(
+            owner, "name", "").startswith("onnx.") else ""
+        out_types.append(_memref(v.type, f"graph output {name!r}{node}"))
+    budget = budget_of(module)
+    const_bytes = 0
     block = Block(arg_types=in_types + out_types)
     b = KernelBuilder(block)
     # The block takes the inputs, then the output buffers: map the inputs only.
     values = {a: m for a, m in zip(src.body.block.args, block.args, strict=False)}
     new = ModuleOp([])
     onnx_d.share_resources(module, new)
+    share_checks(module, new)
     opset = None
     n_globals = 0
     for op in src.body.block.ops:
@@ -126,7 +159,14 @@ def lower_to_krnl(module: ModuleOp) -> ModuleOp:
             name = getattr(getattr(value, "resource_handle", None), "data", None)
             name = f"{name}" if name else f"const_{n_globals}"
             n_globals += 1
-            g = krnl.GlobalOp(name, value, _memref(value.get_type()))
+            t = value.get_type()
+            const_bytes += math.prod(t.get_shape()) * onnx_d.numpy_dtype(
+                t.element_type).itemsize
+            if const_bytes > budget:
+                raise ModelError(
+                    f"the model's constants reach {human_bytes(const_bytes)} at {name!r}, above "
+                    f"the compile budget of {human_bytes(budget)} (compile(..., max_bytes=...))")
+            g = krnl.GlobalOp(name, value, _memref(t, f"constant {name!r}"))
             block.add_op(g)
             values[op.results[0]] = g.res
             continue
@@ -138,13 +178,18 @@ def lower_to_krnl(module: ModuleOp) -> ModuleOp:
             raise UnsupportedOpError(
                 f"node {_label(op)!r}: op {kind!r} cannot be lowered to Kernel IR; supported "
                 f"ops: {', '.join(SUPPORTED)}")
-        for v in list(op.operands) + list(op.results):
+        for k, v in enumerate(list(op.operands) + list(op.results)):
             if not isinstance(v.type, NoneType) and not onnx_d.is_static(v.type) and (
                     v in values or v in op.results) and (
                     v not in op.results or v.uses):
+                n_in = len(op.operands)
+                which = f"input {k}" if k < n_in else f"output {k - n_in}"
+                hint = f" {v.name_hint!r}" if v.name_hint else ""
                 raise UnsupportedOpError(
-                    f"node {_label(op)!r} ({kind}): value has a dynamic or unknown shape "
-                    f"{v.type}; fix the model's input shapes with input_shapes=")
+                    f"node {_label(op)!r} ({kind}): {which}{hint} has a dynamic or unknown "
+                    f"shape {_type_str(v.type)}; fix the model's input shapes with input_shapes=")
+        validate_op(op, module)
+        check_result_types(op, module)
         if opset is None:
             opset = opset_of(op)
         ins = [values[v] for v in op.operands]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from xdsl.dialects.builtin import NoneType, i64
 
+from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import INDEX, KernelBuilder, shape
 from compilerkit.lowering.matmul import fill
@@ -138,19 +139,33 @@ def lower_slice(b: KernelBuilder, op, ins, module=None, opset=13):
     return [out]
 
 
+def _wrapped_index(b: KernelBuilder, raw, d: int):
+    """A Gather index as an index value: negative ones count from the end."""
+    raw = b.cast(raw, i64)
+    neg = b.cmpi("slt", raw, b.const(0, i64))
+    return b.cast(b.select(neg, b.add_(raw, b.const(d, i64)), raw), INDEX)
+
+
 def lower_gather(b: KernelBuilder, op, ins):
     data, indices = ins
     dd, idims = shape(data), shape(indices)
     axis = onnx_d.get_attr(op, "axis", 0)
     axis = axis + len(dd) if axis < 0 else axis
+    d, q = dd[axis], len(idims)
     out = b.alloc(onnx_d.shape_of(op.results[0]), data.type.element_type)
+    name = op.attributes.get("onnx_node_name")
+    # An index out of range is a run-time error, as in onnxruntime (even when the output is
+    # empty): each index is checked once, in a nest of its own, and krnl.check reports it
+    # after the call.
+    with b.nest(idims) as jvs:
+        b.add(krnl.CheckOp(b.in_range([(_wrapped_index(b, b.load(indices, jvs), d), d)]),
+                           f"node {name.data if name else '?'!r} (Gather): an index on axis "
+                           f"{axis} is out of range; valid indices are [{-d}, {d - 1}]"))
+    if d == 0:
+        return [out]  # every index is out of range (reported); nothing to read
     with b.nest(shape(out)) as ivs:
-        q = len(idims)
-        raw = b.cast(b.load(indices, ivs[axis:axis + q]), i64)
-        # Negative indices count from the end; out-of-range ones are clamped, never read wild.
-        neg = b.cmpi("slt", raw, b.const(0, i64))
-        fixed = b.select(neg, b.add_(raw, b.const(dd[axis], i64)), raw)
-        idx = b.clamp(b.cast(fixed, INDEX), dd[axis])
+        # Clamped: in range whenever the check passed, and never a wild read when it failed.
+        idx = b.clamp(_wrapped_index(b, b.load(indices, ivs[axis:axis + q]), d), d)
         src = ivs[:axis] + [idx] + ivs[axis + q:]
         b.store(b.load(data, src), out, ivs)
     return [out]

@@ -4,8 +4,10 @@ Covers the shape-computing subgraphs Keras/tf2onnx export (Shape -> Gather/Slice
 Cast/Unsqueeze -> Reshape): `Shape` and `Size` of a statically shaped value fold even though
 their operand is not constant. Values are computed by ONNX's reference evaluator, so folding
 means what the ONNX spec says. ConstantOfShape folds to a splat kept as a zero-copy broadcast
-(the light models build all their weights this way). Results above FOLD_LIMIT elements are left
-alone unless they are splats, so folding never blows up the model.
+(the light models build all their weights this way). Operands or results above FOLD_LIMIT
+elements are left alone unless they are splats (the result size is known before evaluating:
+from its type, or from Expand/Tile/Range's constant operands), so folding never blows up the
+model; every op is validated (validate.py, the compile budget included) before it is folded.
 """
 
 from __future__ import annotations
@@ -15,11 +17,15 @@ from onnx.reference import ReferenceEvaluator
 from xdsl.dialects.builtin import NoneType
 
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.onnx_passes.single_node import main_func, node_model
+from compilerkit.frontend.checks import check_declared, move_declared
+from compilerkit.onnx_passes.single_node import elem_code, main_func, node_model
+from compilerkit.onnx_passes.validate import planned_dims, validate_op
 
 FOLD_LIMIT = 1 << 22
 # Ops never folded: they have side inputs of no value, or folding would only copy.
 _NEVER = {"Constant", "NoValue", "Dropout"}
+# Ops whose result may be far larger than their operands.
+_GROWING = {"Expand", "Tile", "Range", "Pad", "ConvTranspose", "Resize", "Upsample"}
 
 
 def _evaluate(op, module):
@@ -40,8 +46,8 @@ def _evaluate(op, module):
         fill = np.asarray(fill).reshape(-1)[:1]
         shape = tuple(int(d) for d in values[0])
         return [np.broadcast_to(fill.reshape(()), shape)]
-    if any(v.size > FOLD_LIMIT for v in values):
-        return None
+    if any(v.size > FOLD_LIMIT for v in values) or _result_size(op, module) > FOLD_LIMIT:
+        return None  # lowering computes it at run time instead of the compiler holding it
     model = node_model(op, module, with_constants=False)
     feeds = {f"in{k}": np.array(v, order="C")
              for k, v in enumerate(op.operands) if not isinstance(v.type, NoneType)
@@ -51,6 +57,22 @@ def _evaluate(op, module):
     except Exception:  # noqa: BLE001 - not foldable here; lowering will compile it instead
         return None
     return [_compact(r) for r in results]
+
+
+def _result_size(op, module) -> int:
+    """Elements of the op's results, known before evaluating it: from static result types, or
+    from the constant operands for ops whose result can dwarf their inputs (Expand, Tile,
+    Range); otherwise 0 (the result is no larger than the inputs FOLD_LIMIT bounds)."""
+    total = 0
+    for k, r in enumerate(op.results):
+        if onnx_d.is_static(r.type):
+            total += int(np.prod(onnx_d.shape_of(r), dtype=object))
+        elif k == 0:
+            dims = planned_dims(op, module)
+            if dims is None and onnx_d.op_type(op) in _GROWING:
+                return FOLD_LIMIT + 1  # unknown size: do not fold blind
+            total += int(np.prod(dims, dtype=object)) if dims is not None else 0
+    return total
 
 
 def _compact(array):
@@ -72,6 +94,7 @@ def fold_constants(module) -> bool:
             continue
         if not op.results or not all(r.uses for r in op.results):
             continue
+        validate_op(op, module)  # never compute with what the ONNX spec refuses
         outs = _evaluate(op, module)
         if outs is None:
             continue
@@ -86,6 +109,9 @@ def fold_constants(module) -> bool:
             new_ops.append(c)
         f.body.block.insert_ops_before(new_ops, op)
         for res, c in zip(op.results, new_ops, strict=True):
+            t = c.results[0].type
+            check_declared(module, res, elem_code(t.element_type), t.get_shape())
+            move_declared(module, res, c.results[0])
             res.replace_all_uses_with(c.results[0])
         block.erase_op(op)
         changed = True

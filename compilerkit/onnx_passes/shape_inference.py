@@ -3,6 +3,8 @@
 Assumes the function arguments are static (the frontend fixed them). Each op whose result
 types are not yet static is asked of ONNX's own shape inference as a one-node model, with its
 constant operands as initializers; ops left dynamic stay so and lowering will refuse them.
+An op whose operands are all static but that ONNX's (strict) inference refuses is a ModelError
+naming the node, and a newly inferred type is checked against the model's declared one.
 Where ONNX's C++ inference lags its own spec, the result is corrected here (pool_output_size).
 """
 
@@ -12,7 +14,16 @@ import onnx
 from xdsl.dialects.builtin import NoneType
 
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.onnx_passes.single_node import main_func, node_model, refresh_signature, set_type
+from compilerkit.frontend import ModelError, inference_message
+from compilerkit.frontend.checks import check_declared
+from compilerkit.onnx_passes.single_node import (
+    elem_code,
+    main_func,
+    node_label,
+    node_model,
+    refresh_signature,
+    set_type,
+)
 
 
 def pool_output_size(in_size, k, s, d, pad_begin, pad_end, ceil_mode) -> int:
@@ -24,6 +35,11 @@ def pool_output_size(in_size, k, s, d, pad_begin, pad_end, ceil_mode) -> int:
     if ceil_mode and (out - 1) * s >= in_size + pad_begin:
         out -= 1
     return out
+
+
+def correct_dims(op, dims):
+    """Result 0's dims as ONNX's inference gives them, corrected where it lags its spec."""
+    return _pool_dims(op, dims)
 
 
 def _pool_dims(op, dims):
@@ -81,6 +97,10 @@ def infer_shapes(module) -> bool:
         model = node_model(op, module)
         try:
             inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+        except onnx.shape_inference.InferenceError as e:
+            # Its operands are all known: ONNX's definition of the op refuses them.
+            msg = inference_message(e).split("): ", 1)[-1]
+            raise ModelError(f"node {node_label(op)!r} ({onnx_d.op_type(op)}): {msg}") from None
         except Exception:  # noqa: BLE001 - leave it dynamic; lowering names the op if it matters
             continue
         found = {vi.name: vi for vi in inferred.graph.output}
@@ -96,6 +116,7 @@ def infer_shapes(module) -> bool:
             elem = onnx_d.elem_type(tt.elem_type) if tt.elem_type else res.type.element_type
             t = onnx_d.tensor_type(dims, elem)
             if t != res.type:
+                check_declared(module, res, tt.elem_type or elem_code(elem), dims)
                 set_type(res, t)
                 changed = True
     refresh_signature(f)

@@ -21,6 +21,12 @@ def main_func(module) -> func.FuncOp:
     raise ValueError("module has no function")
 
 
+def node_label(op) -> str:
+    """The ONNX node an op came from (its name, or OpType_index as the frontend names it)."""
+    a = op.attributes.get("onnx_node_name")
+    return a.data if a is not None else op.name.split(".", 1)[-1]
+
+
 def set_type(value, t) -> None:
     value._type = t  # xDSL keeps the type in a private slot; results are retyped in place
 
@@ -31,7 +37,8 @@ def refresh_signature(f: func.FuncOp) -> None:
         [a.type for a in f.body.block.args], [v.type for v in ret.operands])
 
 
-def _elem_code(elem) -> int:
+def elem_code(elem) -> int:
+    """The ONNX TensorProto data type of an MLIR element type."""
     for code, e in onnx_d._ELEM.items():
         if e == elem:
             return code
@@ -50,9 +57,10 @@ def _onnx_attrs(op) -> dict:
     return attrs
 
 
-def node_model(op, module, with_constants=True, outputs_typed=False):
+def node_model(op, module, with_constants=True, outputs_typed=False, max_const_size=None):
     """A one-node ModelProto for `op`: non-constant inputs are graph inputs, constants become
-    initializers so shape inference can see their values (e.g. Reshape's target shape)."""
+    initializers so shape inference can see their values (e.g. Reshape's target shape); with
+    `max_const_size`, only constants up to that many elements (shape parameters, not weights)."""
     inputs, inits, names = [], [], []
     for k, v in enumerate(op.operands):
         if isinstance(v.type, NoneType):
@@ -61,13 +69,15 @@ def node_model(op, module, with_constants=True, outputs_typed=False):
         name = f"in{k}"
         names.append(name)
         value = onnx_d.constant_value(v, module) if with_constants else None
+        if value is not None and max_const_size is not None and value.size > max_const_size:
+            value = None
         if value is not None:
             inits.append(numpy_helper.from_array(np.array(value, order="C"), name))
         t = v.type
         shape = list(t.get_shape()) if isinstance(t, TensorType) else None
         if shape is not None:
             shape = [d if d >= 0 else None for d in shape]
-        inputs.append(helper.make_tensor_value_info(name, _elem_code(t.element_type), shape))
+        inputs.append(helper.make_tensor_value_info(name, elem_code(t.element_type), shape))
     outs = [f"out{k}" for k in range(len(op.results))]
     node = helper.make_node(onnx_d.op_type(op), names, outs, **_onnx_attrs(op))
     graph = helper.make_graph([node], "one", inputs,

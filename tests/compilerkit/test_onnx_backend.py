@@ -21,5 +21,9 @@ def test_onnx_node_tests():
           f"given, {t['variant']} more as constant-input static variants, "
           f"{t['refused']} refused at compile time, {t['wrong']} wrong: {wrong}")
     assert not wrong
-    assert t["passed"] >= 220
-    assert t["variant"] >= 70
+    # 18 cases (Reshape/Slice/Pad/Squeeze/Reduce* with their shape parameter as a graph input)
+    # compiled "as given" only by trusting the declared output shape (issue 10): they now pass
+    # as the constant-input variant instead.
+    assert t["passed"] >= 200
+    assert t["variant"] >= 90
+    assert t["passed"] + t["variant"] >= 295

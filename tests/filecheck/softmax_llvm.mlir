@@ -7,7 +7,7 @@ builtin.module {
   }
 }
 // CHECK-NOT: declare float @expf
-// CHECK: define void @main_graph(ptr
+// CHECK: define i64 @main_graph(ptr
 // CHECK: call float @ck_expf
 // CHECK: define internal float @ck_expf(float
 // CHECK: define i64 @main_graph_arena_bytes()
