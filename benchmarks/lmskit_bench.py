@@ -10,6 +10,11 @@ Writes benchmarks/results/lmskit_bench.json:
   policy fits at batch 1 (one capture per side, steps of 32).
 - speed: capture time, and lifetimes + TFLMS rewrite + one simulation on the ResNet-50 graph
   (target under 2 s), and how long each max-batch search took (no re-tracing).
+- swap_vs_recompute (both models): swap-only (lmskit), recompute-only and swap+recompute: the
+  largest batch within 30% overhead and the throughput there (issue 13).
+- calibration: the stored time-model calibration (lmskit/data/calibration.json): predicted
+  against measured step times (CPU here; GPU anchors). Regenerate with
+  `python -m lmskit.calibrate` (about ten minutes).
 
 Usage: python benchmarks/lmskit_bench.py [--quick]   (--quick: U-Net sides in steps of 64)
 """
@@ -52,6 +57,23 @@ def sim_row(graph, policy, batch):
             "step_time_s": round(s.step_time, 4), "overhead": round(s.overhead, 4),
             "stall_s": round(s.stall_time, 4),
             "swapped_gib": round(s.swapped_bytes / 2**30, 3)}
+
+
+COMPARE = ("none", "lmskit", "recompute", "swap+recompute")
+
+
+def swap_vs_recompute(graph):
+    """Largest batch within 30% overhead and throughput there, per policy of COMPARE."""
+    from lmskit import views
+
+    out = {}
+    for r in views.max_batches(graph, DEVICE, COMPARE, max_overhead=0.3):
+        out[r["policy"]] = {"max_batch_30pct": r["max batch"],
+                            "overhead": round(r.get("overhead", 0.0), 4),
+                            "items_per_s": round(r.get("images_per_s") or 0.0, 2),
+                            "search_s": round(r["search_s"], 1)}
+        print(f"  {r['policy']:15s} within 30%: batch {r['max batch']}", flush=True)
+    return out
 
 
 def max_batches(graph):
@@ -101,6 +123,7 @@ def resnet50():
     points = sorted({base, 2 * base, best["tflms"]["batch"], 4 * base})
     overheads = {str(b): [sim_row(g, p, b) for p in lmskit.POLICIES] for b in points}
     return {"device": DEVICE, "max_batch": best, "ratio_vs_none": ratios,
+            "swap_vs_recompute": swap_vs_recompute(g),
             "paper": {"tflms_v1_ratio": 4.7, "tflms_v2_ratio": 4.9,
                       "pytorch_save_on_cpu_measured": {"vanilla": 192, "save_on_cpu": 384}},
             "overhead_at_batch": overheads}, speed
@@ -125,7 +148,7 @@ def unet3d(side_step, side_cap):
     print(f"  192^3 captured {len(g)} ops in {t_capture:.1f} s", flush=True)
     at192 = {"capture_s": round(t_capture, 2),
              "batch1": {p: sim_row(g, p, 1) for p in lmskit.POLICIES},
-             "max_batch": max_batches(g)}
+             "max_batch": max_batches(g), "swap_vs_recompute": swap_vs_recompute(g)}
     # Largest cube side at batch 1: one capture per side (the side is not the batch).
     side_rows, side = [], 96
     while side <= side_cap:
@@ -147,6 +170,15 @@ def unet3d(side_step, side_cap):
                       "v2_resolution_ratio": 5.6}}
 
 
+def calibration():
+    from lmskit.devices import CALIBRATION
+
+    if not CALIBRATION.exists():
+        return {"missing": "run python -m lmskit.calibrate"}
+    doc = json.loads(CALIBRATION.read_text())
+    return {"cpu": doc.get("cpu_runs"), "gpu": doc.get("gpu_anchors", {}).get("rows")}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="coarser U-Net side search")
@@ -157,6 +189,7 @@ def main(argv=None):
     result = {"benchmark": "lmskit", "machine": platform.machine(),
               "tensorflow": tf.__version__, "device_preset": DEVICE,
               "resnet50": res, "unet3d": unet, "speed": speed,
+              "calibration": calibration(),
               "wall_s": round(time.perf_counter() - t0, 1)}
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=1) + "\n")

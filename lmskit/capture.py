@@ -10,8 +10,13 @@ Assumptions:
 - Shapes are affine in the batch. TF's own shape inference, run on the GraphDef re-imported with
   the batch fixed at two sizes, gives each dimension's coefficient and constant (no re-trace).
 - Phases: ops under a `gradient_tape/` name scope are backward (that is where TF2's GradientTape
-  puts them, as TFLMS relied on the optimizer's gradient scope); ops that follow a backward op are
-  update; the rest, upstream of the loss or of the backward ops, are forward.
+  puts them, as TFLMS relied on the optimizer's gradient scope), and so are the tape's top-level
+  AddN gradient sums that feed them; the other ops that follow a backward op are update; the
+  rest, upstream of the loss or of the backward ops, are forward.
+- A loss that is not a scalar (a loss function given by name returns one value per example) is
+  reduced to its mean, as Keras's compile() does.
+- TF1-style FusedBatchNormV3 has a reserve-space output without a static shape; TF's CPU kernel
+  makes it a scalar, and so do we (a GPU's cuDNN workspace there is not modelled).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import dataclass, field
 import tensorflow as tf
 
 from .graph import Graph, Op, Tensor, Variable, producer_name
+from .progress import bar
 
 BACKWARD_SCOPE = "gradient_tape/"
 # Two batch sizes at which TF infers shapes; any two distinct sizes pin an affine dimension.
@@ -71,6 +77,10 @@ def capture(model, loss, optimizer, input_spec, name: str = "train_step") -> Gra
     def step(x, y):
         with tf.GradientTape() as tape:
             value = loss_fn(y, model(x, training=True))
+            if value.shape.rank != 0:
+                # A loss function given by name (or any per-sample loss) returns one value per
+                # example; Keras's compile() reduces it to the mean ("sum_over_batch_size").
+                value = tf.reduce_mean(value)
         grads = tape.gradient(value, model.trainable_variables)
         if all(g is None for g in grads):
             raise CaptureError("the loss does not depend on any trainable variable")
@@ -102,7 +112,10 @@ def capture_step(step, input_specs, optimizer=None) -> Graph:
                                "tf.TensorSpec([None, 224, 224, 3])")
     if not isinstance(step, tf.types.experimental.PolymorphicFunction):
         step = tf.function(step)
+    # Tracing and TF's shape inference (twice) take most of the time: seconds for ResNet-50.
+    progress = bar(total=4, desc="capture: trace")
     cf = step.get_concrete_function(*specs)
+    progress.update()
     fg = cf.graph
     graph_def = fg.as_graph_def()
 
@@ -122,7 +135,14 @@ def capture_step(step, input_specs, optimizer=None) -> Graph:
         if v is not None:
             var_of_placeholder[ph] = v
 
-    probe = [_infer_shapes(graph_def, fg, input_names, specs, b) for b in _PROBE_BATCHES]
+    probe = []
+    for b in _PROBE_BATCHES:
+        progress.set_description(f"capture: shapes at batch {b}")
+        probe.append(_infer_shapes(graph_def, fg, input_names, specs, b))
+        progress.update()
+    progress.set_description("capture: graph")
+    for shapes in probe:
+        _fill_reserve_spaces(fg, shapes)
 
     ops, tensors, unknown = [], [], []
     for tf_op in fg.get_operations():
@@ -170,6 +190,8 @@ def capture_step(step, input_specs, optimizer=None) -> Graph:
                                   {ph: v.handle for ph, v in var_of_placeholder.items()}))
     assign_phases(graph)
     _assign_variable_kinds(graph)
+    progress.update()
+    progress.close()
     if optimizer is not None:
         slots = {id(getattr(v, "_value", v).handle) for v in optimizer.variables}
         for ph, v in var_of_placeholder.items():
@@ -198,6 +220,26 @@ def _plain_attrs(tf_op) -> dict:
         except (ValueError, TypeError):
             pass
     return out
+
+
+# TF1-style batch norm: the last output ("reserve_space_3") has no static shape. TF's CPU kernel
+# makes it a scalar; cuDNN keeps a small workspace there on a GPU, which we do not model.
+_RESERVE_SPACE_TYPES = frozenset({"FusedBatchNormV3", "_FusedBatchNormEx"})
+# Ops whose output has their first input's shape (the gradient code's zeros_like of it).
+_SAME_SHAPE_TYPES = frozenset({"ZerosLike", "OnesLike", "Identity", "Snapshot", "StopGradient"})
+
+
+def _fill_reserve_spaces(fg, shapes: dict) -> None:
+    """Give the unknown-shaped reserve space of FusedBatchNormV3 the shape () and pass it on
+    to the shape-preserving ops that read it (in place)."""
+    for op in fg.get_operations():   # a function graph lists ops in a topological order
+        for i, t in enumerate(op.outputs):
+            if t.name in shapes:
+                continue
+            if op.type in _RESERVE_SPACE_TYPES and i == 5:
+                shapes[t.name] = ()
+            elif op.type in _SAME_SHAPE_TYPES and op.inputs and op.inputs[0].name in shapes:
+                shapes[t.name] = shapes[op.inputs[0].name]
 
 
 def _infer_shapes(graph_def, fg, input_names, specs, batch) -> dict[str, tuple[int, ...]]:
@@ -246,6 +288,16 @@ def assign_phases(graph: Graph) -> None:
             if s not in backward and s not in after_backward:
                 after_backward.add(s)
                 stack.append(s)
+    # The tape sums the gradients of a tensor read by several ops with a top-level AddN (outside
+    # its name scope); one that feeds a backward op is part of the backward pass, not the update.
+    between, stack = set(), list(backward)
+    while stack:
+        for p in graph.predecessors(graph.ops[stack.pop()]):
+            if p in after_backward and p not in between:
+                between.add(p)
+                stack.append(p)
+    backward |= between
+    after_backward -= between
     # Upstream of the loss or of a backward op (and not after one): forward.
     needed = set()
     stack = [producer_name(graph.loss)] + list(backward)

@@ -1,51 +1,174 @@
-"""Device models for the simulator: memory, peak compute, memory bandwidth, host link.
+"""Device models for the simulator: memory and its limits, compute, memory bandwidth, host link.
 
 Presets are the papers' machines and the one measured here:
 - "p100-16gb": Tesla P100 SXM2 16 GB on Power8 (Minsky), NVLink 1.0, 80 GB/s duplex (40 each
   way): the TFLMS papers' machine.
-- "v100-32gb": Tesla V100 SXM2 32 GB on Power9 (AC922), NVLink 2.0, 150 GB/s duplex (75 each way).
+- "v100-16gb" / "v100-32gb": Tesla V100 SXM2 on Power9 (AC922), NVLink 2.0, 150 GB/s duplex
+  (75 each way); IBM's Keras ResNet-50 example (2.88x) ran on the 16 GB one.
 - "h100-80gb-pcie": H100 PCIe 80 GB, PCIe Gen5, 54 GB/s each way (pinned copies measured here).
-Peak FLOP/s and bandwidths are vendor figures (fp32, no tensor cores); the efficiency factors say
-how much of them real kernels reach (ResNet-50 trains at about half of peak FLOP/s).
+- "cpu-here" (when lmskit/data/calibration.json has it): this machine's CPU, calibrated by
+  lmskit.calibrate from TF's profiler.
+
+Limits (what a real run keeps back, issue 13):
+- host_memory_bytes: the pinned host memory LMS may use for swapped tensors. TFLMS v2 caps it
+  with TF_GPU_HOST_MEM_LIMIT_IN_MB, 64 GiB by default; presets read that variable.
+- reserve_bytes: device memory the step cannot use: the CUDA context, cuDNN's convolution
+  workspace and the allocator's own slack. allocator_rounding rounds every buffer up (TF's BFC
+  allocator hands out multiples of 256 bytes).
+A step fits when its device peak <= memory - reserve and its host peak <= host_memory_bytes.
+
+Time: a compute op is a roofline (FLOPs at peak x compute_efficiency, bytes at bandwidth x
+bandwidth_efficiency) scaled by a per-op-type factor from calibration, plus a launch overhead.
+A copy takes copy_latency_s + bytes / link bandwidth, and only duplex_efficiency of it while the
+other direction is busy too (contention on the link and the host's memory). The efficiencies are
+calibrated against measured step times (lmskit.calibrate; the numbers are in calibration.json).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 GB = 10**9
 GiB = 2**30
+MiB = 2**20
+CALIBRATION = Path(__file__).parent / "data" / "calibration.json"
+
+
+def host_limit_from_env(default_mb: int = 64 * 1024) -> int:
+    """The host-memory cap TFLMS v2 reads: TF_GPU_HOST_MEM_LIMIT_IN_MB (64 GiB unset)."""
+    raw = os.environ.get("TF_GPU_HOST_MEM_LIMIT_IN_MB", "")
+    try:
+        mb = int(raw) if raw.strip() else default_mb
+    except ValueError:
+        raise ValueError(f"TF_GPU_HOST_MEM_LIMIT_IN_MB={raw!r} is not an integer") from None
+    if mb <= 0:
+        raise ValueError(f"TF_GPU_HOST_MEM_LIMIT_IN_MB must be positive, got {mb}")
+    return mb * MiB
 
 
 @dataclass(frozen=True)
 class Device:
     name: str
     memory_bytes: int            # device memory
-    flops: float                 # peak fp32 FLOP/s
+    flops: float                 # peak FLOP/s of the kernels' number format
     memory_bandwidth: float      # device memory bytes/s
     h2d_bandwidth: float         # host -> device link bytes/s (swap-in)
     d2h_bandwidth: float         # device -> host link bytes/s (swap-out)
-    host_memory_bytes: int = 512 * GiB
+    host_memory_bytes: int = 64 * GiB   # pinned host memory swapping may use
     link: str = ""
     compute_efficiency: float = 0.5
     bandwidth_efficiency: float = 0.8
     launch_overhead_s: float = 4e-6   # per kernel; bookkeeping ops (Const, Shape, ...) are free
+    reserve_bytes: int = 0            # CUDA context + conv workspace + allocator slack
+    allocator_rounding: int = 1       # every buffer rounded up to a multiple of this
+    copy_latency_s: float = 0.0       # per copy (DMA set-up, synchronisation)
+    duplex_efficiency: float = 1.0    # share of a copy's bandwidth while the other way is busy
+    # ((op type, (factor, per-op seconds)), ...) from calibration: the op takes
+    # roofline x factor + per-op seconds (+ launch overhead); a bare float is (factor, 0).
+    type_factor: tuple = ()
+    calibrated: str = ""              # what the efficiencies were fitted to
 
-    def with_memory(self, memory_bytes: int) -> Device:
-        """The same device with another memory size (e.g. an H100 capped at 16 GiB)."""
-        return dataclasses.replace(self, name=f"{self.name}@{memory_bytes / GiB:.0f}GiB",
-                                   memory_bytes=int(memory_bytes))
+    def __post_init__(self):
+        for f in ("memory_bytes", "flops", "memory_bandwidth", "h2d_bandwidth", "d2h_bandwidth",
+                  "host_memory_bytes", "allocator_rounding"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise ValueError(f"device {self.name!r}: {f} must be a positive number, got {v!r}")
+        for f in ("compute_efficiency", "bandwidth_efficiency", "duplex_efficiency"):
+            v = getattr(self, f)
+            if not 0 < v <= 1:
+                raise ValueError(f"device {self.name!r}: {f} must be in (0, 1], got {v!r}")
+        for f in ("launch_overhead_s", "copy_latency_s", "reserve_bytes"):
+            if getattr(self, f) < 0:
+                raise ValueError(f"device {self.name!r}: {f} must be >= 0, got "
+                                 f"{getattr(self, f)!r}")
+        if self.reserve_bytes >= self.memory_bytes:
+            raise ValueError(f"device {self.name!r}: reserve_bytes ({self.reserve_bytes}) leaves "
+                             f"nothing of memory_bytes ({self.memory_bytes})")
+
+    @property
+    def usable_bytes(self) -> int:
+        """Device memory the step may use: memory - reserve (the default budget)."""
+        return int(self.memory_bytes - self.reserve_bytes)
+
+    def factor(self, op_type: str) -> tuple[float, float]:
+        """(time factor on the roofline, extra seconds per op) for an op type."""
+        v = _factors(self.type_factor).get(op_type, 1.0)
+        return (float(v), 0.0) if isinstance(v, (int, float)) else (float(v[0]), float(v[1]))
+
+    def with_memory(self, memory_bytes: int, reserve_bytes: int | None = None) -> Device:
+        """The same device with another memory size (e.g. an H100 capped at 16 GiB). The reserve
+        stays unless given, or unless it would take half the new memory or more: then it
+        shrinks in proportion (a smoke-size device)."""
+        if reserve_bytes is None:
+            reserve_bytes = self.reserve_bytes
+            if 2 * reserve_bytes >= memory_bytes:
+                reserve_bytes = int(reserve_bytes * memory_bytes / self.memory_bytes)
+        name = (f"{self.name}@{memory_bytes / GiB:.0f}GiB" if memory_bytes >= GiB
+                else f"{self.name}@{memory_bytes / MiB:.0f}MiB")
+        return dataclasses.replace(self, name=name, memory_bytes=int(memory_bytes),
+                                   reserve_bytes=int(reserve_bytes))
+
+    def scaled(self, factor: float, name: str | None = None) -> Device:
+        """Memory, reserve and host limit all scaled (smoke-size notebooks shrink the model and
+        the device together)."""
+        return dataclasses.replace(
+            self, name=name or f"{self.name}x{factor:g}",
+            memory_bytes=int(self.memory_bytes * factor),
+            reserve_bytes=int(self.reserve_bytes * factor),
+            host_memory_bytes=max(1, int(self.host_memory_bytes * factor)))
 
 
-PRESETS = {
-    "p100-16gb": Device("p100-16gb", 16 * GiB, 10.6e12, 732 * GB, 40 * GB, 40 * GB,
-                        link="NVLink 1.0 (Power8), 40 GB/s each way"),
-    "v100-32gb": Device("v100-32gb", 32 * GiB, 15.7e12, 900 * GB, 75 * GB, 75 * GB,
-                        link="NVLink 2.0 (Power9), 75 GB/s each way"),
-    "h100-80gb-pcie": Device("h100-80gb-pcie", 80 * GiB, 51.2e12, 2000 * GB, 54 * GB, 54 * GB,
-                             link="PCIe Gen5, 54 GB/s each way (measured, pinned)"),
-}
+@functools.cache
+def _factors(pairs: tuple) -> dict:
+    return dict(pairs)
+
+
+def _calibration() -> dict:
+    try:
+        return json.loads(CALIBRATION.read_text())
+    except FileNotFoundError:
+        return {}
+
+
+def _build_presets() -> dict[str, Device]:
+    host = host_limit_from_env()
+    # CUDA context (~300 MiB on these cards) + cuDNN workspace TF allows by default for the
+    # fastest algorithms (a few hundred MiB) + BFC slack: about 0.75 GiB on a 16 GB card.
+    gpu = dict(host_memory_bytes=host, reserve_bytes=768 * MiB, allocator_rounding=256,
+               copy_latency_s=10e-6, duplex_efficiency=0.9)
+    fitted = _calibration().get("devices", {})
+    presets = {
+        # fp32 peaks (no tensor cores in TF 1's fp32 path); the H100 runs TF32 tensor cores,
+        # which PyTorch uses for fp32 convolutions by default (the measured anchor).
+        "p100-16gb": Device("p100-16gb", 16 * GiB, 10.6e12, 732 * GB, 40 * GB, 40 * GB,
+                            link="NVLink 1.0 (Power8), 40 GB/s each way", **gpu),
+        "v100-16gb": Device("v100-16gb", 16 * GiB, 15.7e12, 900 * GB, 75 * GB, 75 * GB,
+                            link="NVLink 2.0 (Power9), 75 GB/s each way", **gpu),
+        "v100-32gb": Device("v100-32gb", 32 * GiB, 15.7e12, 900 * GB, 75 * GB, 75 * GB,
+                            link="NVLink 2.0 (Power9), 75 GB/s each way", **gpu),
+        "h100-80gb-pcie": Device("h100-80gb-pcie", 80 * GiB, 378e12, 2000 * GB, 54 * GB, 54 * GB,
+                                 link="PCIe Gen5, 54 GB/s each way (measured, pinned)", **gpu),
+    }
+    for name, fields in fitted.items():
+        fields = dict(fields)
+        if "type_factor" in fields:
+            fields["type_factor"] = tuple(sorted(
+                (t, v if isinstance(v, (int, float)) else tuple(v))
+                for t, v in fields["type_factor"].items()))
+        if name in presets:
+            presets[name] = dataclasses.replace(presets[name], **fields)
+        else:
+            presets[name] = Device(name=name, **fields)
+    return presets
+
+
+PRESETS = _build_presets()
 
 
 def get_device(device) -> Device:
@@ -54,7 +177,7 @@ def get_device(device) -> Device:
         return device
     try:
         return PRESETS[device]
-    except KeyError:
+    except (KeyError, TypeError):
         raise ValueError(f"unknown device {device!r}: presets are {sorted(PRESETS)}, or pass "
                          "lmskit.devices.Device(...) for a custom one") from None
 

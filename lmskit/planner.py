@@ -3,8 +3,9 @@
 Policies:
 - "none": no swapping.
 - "swap-all": every forward tensor a backward op reads goes to the host, and each copy back
-  starts only when the op just before its reader ends (no prefetch): what PyTorch's save_on_cpu
-  does.
+  starts only when the op just before its reader ends (no prefetch), on its own copy streams.
+- "save-on-cpu": the same swaps, but synchronous, as PyTorch's save_on_cpu does them: each copy
+  runs on the compute stream (compute waits for it), which is why it is 10x slower on the H100.
 - "tflms": TFLMS v1 with its defaults (chain_rule, lb=1, ub=10000).
 - "tflms-v2": TFLMS v2 autotune, as LMS does it: budget (memory - trainable variables) x 0.9;
   no swapping if that fits; else the largest swapout_threshold that fits, then the largest
@@ -14,6 +15,13 @@ Policies:
   host->device stream backwards from their readers' start times, and each is triggered by the
   last op that ends before its copy must start. When that plan costs time, the TFLMS v2 option
   search runs too (under the same budget) and the faster plan that fits wins.
+- "recompute" / "swap+recompute": activation checkpointing alone, or swap and recompute chosen
+  per tensor by a greedy planner (lmskit.hybrid, after Capuchin and Checkmate).
+
+Every plan is checked against the device's limits: device memory less its reserve (unless a
+budget is given) and the pinned host memory (host_memory_bytes, TFLMS's
+TF_GPU_HOST_MEM_LIMIT_IN_MB). max_batch_size(..., max_overhead=0.3) asks for the largest batch
+whose step is at most 30% slower than its compute alone.
 
 Triggers chosen by position in the schedule (swap-all, lmskit) are always earlier than the
 reader, so every new edge goes forward in one topological order: no cycle.
@@ -24,15 +32,18 @@ from __future__ import annotations
 import bisect
 import weakref
 
+from . import progress
 from .devices import get_device
 from .graph import Graph, producer_name
 from .rules import swap, v2
 from .rules.checker import check
 from .rules.common import insert_swap, swap_target, valid_trigger
 from .schedule import schedule
-from .simulate import largest_working_set, simulate
+from .simulate import check_batch, check_budget, largest_working_set, simulate
 
-POLICIES = ("none", "swap-all", "tflms", "tflms-v2", "lmskit")
+POLICIES = ("none", "swap-all", "save-on-cpu", "tflms", "tflms-v2", "lmskit")
+# Also accepted by plan(): activation checkpointing, alone and mixed with swapping.
+RECOMPUTE_POLICIES = ("recompute", "swap+recompute")
 _BATCH_FREE_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -42,6 +53,16 @@ class InfeasibleError(ValueError):
 
 def _fits(graph: Graph, device, batch: int, budget: int) -> bool:
     return simulate(graph, device, batch, budget).fits
+
+
+def sync_copies(rewritten: Graph) -> Graph:
+    """The same rewrite with every swap copy synchronous (on the compute stream)."""
+    g = rewritten.copy()
+    for op in g.ops.values():
+        if "swap" in op.attrs:
+            op.attrs["sync"] = True
+    g.options = {**rewritten.options, "policy": "save-on-cpu"}
+    return g
 
 
 def _check_feasible(graph: Graph, batch: int, budget: int) -> None:
@@ -82,19 +103,22 @@ def _last_trigger_before(graph: Graph, order: list[str], i: int):
 
 
 def autotune_v2(graph: Graph, device, batch_size: int, fixed: dict | None = None,
-                budget: int | None = None) -> dict:
+                budget: int | None = None, show_progress: bool = True) -> dict:
     """TFLMS v2's autotune (module docstring); returns swapout_threshold, swapin_ahead and
     swapin_groupby. Values in `fixed` are kept. budget: v2's own rule unless given."""
     dev = get_device(device)
     if budget is None:
         trainable = sum(v.bytes for v in graph.variables.values() if v.trainable)
-        budget = int((dev.memory_bytes - trainable) * 0.9) + trainable
+        budget = int((dev.usable_bytes - trainable) * 0.9) + trainable
     fixed = dict(fixed or {})
     extra = {k: fixed[k] for k in ("sync_mode", "serialization") if k in fixed}
     top = max(schedule(graph).level.values()) + 1
 
+    bar = progress.bar(desc=f"TFLMS v2 autotune, batch {batch_size}", show=show_progress)
+
     def fits(so, ahead, group):
         g = swap(graph, swapout_threshold=so, swapin_ahead=ahead, swapin_groupby=group, **extra)
+        bar.update()
         return _fits(g, dev, batch_size, budget)
 
     def largest(lo, hi, ok):
@@ -109,6 +133,7 @@ def autotune_v2(graph: Graph, device, batch_size: int, fixed: dict | None = None
     if "swapout_threshold" in fixed:
         so = fixed["swapout_threshold"]
     elif _fits(graph, dev, batch_size, budget):
+        bar.close()
         return {"swapout_threshold": top, "swapin_ahead": 1, "swapin_groupby": 0}
     else:
         # A smaller threshold swaps more; search the largest one that still fits.
@@ -120,6 +145,7 @@ def autotune_v2(graph: Graph, device, batch_size: int, fixed: dict | None = None
     group = fixed.get("swapin_groupby")
     if group is None:
         group = largest(0, ahead, lambda k: fits(so, ahead, k)) or 0
+    bar.close()
     return {"swapout_threshold": so, "swapin_ahead": ahead, "swapin_groupby": group}
 
 
@@ -170,16 +196,24 @@ def lmskit_plan(graph: Graph, device, batch_size: int, budget: int) -> Graph:
     def fits(g):
         return _fits(g, dev, batch_size, budget)
 
+    # Fewer swaps than cover the excess over the budget cannot fit (a swap frees at most its
+    # tensor's bytes): the search starts there.
+    from .hybrid import cover_count
+
+    seen: set = set()
+    sizes = [0 if t in seen or seen.add(t) else graph.tensors[t].bytes(batch_size)
+             for _, _, t, _ in ranked]   # a tensor's bytes count once
+    k0 = cover_count(sizes, base.peak_device_bytes - budget)
     for prefetch in (2.0, 1.0, 0.5, 0.25, 0.0):
         # Doubling finds a k that fits (too many swaps can stop fitting again: a saturated
         # copy stream pulls prefetches early), then bisection the fewest below it.
-        k = 1
+        lo0, k = k0, k0
         while k < len(ranked) and not fits(build(k, prefetch)):
-            k *= 2
+            lo0, k = k + 1, k * 2
         k = min(k, len(ranked))
         if not ranked or not fits(build(k, prefetch)):
             continue
-        lo, hi = k // 2 + 1, k
+        lo, hi = min(lo0, k), k
         while lo < hi:
             mid = (lo + hi) // 2
             lo, hi = (lo, mid) if fits(build(mid, prefetch)) else (mid + 1, hi)
@@ -197,7 +231,8 @@ def best_plan(graph: Graph, device, batch_size: int, budget: int) -> Graph:
     mine = simulate(ours, device, batch_size, budget)
     if not mine.fits or mine.overhead <= 0.005:
         return ours
-    tuned = swap(graph, **autotune_v2(graph, device, batch_size, budget=budget))
+    tuned = swap(graph, **autotune_v2(graph, device, batch_size, budget=budget,
+                                      show_progress=False))
     theirs = simulate(tuned, device, batch_size, budget)
     if theirs.fits and theirs.step_time < mine.step_time:
         tuned.options = {"policy": "lmskit", "via": "tflms-v2 options", **tuned.options}
@@ -226,54 +261,105 @@ def plan(graph: Graph, policy: str, device="p100-16gb", batch_size: int = 1,
          budget: int | None = None) -> Graph:
     """The graph rewritten by a policy for a device and batch size."""
     dev = get_device(device)
-    budget = dev.memory_bytes if budget is None else budget
+    batch_size = check_batch(batch_size)
+    budget = check_budget(budget, dev)
     if policy == "none":
         return graph
     _check_feasible(graph, batch_size, budget)
-    if policy in ("swap-all", "tflms"):
+    if policy in ("swap-all", "tflms", "save-on-cpu"):
         # These plans do not depend on the batch: make them once per graph.
         plans = _BATCH_FREE_PLANS.setdefault(graph, {})
         if policy not in plans:
-            plans[policy] = swap_all(graph) if policy == "swap-all" else swap(graph)
+            if policy == "tflms":
+                plans[policy] = swap(graph)
+            elif policy == "swap-all":
+                plans[policy] = swap_all(graph)
+            else:
+                plans[policy] = sync_copies(plan(graph, "swap-all", dev, batch_size, budget))
         return plans[policy]
+    if policy in RECOMPUTE_POLICIES:
+        from .hybrid import hybrid_plan
+        allow = ("recompute",) if policy == "recompute" else ("swap", "recompute")
+        return hybrid_plan(graph, dev, batch_size, budget, allow=allow)
     if policy == "tflms-v2":
-        return swap(graph, **autotune_v2(graph, dev, batch_size))
+        return swap(graph, **autotune_v2(graph, dev, batch_size, show_progress=False))
     if policy == "lmskit":
         return best_plan(graph, dev, batch_size, budget)
-    raise ValueError(f"unknown policy {policy!r}: choose one of {POLICIES}")
+    raise ValueError(f"unknown policy {policy!r}: choose one of {POLICIES + RECOMPUTE_POLICIES}")
+
+
+_EVALUATED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_EVALUATED_MAX = 256   # (plan, simulation) pairs kept per graph
+
+
+def evaluate(graph: Graph, policy: str, device, batch_size: int, budget: int | None = None):
+    """(the policy's plan, its Simulation) at one device, batch and budget; remembered per
+    graph, so a search that probes a batch twice (the any-slowdown and the within-30% searches,
+    a throughput curve, compare) plans and simulates it once. Raises InfeasibleError as plan."""
+    dev = get_device(device)
+    key = (policy, dev, check_batch(batch_size), budget)
+    memo = _EVALUATED.setdefault(graph, {})
+    if key not in memo:
+        g = plan(graph, policy, dev, batch_size, budget)
+        if len(memo) >= _EVALUATED_MAX:
+            memo.pop(next(iter(memo)))
+        memo[key] = (g, simulate(g, dev, batch_size, budget))
+    return memo[key]
 
 
 def compare(graph: Graph, device="p100-16gb", batch_size: int = 1, policies=POLICIES,
             budget: int | None = None) -> dict:
     """policy -> Simulation of the graph that policy makes, all at one device and batch."""
-    out = {}
-    for p in policies:
-        out[p] = simulate(plan(graph, p, device, batch_size, budget), device, batch_size, budget)
-    return out
+    return {p: evaluate(graph, p, device, batch_size, budget)[1] for p in policies}
 
 
 def max_batch_size(graph: Graph, device="p100-16gb", policy: str = "none",
-                   budget: int | None = None, limit: int = 1 << 16) -> int:
-    """The largest batch whose step fits the device under a policy (no re-trace: sizes are
-    affine in the batch). Doubling, then bisection; 0 when not even batch 1 fits."""
+                   budget: int | None = None, limit: int = 1 << 16,
+                   max_overhead: float | None = None, start: int | None = None) -> int:
+    """The largest batch whose step fits the device (memory less reserve, host limit) under a
+    policy, and, when max_overhead is given, whose overhead (step / compute - 1) is at most that
+    (0.3: at most 30% slower). No re-trace: sizes are affine in the batch. Doubling from
+    `start` (a guess, e.g. the no-swap maximum), then bisection; 0 when not even batch 1 does.
+    Assumes the test is monotone in the batch (a larger batch never fits where a smaller one
+    does not): true for memory; for the overhead it is the usual case, not a law."""
     dev = get_device(device)
-    budget = dev.memory_bytes if budget is None else budget
+    budget = check_budget(budget, dev)
+    if max_overhead is not None and (isinstance(max_overhead, bool) or not max_overhead >= 0):
+        raise ValueError(f"max_overhead must be a number >= 0, got {max_overhead!r}")
+    limit = check_batch(limit)
+    bar = progress.bar(desc=f"max batch {policy} on {dev.name}")
+    seen = {}
 
     def fits(b):
-        try:
-            return simulate(plan(graph, policy, dev, b, budget), dev, b, budget).fits
-        except InfeasibleError:
-            return False
+        if b not in seen:
+            try:
+                s = evaluate(graph, policy, dev, b, budget)[1]
+                seen[b] = s.fits and (max_overhead is None or s.overhead <= max_overhead + 1e-9)
+            except InfeasibleError:
+                seen[b] = False
+            bar.update()
+            bar.set_postfix(batch=b, ok=seen[b])
+        return seen[b]
 
-    if not fits(1):
-        _check_feasible(graph, 1, budget)   # says which op cannot fit, if one cannot
-        return 0
-    lo, hi = 1, 2
-    while hi <= limit and fits(hi):
-        lo, hi = hi, hi * 2
-    if hi > limit:
+    try:
+        if not fits(1):
+            if max_overhead is None:
+                _check_feasible(graph, 1, budget)   # says which op cannot fit, if one cannot
+            return 0
+        lo, hi = 1, 2
+        if start is not None and start > 1:
+            s = min(check_batch(start), limit)
+            if fits(s):
+                lo, hi = s, 2 * s
+            else:
+                hi = s
+        while hi <= limit and fits(hi):   # a failed start is cached: no doubling then
+            lo, hi = hi, hi * 2
+        if hi > limit:
+            return lo
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
         return lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    finally:
+        bar.close()

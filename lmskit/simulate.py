@@ -5,14 +5,24 @@ Model (simple enough to check by hand):
   device->host copy stream and swap-ins the host->device stream. Each stream serves its ops in
   schedule order; an op starts when its stream is free and every op it waits for (data and
   control) has ended.
-- A compute op takes max(FLOPs / (peak x efficiency), bytes moved / (bandwidth x efficiency)) +
-  launch overhead (roofline); bookkeeping ops (Const, Shape, variable reads, aliases) are free.
-  A copy takes bytes / link bandwidth.
-- Memory: an op's output buffer is allocated when the op starts and freed when its last reader
-  ends (a swap-out reading a device buffer frees it when the copy ends). Variables are resident.
-  At equal times frees come before allocations. Same-place aliases share their root's buffer.
-- No swapping would take the sum of the compute ops' times (one stream never waits), so
-  overhead = step time / that sum - 1. A stall is the time a compute op waited for a swap-in.
+- A compute op takes max(FLOPs / (peak x efficiency), bytes moved / (bandwidth x efficiency)),
+  times the device's calibrated factor for its type, + launch overhead (roofline); bookkeeping
+  ops (Const, Shape, variable reads, aliases) are free. A copy takes latency + bytes / link
+  bandwidth, stretched by 1 / duplex_efficiency when the other direction's stream is busy as
+  it starts (contention; one pass in schedule order, so of two copies that start together the
+  one reached second pays).
+- Synchronous copies (attrs sync=True: PyTorch's save_on_cpu copies on the compute stream) run
+  on the compute stream, so compute waits for them.
+- Recomputed ops (attrs recompute_of, see lmskit.recompute) are compute ops like any other.
+- Memory: an op's output buffer (rounded up to the allocator's granularity) is allocated when
+  the op starts and freed when its last reader ends (a swap-out reading a device buffer frees it
+  when the copy ends). Variables are resident. At equal times frees come before allocations.
+  Same-place aliases share their root's buffer. The step fits when the device peak stays within
+  the budget (device memory - reserve, unless given) and the host peak within the device's
+  host_memory_bytes (TFLMS's pinned-host cap).
+- No swapping would take the sum of the original compute ops' times (one stream never waits),
+  so overhead = step time / that sum - 1 (recomputation and synchronous copies count as
+  overhead). A stall is the time a compute op waited for a swap-in.
 """
 
 from __future__ import annotations
@@ -84,18 +94,40 @@ def _linear_costs(graph: Graph):
 
 
 def op_time(graph: Graph, name: str, batch: int, device: Device, costs=None) -> float:
-    """Roofline time of one compute op, or the copy time of a swap."""
+    """Roofline time of one compute op (calibrated), or the copy time of a swap (uncontended)."""
     op = graph.ops[name]
     role = op.attrs.get("swap")
     if role is not None:
         nbytes = graph.tensors[op.inputs[0]].bytes(batch)
-        return nbytes / (device.d2h_bandwidth if role == "out" else device.h2d_bandwidth)
+        return device.copy_latency_s + nbytes / (device.d2h_bandwidth if role == "out"
+                                                 else device.h2d_bandwidth)
     if op.type in FREE_TYPES:
         return 0.0
     fa, fc, ba, bc = (costs or _linear_costs(graph))[name]
-    return (max((fa * batch + fc) / (device.flops * device.compute_efficiency),
-                (ba * batch + bc) / (device.memory_bandwidth * device.bandwidth_efficiency))
-            + device.launch_overhead_s)
+    roof = max((fa * batch + fc) / (device.flops * device.compute_efficiency),
+               (ba * batch + bc) / (device.memory_bandwidth * device.bandwidth_efficiency))
+    factor, per_op = device.factor(op.type)
+    return roof * factor + per_op + device.launch_overhead_s
+
+
+def check_batch(batch_size) -> int:
+    """batch_size must be an integer >= 1 (ValueError naming it otherwise)."""
+    import numbers
+
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    return int(batch_size)
+
+
+def check_budget(budget, device: Device) -> int:
+    """The device budget: memory - reserve unless given; a given one must be positive."""
+    if budget is None:
+        return device.usable_bytes
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:
+        raise ValueError(f"budget must be a positive number of bytes, got {budget!r}")
+    return int(budget)
 
 
 @dataclass
@@ -106,17 +138,23 @@ class Simulation:
     peak_device_bytes: int
     peak_host_bytes: int
     step_time: float
-    compute_time: float          # sum of compute op times: the no-swap step time
+    compute_time: float          # sum of the original compute ops' times: the no-swap step
     stall_time: float            # compute time lost waiting for swap-ins
     swapped_bytes: int           # bytes copied to the host
     oom_op: str | None           # first op whose allocation exceeded the budget
+    host_budget: int = 0         # pinned host memory allowed (the device's host_memory_bytes)
+    recompute_time: float = 0.0  # time spent re-running forward ops (lmskit.recompute)
     start: dict = field(repr=False, default_factory=dict)
     end: dict = field(repr=False, default_factory=dict)
     memory: tuple = field(repr=False, default=())   # (times, device bytes) after each event
 
     @property
     def fits(self) -> bool:
-        return self.oom_op is None
+        return self.oom_op is None and self.host_fits
+
+    @property
+    def host_fits(self) -> bool:
+        return not self.host_budget or self.peak_host_bytes <= self.host_budget
 
     @property
     def overhead(self) -> float:
@@ -125,10 +163,11 @@ class Simulation:
 
 def simulate(graph: Graph, device="p100-16gb", batch_size: int = 1, budget: int | None = None,
              timeline: bool = False) -> Simulation:
-    """Event simulation of one step. budget defaults to the device memory. timeline=True keeps
-    per-op start/end times and the device-memory curve."""
+    """Event simulation of one step. budget defaults to the device memory less its reserve.
+    timeline=True keeps per-op start/end times and the device-memory curve."""
     dev = get_device(device)
-    budget = dev.memory_bytes if budget is None else budget
+    batch_size = check_batch(batch_size)
+    budget = check_budget(budget, dev)
     sched = schedule(graph)
     order = sched.order
     ops = graph.ops
@@ -137,11 +176,11 @@ def simulate(graph: Graph, device="p100-16gb", batch_size: int = 1, budget: int 
     end: dict[str, float] = {}
     start: dict[str, float] = {}
     free = {"compute": 0.0, "out": 0.0, "in": 0.0}
-    compute_time = stall = swapped = 0.0
+    compute_time = stall = swapped = recompute = 0.0
     for name in order:
         op = ops[name]
         role = op.attrs.get("swap")
-        stream = role or "compute"
+        stream = "compute" if role is None or op.attrs.get("sync") else role
         dur = op_time(graph, name, batch_size, dev, costs)
         ready = 0.0
         ready_no_swapin = 0.0
@@ -154,15 +193,23 @@ def simulate(graph: Graph, device="p100-16gb", batch_size: int = 1, budget: int 
             ready = max(ready, end[p])
             ready_no_swapin = max(ready_no_swapin, end[p])
         s = max(free[stream], ready)
-        if stream == "compute":
+        if role is not None:
+            other = free["in" if role == "out" else "out"]
+            if stream != "compute" and other > s and dev.duplex_efficiency < 1:
+                # The other direction is busy: this copy shares the link and host memory.
+                dur = dev.copy_latency_s + (dur - dev.copy_latency_s) / dev.duplex_efficiency
+            if role == "out":
+                swapped += graph.tensors[op.inputs[0]].bytes(batch_size)
+        elif stream == "compute":
             if dur == 0.0:
                 # Free ops (Const, Shape, ...) do not occupy the stream.
                 start[name] = end[name] = ready
                 continue
-            compute_time += dur
+            if "recompute_of" in op.attrs:
+                recompute += dur
+            else:
+                compute_time += dur
             stall += s - max(free[stream], ready_no_swapin)
-        elif role == "out":
-            swapped += graph.tensors[op.inputs[0]].bytes(batch_size)
         start[name] = s
         end[name] = s + dur
         free[stream] = s + dur
@@ -178,6 +225,7 @@ def simulate(graph: Graph, device="p100-16gb", batch_size: int = 1, budget: int 
     for t in graph.fetches:
         if t in root:
             last_end[root[t]] = step_time
+    rounding = dev.allocator_rounding
     events = []   # (time, 0 = free / 1 = alloc, bytes, place, op)
     for name in order:
         op = ops[name]
@@ -187,6 +235,7 @@ def simulate(graph: Graph, device="p100-16gb", batch_size: int = 1, budget: int 
             nbytes = graph.tensors[t].bytes(batch_size)
             if nbytes <= 0:
                 continue
+            nbytes = -(-nbytes // rounding) * rounding
             events.append((start[name], 1, nbytes, op.device, name))
             events.append((max(last_end.get(t, end[name]), end[name]), 0, -nbytes, op.device,
                            name))
@@ -211,8 +260,8 @@ def simulate(graph: Graph, device="p100-16gb", batch_size: int = 1, budget: int 
             host_bytes += nbytes
             peak_host = max(peak_host, host_bytes)
     return Simulation(dev.name, batch_size, budget, int(peak_dev), int(peak_host), step_time,
-                      compute_time, stall, int(swapped), oom,
-                      start if timeline else {}, end if timeline else {},
+                      compute_time, stall, int(swapped), oom, int(dev.host_memory_bytes),
+                      recompute, start if timeline else {}, end if timeline else {},
                       (times, curve) if timeline else ())
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from .capture import to_graph_def
-from .graph import Graph
+from .graph import Graph, producer_name
 
 
 def configure_devices() -> None:
@@ -53,27 +53,44 @@ class TFStep:
     """A runnable training step made from a Graph. Calling it runs one step (variables update)
     and returns {tensor name: numpy array} for the loss, the gradients and the step's outputs."""
 
-    def __init__(self, graph: Graph, fetch: list[str] | None = None):
+    def __init__(self, graph: Graph, fetch: list[str] | None = None,
+                 place_map: dict[str, str] | None = None, updates: bool = True,
+                 replace: list[str] = ()):
+        """place_map: lmskit place -> TF device (default: places()). updates=False imports only
+        the ops the fetched tensors need (no update ops: the step computes, trains nothing).
+        replace: tensor names the step takes as extra inputs, after its own (e.g. gradients
+        averaged elsewhere, for the update ops to apply)."""
         if graph.source is None:
             raise ValueError("graph has no TensorFlow source (was it captured with lmskit?)")
         self.graph = graph
-        self.places = places()
-        self.graph_def = to_graph_def(graph, self.places)
-        # The step's own outputs come first: fetching them is what runs the updates.
+        self.places = place_map or places()
         extra = [graph.loss] + graph.gradients() if fetch is None else list(fetch)
-        self.fetch = list(dict.fromkeys(graph.fetches + extra))
+        if updates:
+            # The step's own outputs come first: fetching them is what runs the updates.
+            self.fetch = list(dict.fromkeys(graph.fetches + extra))
+            self.graph_def = to_graph_def(graph, self.places)
+        else:
+            self.fetch = list(dict.fromkeys(extra))
+            self.graph_def = to_graph_def(needed_for(graph, self.fetch), self.places)
         src = graph.source
-        gd, fetches = self.graph_def, self.fetch
+        gd, fetches, replace = self.graph_def, self.fetch, list(replace)
+        kept = {n.name for n in gd.node}
+        n_in = len(src.input_names)
 
         def step(*args):
             g = tf.compat.v1.get_default_graph()
-            input_map = {f"{n}:0": a for n, a in zip(src.input_names, args, strict=True)}
+            input_map = {f"{n}:0": a for n, a in zip(src.input_names, args[:n_in], strict=True)}
+            input_map.update(zip(replace, args[n_in:], strict=True))
             for external, placeholder in src.captures:
-                input_map[f"{placeholder}:0"] = g.capture(external)
+                if placeholder in kept:
+                    input_map[f"{placeholder}:0"] = g.capture(external)
             return tf.graph_util.import_graph_def(gd, input_map=input_map,
                                                   return_elements=fetches, name="")
 
-        self._fn = tf.compat.v1.wrap_function(step, signature=list(src.input_specs))
+        signature = list(src.input_specs) + [
+            tf.TensorSpec(graph.tensors[t].shape(1) if not graph.tensors[t].batched else None,
+                          graph.tensors[t].dtype) for t in replace]
+        self._fn = tf.compat.v1.wrap_function(step, signature=signature)
 
     def __call__(self, *inputs) -> dict[str, np.ndarray]:
         out = self._fn(*[tf.convert_to_tensor(x) for x in inputs])
@@ -90,6 +107,22 @@ class TFStep:
         tf.config.experimental.reset_memory_stats("GPU:0")
         self(*inputs)
         return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
+
+
+def needed_for(graph: Graph, fetch: list[str]) -> Graph:
+    """A copy of graph holding only the ops the fetched tensors depend on (data and control
+    edges): without the update ops, running it trains nothing."""
+    keep, stack = set(), [producer_name(t) for t in fetch]
+    while stack:
+        n = stack.pop()
+        if n not in keep:
+            keep.add(n)
+            stack.extend(graph.predecessors(graph.ops[n]))
+    sub = graph.copy()
+    sub.ops = {n: op for n, op in sub.ops.items() if n in keep}
+    sub.fetches = [t for t in graph.fetches if producer_name(t) in keep]
+    sub.invalidate()
+    return sub
 
 
 def runnable(graph: Graph, fetch: list[str] | None = None) -> TFStep:

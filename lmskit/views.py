@@ -28,8 +28,9 @@ from collections import Counter
 
 from mlsys_workbench.units import human_bytes as human
 
+from . import progress
 from .graph import PHASES, Graph, producer_name
-from .planner import InfeasibleError, max_batch_size, plan, saved_tensors
+from .planner import InfeasibleError, evaluate, max_batch_size, plan, saved_tensors
 from .rules.common import ATOMIC_TYPES, is_swap
 from .schedule import Lifetimes, lifetimes
 from .simulate import Simulation, simulate
@@ -312,27 +313,63 @@ def sim_row(sim: Simulation, **extra) -> dict:
             "oom_op": sim.oom_op}
 
 
-def max_batches(graph: Graph, device, policies, budget: int | None = None) -> list[dict]:
-    """For each policy: the largest batch that fits (planner.max_batch_size), the ratio to
-    "none" (when "none" is among the policies), the simulation at that batch and the search
-    time."""
+def max_batches(graph: Graph, device, policies, budget: int | None = None,
+                max_overhead: float | None = None, throughput: bool = False) -> list[dict]:
+    """For each policy: the largest batch that fits (planner.max_batch_size; within
+    max_overhead when given), the ratio to "none" (when "none" is among the policies), the
+    simulation at that batch and the search time. throughput=True adds the throughput-optimal
+    batch (best_throughput) and its images per second."""
     rows = []
-    for policy in policies:
+    start = None
+    for policy in progress.bar(policies, desc="max batch per policy"):
         t0 = time.perf_counter()
         try:
-            b = max_batch_size(graph, device, policy, budget)
+            # Swapping never fits less than no swapping: start the search at that batch.
+            b = max_batch_size(graph, device, policy, budget, max_overhead=max_overhead,
+                               start=start)
         except InfeasibleError:
             b = 0
+        if policy == "none" and b:
+            start = b
         row = {"policy": policy, "max batch": b}
         if b:
-            sim = simulate(plan(graph, policy, device, b, budget), device, b, budget)
+            sim = evaluate(graph, policy, device, b, budget)[1]
             row.update(sim_row(sim))
+            row["images_per_s"] = b / sim.step_time if sim.step_time else None
+            if throughput:
+                row.update(best_throughput(graph, device, policy, b, budget))
         row["search_s"] = time.perf_counter() - t0
         rows.append(row)
     base = next((r["max batch"] for r in rows if r["policy"] == "none"), 0)
     for r in rows:
         r["ratio"] = r["max batch"] / base if base else None
     return rows
+
+
+def throughput_curve(graph: Graph, device, policy: str, max_batch: int,
+                     budget: int | None = None, points: int = 8) -> list[dict]:
+    """Images per second under a policy at `points` batches spread geometrically from 1 to
+    max_batch: rows of batch, images_per_s, overhead, fits."""
+    cands = sorted({max(1, round(max_batch ** (i / (points - 1)))) for i in range(points)}
+                   | {max_batch})
+    out = []
+    for b in cands:
+        try:
+            s = evaluate(graph, policy, device, b, budget)[1]
+        except InfeasibleError:
+            continue
+        out.append({"batch": b, "fits": s.fits, "overhead": s.overhead,
+                    "images_per_s": b / s.step_time if s.fits and s.step_time else 0.0})
+    return out
+
+
+def best_throughput(graph: Graph, device, policy: str, max_batch: int,
+                    budget: int | None = None, points: int = 8) -> dict:
+    """The batch of throughput_curve with the most images per second:
+    {"best batch", "best images_per_s"}."""
+    curve = throughput_curve(graph, device, policy, max_batch, budget, points)
+    best = max(curve, key=lambda r: r["images_per_s"], default={"batch": 0, "images_per_s": 0.0})
+    return {"best batch": best["batch"], "best images_per_s": best["images_per_s"]}
 
 
 def sweep_v2(graph: Graph, device, batch_size: int, swapout_threshold, swapin_ahead,
@@ -342,7 +379,8 @@ def sweep_v2(graph: Graph, device, batch_size: int, swapout_threshold, swapin_ah
     from .rules import swap
 
     rows = []
-    for so, ahead, group in itertools.product(swapout_threshold, swapin_ahead, swapin_groupby):
+    grid = list(itertools.product(swapout_threshold, swapin_ahead, swapin_groupby))
+    for so, ahead, group in progress.bar(grid, desc="TFLMS v2 parameter sweep"):
         g = swap(graph, swapout_threshold=so, swapin_ahead=ahead, swapin_groupby=group)
         sim = simulate(g, device, batch_size, budget)
         rows.append(sim_row(sim, swapout_threshold=so, swapin_ahead=ahead,
@@ -366,7 +404,7 @@ def largest_side(capture_side, sides, device, policies, batch_size: int = 1,
     """For each cube side (one capture each: the side is not the batch), whether each policy
     fits at batch_size. capture_side(side) -> Graph. Stops after a side nothing fits."""
     rows = []
-    for side in sides:
+    for side in progress.bar(sides, desc="cube sides"):
         g = capture_side(side)
         row = {"side": side}
         for policy in policies:
@@ -417,5 +455,6 @@ __all__ = ["human", "group_of", "graph_view", "layer_of", "collapsed_view", "rew
            "rewrite_views", "step_series", "ASIDE_TYPES",
            "phase_counts", "tensor_table", "bytes_by_batch", "intervals", "live_at_peak",
            "peak_by_batch", "saved_bytes_by_type", "swapin_leads", "sim_row", "max_batches",
+           "best_throughput", "throughput_curve",
            "sweep_v2",
            "tuning_gain", "largest_side", "table", "BOOKKEEPING_TYPES"]

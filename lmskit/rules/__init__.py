@@ -2,8 +2,10 @@
 
 v1 options (the paper's names and defaults) rewrite by default; giving any v2 option
 (swapout_threshold, swapin_ahead, swapin_groupby, sync_mode, serialization) selects v2. Each
-rule is a small function in v1.py / v2.py so a notebook can apply them one at a time; the
-result of every swap() is checked by checker.check before it is returned.
+rule is a small function in v1.py / v2.py so a notebook can apply them one at a time (v1 chooses
+triggers by topos.py's cleaned orders, as the published code does); the result of every swap()
+is checked by checker.check before it is returned. Options out of range raise ValueError naming
+the option (v1.validate, v2.validate).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import difflib
 
 from ..graph import Graph
-from . import checker, common, v1, v2
+from . import checker, common, topos, v1, v2
 from .checker import RewriteError, check
 
 V1_OPTIONS = tuple(v1.DEFAULTS)
@@ -39,7 +41,8 @@ def swap(graph: Graph, **options) -> Graph:
     """A new Graph with swap-out/swap-in identities inserted; the input graph is unchanged."""
     version = _validate(options)
     if version == "v1":
-        rewritten = v1.apply(graph, v1.plan(graph, **options))
+        rewritten = v1.apply(graph, v1.plan(graph, **{k: v for k, v in options.items()
+                                                      if k in V1_OPTIONS}))
     else:
         rewritten = _swap_v2(graph, options)
     check(graph, rewritten)
@@ -48,9 +51,7 @@ def swap(graph: Graph, **options) -> Graph:
 
 
 def _swap_v2(graph: Graph, options: dict) -> Graph:
-    o = {**v2.DEFAULTS, **{k: v for k, v in options.items() if k in V2_OPTIONS}}
-    if o["sync_mode"] not in (0, 1, 2, 3):
-        raise ValueError(f"sync_mode must be 0-3, got {o['sync_mode']!r}")
+    o = v2.validate({k: v for k, v in options.items() if k in V2_OPTIONS})
     auto = [k for k in ("swapout_threshold", "swapin_ahead", "swapin_groupby") if o[k] == -1]
     if auto:
         if "device" not in options or "batch_size" not in options:
@@ -64,12 +65,13 @@ def _swap_v2(graph: Graph, options: dict) -> Graph:
     swaps = [n for n, op in g.ops.items() if common.is_swap(op)]
     if o["sync_mode"] in (1, 3):
         v2.sync_swapouts(g, graph, [n for n in swaps if g.ops[n].attrs["swap"] == "out"])
-    if o["sync_mode"] in (2, 3):
-        v2.sync_swapins(g, graph, [n for n in swaps if g.ops[n].attrs["swap"] == "in"])
+    # Swap-ins without a trigger: all of them in sync_mode 2 and 3, else those none was found for.
+    v2.sync_swapins(g, graph, [n for n in swaps if g.ops[n].attrs["swap"] == "in"
+                               and not g.ops[n].control_inputs])
     if o["serialization"]:
         v2.serialize_levels(g, graph, o["serialization"])
     g.options = {k: o[k] for k in V2_OPTIONS}   # auto values resolved
     return g
 
 
-__all__ = ["swap", "check", "RewriteError", "checker", "common", "v1", "v2"]
+__all__ = ["swap", "check", "RewriteError", "checker", "common", "topos", "v1", "v2"]

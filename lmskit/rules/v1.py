@@ -1,19 +1,41 @@
-"""TFLMS version 1 (arXiv 1807.02037): swap forward outputs that backward ops read.
+"""TFLMS version 1 (arXiv 1807.02037; IBM's tflmsv1 code): swap forward outputs that backward
+ops read.
 
 The pipeline, one small function per step, each run on the original graph (analysis never sees
 its own edits, as in TFLMS):
-    forward_walk -> swap_candidates (filters, atomic types) -> backward_consumers
-    (+ branch_consumers when swap_branches) -> group (fuse_swapins) -> trigger by
-    chain_rule_trigger or direct_order_trigger -> common.insert_swap on a copy.
+    topos.for_graph (seeds, cleaned levels) -> forward_walk -> swap_candidates (filters, atomic
+    types) -> backward_consumers (+ branch_consumers when swap_branches) -> fuse (fuse_swapins)
+    -> trigger by chain_rule_trigger or direct_order_trigger -> common.insert_swap on a copy.
+
+As published:
+- Orders are topos orders: backward ops that share a level with forward ops have order -1 and
+  are never triggers (topos.py says why).
+- A reader with order -1 gets no swap-in; instead new_source_ops finds, downstream of it, the
+  backward ops whose outputs ordered backward ops read, and their outputs are swapped
+  (triggers then come from direct_order).
+- A swap-in whose trigger search finds nothing is still inserted, without a control edge (the
+  copy may then come back at once).
+- Of several equally good triggers the published code takes an arbitrary one (set order); we
+  take the one ordered latest, ties by schedule position, so results are reproducible.
+Our additions: tensors of rank 0, variables and resource handles are never swapped, and readers
+that only read a shape (common.swap_target) get no swap-in.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
-from ..graph import Graph, producer_name
+from ..graph import Graph
 from ..schedule import schedule
-from .common import insert_swap, passes_filters, swap_target, swappable_tensor, valid_trigger
+from . import topos as topos_mod
+from .common import (
+    ATOMIC_TYPES,
+    insert_swap,
+    passes_filters,
+    swap_target,
+    swappable_tensor,
+    valid_trigger,
+)
 
 DEFAULTS = dict(n_tensors=-1, lb=1, ub=10000, starting_scope=None, starting_op_names=None,
                 excl_scopes=(), incl_scopes=(), excl_types=(), incl_types=(),
@@ -21,34 +43,53 @@ DEFAULTS = dict(n_tensors=-1, lb=1, ub=10000, starting_scope=None, starting_op_n
                 branch_threshold=0)
 
 
-def forward_walk(graph: Graph, starting_scope=None, starting_op_names=None) -> list[str]:
-    """Forward ops in walk order (BFS over successors from the starting ops).
+def validate(o: dict) -> dict:
+    """Options with defaults filled in; ValueError naming the option for values out of range."""
+    o = {**DEFAULTS, **o}
+    for key in ("excl_scopes", "incl_scopes", "excl_types", "incl_types", "starting_op_names"):
+        if isinstance(o[key], str):   # one name given bare: never iterate its characters
+            o[key] = [o[key]]
+    for key in ("n_tensors", "lb", "ub", "branch_threshold"):
+        if isinstance(o[key], bool) or not isinstance(o[key], int):
+            raise ValueError(f"{key} must be an integer, got {o[key]!r}")
+    if o["n_tensors"] < -1:
+        raise ValueError(f"n_tensors must be -1 (all), 0 (off) or positive, got {o['n_tensors']}")
+    if o["lb"] < 0 or o["ub"] < 0:
+        raise ValueError(f"lb and ub must be >= 0, got lb={o['lb']}, ub={o['ub']}")
+    if o["lb"] > o["ub"]:
+        raise ValueError(f"lb ({o['lb']}) must not exceed ub ({o['ub']})")
+    if o["branch_threshold"] < 0:
+        raise ValueError(f"branch_threshold must be >= 0, got {o['branch_threshold']}")
+    if o["ctrld_strategy"] not in ("chain_rule", "direct_order"):
+        raise ValueError(f"ctrld_strategy must be 'chain_rule' or 'direct_order', "
+                         f"got {o['ctrld_strategy']!r}")
+    return o
 
-    Precondition: phases assigned. Effect: none. Without a starting point the walk starts at
-    every forward op with no forward predecessor (the inputs and variable reads).
-    """
-    fwd = [n for n in schedule(graph).order if graph.ops[n].phase == "forward"]
-    if starting_op_names:
-        missing = [n for n in starting_op_names if n not in graph.ops]
-        if missing:
-            raise ValueError(f"starting_op_names not in the graph: {missing}")
-        start = list(starting_op_names)
-    elif starting_scope:
-        prefix = starting_scope.rstrip("/") + "/"
-        start = [n for n in fwd if n.startswith(prefix)]
-        if not start:
-            raise ValueError(f"no forward op under starting_scope {starting_scope!r}")
-    else:
-        return fwd
-    succ = graph.successors()
-    seen, out, queue = set(start), [], deque(start)
+
+def _is_backward(graph: Graph, name: str) -> bool:
+    return graph.ops[name].phase == "backward"
+
+
+def _consumer_names(graph: Graph, tensor: str) -> list[str]:
+    return [c.name for c in graph.consumers(tensor)]
+
+
+def forward_walk(graph: Graph, starting_scope=None, starting_op_names=None,
+                 seeds: list[str] | None = None) -> list[str]:
+    """Ops in walk order: breadth-first from the seeds (topos.seed_ops, unless given) through
+    the data consumers that are not backward ops, as the published _do_action walks."""
+    if seeds is None:
+        seeds = topos_mod.seed_ops(graph, starting_scope, starting_op_names)
+    seeds = sorted(seeds, key=schedule(graph).position.__getitem__)
+    seen, out, queue = set(seeds), [], deque(seeds)
     while queue:
         n = queue.popleft()
         out.append(n)
-        for s in succ[n]:
-            if s not in seen and graph.ops[s].phase == "forward":
-                seen.add(s)
-                queue.append(s)
+        for t in graph.ops[n].outputs:
+            for c in graph.consumers(t):
+                if c.name not in seen and c.phase != "backward":
+                    seen.add(c.name)
+                    queue.append(c.name)
     return out
 
 
@@ -68,125 +109,214 @@ def swap_candidates(graph: Graph, ops: list[str], incl_scopes=(), excl_scopes=()
     return out
 
 
+def _has_readers(graph: Graph, op_name: str) -> bool:
+    # Published: "do not swap tensors used by bw ops without outgoing ops".
+    return any(graph.consumers(t) for t in graph.ops[op_name].outputs)
+
+
 def backward_consumers(graph: Graph, tensor: str) -> list[str]:
-    """Backward ops reading a forward tensor's data (common.swap_target: not shape-only reads,
-    not consumers with no outputs)."""
-    return [c.name for c in graph.consumers(tensor) if c.phase == "backward" and swap_target(c)]
+    """Backward ops reading a tensor's data that have readers of their own (and do not only read
+    its shape: common.swap_target)."""
+    return [c.name for c in graph.consumers(tensor) if c.phase == "backward" and swap_target(c)
+            and _has_readers(graph, c.name)]
 
 
-def branch_consumers(graph: Graph, tensor: str, branch_threshold: int) -> list[str]:
-    """Forward consumers more than branch_threshold levels after the producer (U-Net skip
-    connections: the tensor waits through the whole encoder-decoder stretch)."""
-    level = schedule(graph).level
-    p = level[producer_name(tensor)]
-    return [c.name for c in graph.consumers(tensor)
-            if c.phase == "forward" and swap_target(c) and level[c.name] - p > branch_threshold]
+def branch_consumers(graph: Graph, tensor: str, branch_threshold: int, topo=None) -> list[str]:
+    """Non-backward readers ordered more than branch_threshold after the tensor's *nearest*
+    non-backward reader (published _get_branch_ops: min(order) + branch_threshold), e.g. a U-Net
+    skip connection read again at the end of the decoder."""
+    topo = topo or topos_mod.for_graph(graph)
+    fwd = [c for c in _consumer_names(graph, tensor) if not _is_backward(graph, c)]
+    if not fwd:
+        return []
+    limit = min(topo.get(c) for c in fwd) + branch_threshold
+    return [c for c in fwd if topo.get(c) > limit and swap_target(graph.ops[c])
+            and _has_readers(graph, c)]
 
 
-def chain_rule_trigger(graph: Graph, producer: str, consumer: str, lb: int, ub: int):
-    """Trigger on a chain into the consumer: the nearest op between lb and ub hops upstream of it.
-
-    TFLMS phrases it from the producer: walk lb forward ops ahead and take their gradient, which
-    the chain rule runs before the consumer. In a chain F_i -> F_i+1, G_i+1 -> G_i that is the
-    op lb hops upstream of the consumer G_i; walking upstream finds it in any DAG.
-    Walks predecessors from the consumer breadth-first; at hop distance d (lb <= d <= ub) takes
-    a device op ordered after the producer (and for a backward consumer, itself backward).
-    It is an ancestor of the consumer, so the control edge adds no new reachability: no cycle.
-    Returns None when the window holds no such op.
-    """
+def _pick(graph: Graph, topo, ops) -> str | None:
+    """Our deterministic stand-in for the published `next(iter(set))`: latest order first."""
+    if not ops:
+        return None
     pos = schedule(graph).position
-    want_backward = graph.ops[consumer].phase == "backward"
-    seen = {consumer}
-    frontier = [consumer]
-    for d in range(1, ub + 1):
-        nxt = []
-        for n in frontier:
-            for p in graph.predecessors(graph.ops[n]):
-                if p not in seen:
-                    seen.add(p)
-                    nxt.append(p)
-        if not nxt:
-            return None
-        if d >= lb:
-            for n in nxt:
-                op = graph.ops[n]
-                if (pos[n] > pos[producer] and valid_trigger(op)
-                        and (op.phase == "backward" or not want_backward)):
-                    return n
-        # Stop walking upstream past the producer: nothing there is ordered after it.
-        frontier = [n for n in nxt if pos[n] > pos[producer]]
+    return max(ops, key=lambda n: (topo.get(n), pos[n]))
+
+
+def _trigger_ok(graph: Graph, name: str) -> bool:
+    return valid_trigger(graph.ops[name]) and "/cond/" not in name
+
+
+def chain_rule_trigger(graph: Graph, producer: str, consumer: str, lb: int, ub: int, topo=None):
+    """Published _do_chain_rule: walk forward from the producer through non-backward readers,
+    one hop per round; from hop lb on (and before hop ub), the backward readers of the ops
+    reached are candidates if ordered strictly between the producer and the consumer. The first
+    round with a candidate wins. When the consumer sits within lb orders of the start of the
+    backward phase, direct_order decides instead.
+
+    Returns None when the window holds no such op."""
+    topo = topo or topos_mod.for_graph(graph)
+    fw_order, bw_order = topo.get(producer), topo.get(consumer)
+    if bw_order - lb < topo.bw_start:
+        return direct_order_trigger(graph, producer, consumer, lb, ub, topo)
+    frontier, closed = [producer], set()
+    lower, upper = lb, ub
+    while frontier:
+        if upper == 0 or lower > upper:
+            break
+        result, nxt = [], []
+        for src in frontier:
+            readers = []
+            for t in graph.ops[src].outputs:
+                readers += [c for c in _consumer_names(graph, t) if c not in readers]
+            if lower <= 0:
+                result += [c for c in readers if _is_backward(graph, c)
+                           and fw_order < topo.get(c) < bw_order and _trigger_ok(graph, c)]
+            # The published walk skips only ops already processed, so an op can come back one
+            # hop later through a longer path; kept, since it decides which hop finds a trigger.
+            nxt += [c for c in readers if not _is_backward(graph, c)
+                    and c not in closed and c not in nxt]
+            closed.add(src)
+        if result:
+            return _pick(graph, topo, result)
+        lower, upper = lower - 1, upper - 1
+        frontier = nxt
     return None
 
 
-def direct_order_trigger(graph: Graph, producer: str, consumer: str, lb: int, ub: int):
-    """Trigger by topological level: scan levels from (consumer level - lb) down to
-    max(consumer level - ub, producer level) + 1 for an op that reaches the consumer.
+def direct_order_trigger(graph: Graph, producer: str, consumer: str, lb: int, ub: int,
+                         topo=None):
+    """Published _do_direct_order: scan orders from (consumer order - lb - 1) down to
+    max(consumer order - ub, producer order) + 1 for an op that reaches the consumer; the
+    first order with one wins.
 
-    Ancestors are found by walking predecessors, pruned below the lowest level scanned.
-    Returns None when no level in the window holds an ancestor.
-    """
-    level = schedule(graph).level
-    hi = level[consumer] - lb
-    lo = max(level[consumer] - ub, level[producer]) + 1
+    Returns None when no order in the window holds an ancestor."""
+    topo = topo or topos_mod.for_graph(graph)
+    hi = topo.get(consumer) - lb - 1
+    lo = max(topo.get(consumer) - ub, topo.get(producer)) + 1
     if hi < lo:
         return None
-    ancestors = {}
-    stack = [consumer]
-    while stack:
-        for p in graph.predecessors(graph.ops[stack.pop()]):
-            if p not in ancestors and level[p] >= lo:
-                ancestors[p] = level[p]
-                stack.append(p)
-    best = None
-    for n, lv in ancestors.items():
-        if lv <= hi and valid_trigger(graph.ops[n]):
-            if best is None or lv > ancestors[best]:
-                best = n
-    return best
+    # Ancestors of the consumer, found lazily: plain levels only grow along edges, so the walk
+    # goes no lower than the lowest plain level of the orders scanned so far.
+    level = schedule(graph).level
+    ancestors: set[str] = set()
+    pending, stack, floor = set(), [consumer], None
+    for i in range(hi, lo - 1, -1):
+        ops = topo.levels[i]
+        low = min(level[n] for n in ops)
+        if floor is None or low < floor:
+            floor = low
+            ready = [p for p in pending if level[p] >= floor]
+            pending.difference_update(ready)
+            ancestors.update(ready)
+            stack += ready
+            while stack:
+                for p in graph.predecessors(graph.ops[stack.pop()]):
+                    if p in ancestors or p in pending:
+                        continue
+                    if level[p] >= floor:
+                        ancestors.add(p)
+                        stack.append(p)
+                    else:
+                        pending.add(p)
+        found = [n for n in ops if n in ancestors and _trigger_ok(graph, n)]
+        if found:
+            return _pick(graph, topo, found)
+    return None
 
 
-def plan(graph: Graph, **opts) -> list[tuple[str, list[str], str]]:
-    """The v1 decisions as (tensor, consumers sharing one swap-in, trigger); no edits."""
-    o = {**DEFAULTS, **opts}
-    for key in ("excl_scopes", "incl_scopes", "excl_types", "incl_types", "starting_op_names"):
-        if isinstance(o[key], str):   # one name given bare: never iterate its characters
-            o[key] = [o[key]]
-    if o["ctrld_strategy"] not in ("chain_rule", "direct_order"):
-        raise ValueError(f"ctrld_strategy must be 'chain_rule' or 'direct_order', "
-                         f"got {o['ctrld_strategy']!r}")
+def new_source_ops(graph: Graph, reader: str, topo=None) -> list[str]:
+    """Published _find_new_src_op: for a reader with order -1 (a backward op the forward pass
+    may run early), walk its downstream ops breadth-first; an op is a new source when one of
+    its readers is ordered after the start of the backward phase (the walk does not go past
+    those readers). Their outputs are swapped instead."""
+    topo = topo or topos_mod.for_graph(graph)
+    out, queue, closed = [], deque([reader]), set()
+    while queue:
+        src = queue.popleft()
+        readers = []
+        for t in graph.ops[src].outputs:
+            readers += [c for c in _consumer_names(graph, t) if c not in readers]
+        ordered = [c for c in readers if topo.get(c) > topo.bw_start]
+        if ordered and src not in out:
+            out.append(src)
+        for c in readers:
+            if c not in ordered and c not in closed and c not in queue:
+                queue.append(c)
+        closed.add(src)
+    return out
+
+
+def trigger(graph: Graph, topo, producer: str, consumer: str, o: dict):
+    """Published _add_control_dependency: lb falls back to 1 when the window would reach the
+    producer; backward producers (new sources) always use direct_order."""
+    lb = o["lb"]
+    if topo.get(consumer) - lb <= topo.get(producer):
+        lb = 1
+    if _is_backward(graph, producer) or o["ctrld_strategy"] == "direct_order":
+        return direct_order_trigger(graph, producer, consumer, lb, o["ub"], topo)
+    return chain_rule_trigger(graph, producer, consumer, lb, o["ub"], topo)
+
+
+def plan(graph: Graph, **opts) -> list[tuple[str, list[str], str | None]]:
+    """The v1 decisions as (tensor, readers sharing one swap-in, trigger or None); no edits."""
+    o = validate(opts)
     if o["n_tensors"] == 0:
         return []
-    walked = forward_walk(graph, o["starting_scope"], o["starting_op_names"])
-    cands = swap_candidates(graph, walked, o["incl_scopes"], o["excl_scopes"],
-                            o["incl_types"], o["excl_types"])
-    find = chain_rule_trigger if o["ctrld_strategy"] == "chain_rule" else direct_order_trigger
-    decisions, swapped = [], 0
-    for t in cands:
-        consumers = backward_consumers(graph, t)
-        if o["swap_branches"]:
-            consumers += branch_consumers(graph, t, o["branch_threshold"])
-        if not consumers:
-            continue
-        groups = [consumers] if o["fuse_swapins"] else [[c] for c in consumers]
-        producer = producer_name(t)
-        made = []
-        for group in groups:
-            # A fused swap-in must arrive before the earliest consumer of the group.
-            first = min(group, key=lambda c: schedule(graph).position[c])
-            trigger = find(graph, producer, first, o["lb"], o["ub"])
-            if trigger is not None:
-                made.append((t, group, trigger))
-        if made:
-            decisions.extend(made)
-            swapped += 1
-            if o["n_tensors"] > 0 and swapped >= o["n_tensors"]:
-                break
+    seeds = topos_mod.seed_ops(graph, o["starting_scope"], o["starting_op_names"])
+    topo = topos_mod.build(graph, seeds)
+    filters = (o["incl_scopes"], o["excl_scopes"], o["incl_types"], o["excl_types"])
+    decisions: list = []
+    state = {"swapped": 0, "visited": set()}
+
+    def full():
+        return o["n_tensors"] > 0 and state["swapped"] >= o["n_tensors"]
+
+    def visit(src: str) -> None:
+        """Published _insert_swap_nodes for one op."""
+        op = graph.ops[src]
+        if not passes_filters(op, *filters) or op.type in ATOMIC_TYPES:
+            return
+        for t in op.outputs:
+            if full():
+                return
+            if not swappable_tensor(graph, t):
+                continue
+            readers = backward_consumers(graph, t)
+            if o["swap_branches"]:
+                readers += [c for c in branch_consumers(graph, t, o["branch_threshold"], topo)
+                            if c not in readers]
+            if not readers:
+                continue
+            swapped_out = any(topo.get(c) >= 0 for c in readers)
+            if swapped_out:
+                state["swapped"] += 1
+            rest = readers
+            if o["fuse_swapins"] and swapped_out:
+                fused = [c for c in readers if topo.get(c) > 0]
+                if len(fused) >= 2:
+                    first = min(fused, key=topo.get)
+                    decisions.append((t, fused, trigger(graph, topo, src, first, o)))
+                    rest = [c for c in readers if c not in fused]
+            for c in rest:
+                if topo.get(c) >= 0:
+                    decisions.append((t, [c], trigger(graph, topo, src, c, o)))
+                elif not _is_backward(graph, src):
+                    for s in new_source_ops(graph, c, topo):
+                        if s not in state["visited"]:
+                            state["visited"].add(s)
+                            visit(s)
+
+    for n in forward_walk(graph, seeds=seeds):
+        if full():
+            break
+        state["visited"].add(n)
+        visit(n)
     return decisions
 
 
 def apply(graph: Graph, decisions) -> Graph:
     """A copy of graph with every decision inserted (common.insert_swap)."""
     g = graph.copy()
-    for t, consumers, trigger in decisions:
-        insert_swap(g, t, consumers, trigger)
+    for t, consumers, trig in decisions:
+        insert_swap(g, t, consumers, trig)
     return g

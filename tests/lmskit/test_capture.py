@@ -127,3 +127,79 @@ def test_capture_step_variant_matches_keras_loss(captured):
     lossf = keras.losses.SparseCategoricalCrossentropy()
     theirs = float(lossf(y, model(x, training=True)))
     np.testing.assert_allclose(float(ours), theirs, rtol=1e-5)
+
+
+def test_backward_addn_gradient_sums_are_backward(captured):
+    """The tape sums the gradients of a tensor read twice (the residual adds) with a top-level
+    AddN outside gradient_tape/; those that feed backward ops are backward, so no update op
+    sits upstream of a backward op."""
+    g, _, _ = captured["small_resnet"]
+    sums = [op for op in g.ops.values() if op.type == "AddN"
+            and not op.name.startswith("gradient_tape/")
+            and any(c.phase == "backward" for t in op.outputs for c in g.consumers(t))]
+    assert sums and all(op.phase == "backward" for op in sums)
+    for op in g.ops.values():
+        if op.phase == "update":
+            assert all(c.phase != "backward" for t in op.outputs for c in g.consumers(t)), op.name
+
+
+def _fused_bn_step():
+    """A TF1-style step: conv -> FusedBatchNormV3 -> relu -> dense, plain SGD on variables."""
+    tf.random.set_seed(3)
+    w = tf.Variable(tf.random.normal([3, 3, 3, 4]), name="w")
+    gamma, beta = tf.Variable(tf.ones([4])), tf.Variable(tf.zeros([4]))
+    wd = tf.Variable(tf.random.normal([4 * 6 * 6, 3]) * 0.1)
+    variables = [w, gamma, beta, wd]
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            h = tf.nn.conv2d(x, w, 1, "SAME")
+            h, _, _ = tf.compat.v1.nn.fused_batch_norm(h, gamma, beta, is_training=True)
+            logits = tf.reshape(tf.nn.relu(h), [-1, 4 * 6 * 6]) @ wd
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
+        for v, gr in zip(variables, tape.gradient(loss, variables), strict=True):
+            v.assign_sub(0.1 * gr)
+        return loss
+
+    return step
+
+
+def test_fused_batch_norm_v3_graph_captures_and_swaps_bit_identically():
+    g = lmskit.capture_step(_fused_bn_step(), [tf.TensorSpec([None, 6, 6, 3]),
+                                                tf.TensorSpec([None], tf.int32)])
+    bn = [op for op in g.ops.values() if op.type == "FusedBatchNormV3"]
+    assert len(bn) == 1 and bn[0].phase == "forward"
+    assert g.tensors[bn[0].outputs[5]].shape(5) == ()   # the reserve space: a scalar on a CPU
+    assert any(op.type == "FusedBatchNormGradV3" and op.phase == "backward"
+               for op in g.ops.values())
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(5, 6, 6, 3)).astype("float32")
+    y = rng.integers(0, 3, size=5).astype("int32")
+    # Predicted shapes at batch 5 are the shapes TF computes.
+    names = [t for t, tensor in g.tensors.items() if tensor.itemsize]
+    start = lmskit.tfrun.read_variables(g)
+    try:
+        out = lmskit.runnable(g, fetch=names)(x, y)
+    finally:
+        lmskit.tfrun.write_variables(g, start)
+    assert all(tuple(out[t].shape) == g.tensors[t].shape(5) for t in names)
+    r = lmskit.swap(g)
+    assert any(op.attrs.get("swap_of") == bn[0].inputs[0] for op in r.ops.values())
+    assert lmskit.equivalent(g, r, (x, y)).identical
+
+
+def test_loss_given_by_name_is_reduced_to_the_mean_as_keras_does():
+    import mlsys_datasets as zoo
+
+    model = zoo.mlp(hidden=8)
+    g = lmskit.capture(model, "sparse_categorical_crossentropy", keras.optimizers.SGD(0.0),
+                       ((None, 28, 28, 1), (None,)))
+    assert g.tensors[g.loss].rank == 0
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(4, 28, 28, 1)).astype("float32")
+    y = rng.integers(0, 10, size=4).astype("int32")
+    ours = float(lmskit.runnable(g)(x, y)[g.loss])
+    model.compile(loss="sparse_categorical_crossentropy")
+    theirs = float(model.compute_loss(x, y, model(x, training=True)))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)

@@ -1,6 +1,5 @@
 """The real thing: ResNet-50 (224x224, fp32), the TFLMS paper's model. Slow: one capture."""
 
-import time
 
 import pytest
 
@@ -27,14 +26,12 @@ def test_resnet50_graph_pipeline_and_batch_gain(resnet50):
     assert phases == {"forward", "backward", "update"}
     # 25.6 M weights (fp32) and as many momentum slots.
     assert abs(g.variable_bytes("weight") / 4 - 25.6e6) < 0.1e6
+    # The speed of lifetimes + rewrite + simulation is benchmarks/lmskit_bench.py's to measure,
+    # not a unit test's: here only that the whole path runs on the full graph.
     fresh = g.copy()
     fresh.cache = {}
-    t = time.perf_counter()
     lmskit.lifetimes(fresh, 64)
-    r = lmskit.swap(fresh)
-    lmskit.simulate(r, "p100-16gb", 64)
-    elapsed = time.perf_counter() - t
-    assert elapsed < 4.0      # target 2 s; slack for a loaded 2-core machine
+    assert lmskit.simulate(lmskit.swap(fresh), "p100-16gb", 64).fits
     # PyTorch on a 16 GiB H100 fit 192 (ANCHORS); ours must land near it, and swapping higher.
     none = lmskit.max_batch_size(g, "p100-16gb", "none")
     assert 150 <= none <= 240
