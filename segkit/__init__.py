@@ -6,3 +6,36 @@ variation of information; boundary nets trained by a ZNN-style task-parallel eng
 
 Like the other kits, importing segkit imports no plotting library and no TensorFlow.
 """
+
+# Public API, resolved on first use (PEP 562): `import segkit` stays cheap (no numba, dask or
+# zarr until a function is called). Modules: basins (watershed, region graph), linkage
+# (size-dependent single linkage, mean agglomeration), chunked (Dask rounds), metrics, views
+# (plain data for the pictures layer), boundary (VD2D / VD2D3D / N4 nets), pipeline (image to
+# scored segmentation through compilerkit), znn (the task-parallel trainer). The modules are not
+# named after the functions `watershed` and `agglomerate` so that the functions are what
+# `segkit.watershed` means.
+import importlib as _importlib
+
+_LAZY = {
+    "watershed": "basins", "region_graph": "basins",
+    "agglomerate": "linkage", "square_size_fn": "linkage",
+    "chunked_agglomerate": "chunked",
+}
+_MODULES = ("basins", "linkage", "chunked", "metrics", "views", "reference", "boundary",
+            "pipeline", "znn")
+
+__all__ = [*_LAZY, *_MODULES]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(_importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    if name in _MODULES:
+        return _importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

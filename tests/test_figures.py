@@ -176,3 +176,53 @@ def test_a_failing_notebook_does_not_hide_the_others_and_only_reruns_some(tmp_pa
     assert manifest["notebooks"] == ["01_good.ipynb", "02_bad.ipynb"]
     with pytest.raises(ValueError, match="not figure notebooks"):
         make_figures(out, smoke=True, notebooks=[good, bad], only=["03"])
+
+
+def test_out_never_deletes_a_manifest_or_report_it_did_not_write(tmp_path, capsys):
+    """`--out` on a folder holding someone else's manifest.json (the datasets zoo has one) or
+    REPORT.md: refused before any notebook runs, the files left as they were."""
+    import pytest
+
+    from mlsys_workbench.figures import main
+
+    theirs = tmp_path / "zoo"
+    theirs.mkdir()
+    (theirs / "manifest.json").write_text('{"models": {"a.onnx": {}}}')
+    with pytest.raises(ValueError, match="did not write"):
+        make_figures(theirs, smoke=True, notebooks=[])
+    assert main(["--out", str(theirs), "--smoke", "--only", "12"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out") and "Traceback" not in err
+    assert (theirs / "manifest.json").read_text() == '{"models": {"a.onnx": {}}}'
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "REPORT.md").write_text("# my own report\n")
+    with pytest.raises(ValueError, match="REPORT.md that make figures did not write"):
+        make_figures(notes, smoke=True, notebooks=[])
+    assert (notes / "REPORT.md").read_text() == "# my own report\n"
+    # A folder of an earlier run is ours: rerunning into it works.
+    ours = tmp_path / "ours"
+    make_figures(ours, smoke=True, notebooks=[])
+    make_figures(ours, smoke=True, notebooks=[])
+    assert json.loads((ours / "manifest.json").read_text())["figures"] == {}
+
+
+def test_compare_and_only_are_checked_before_any_notebook_runs(tmp_path, capsys, monkeypatch):
+    from mlsys_workbench import figures
+
+    ran = []
+    monkeypatch.setattr(figures, "run_notebook", lambda *a, **k: ran.append(a))
+    out = tmp_path / "out"
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text("{not json")
+    not_manifest = tmp_path / "other.json"
+    not_manifest.write_text('{"models": {}}')
+    for argv, expected in (
+            (["--compare", str(tmp_path / "missing.json")], "no such file"),
+            (["--compare", str(bad_json)], "not a readable JSON manifest"),
+            (["--compare", str(not_manifest)], "not a make figures manifest.json"),
+            (["--only", "12,nope"], "--only: not figure notebooks: ['nope']")):
+        assert figures.main(["--out", str(out), "--smoke"] + argv) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and expected in err and "Traceback" not in err
+    assert ran == [] and not out.exists()

@@ -3,7 +3,8 @@
 * Keras models (``models``): ``mlp``, ``lenet``, ``small_resnet``, ``resnet50``, ``unet3d``,
   ``keras_model(name, **params)``.
 * Synthetic data (numpy only): ``digits(n, seed)`` (``digit_images``),
-  ``brats_volumes(n, side, seed)`` (``brats``).
+  ``brats_volumes(n, side, seed)`` (``brats``), ``em_volume(shape, seed, ...)`` -> image,
+  labels, affinities: synthetic serial-section EM (``em``).
 * Committed ONNX files (``zoo``): ``ONNX_MODELS``, ``onnx_path(name)``, ``load_onnx(name)``,
   ``manifest()``; rebuilt and verified by ``python -m mlsys_datasets build|check|list``.
 
@@ -23,6 +24,7 @@ _LAZY = {
     "mlp": "models", "lenet": "models", "small_resnet": "models", "resnet50": "models",
     "unet3d": "models", "keras_model": "models", "MODEL_NAMES": "models",
     "digits": "digit_images", "brats_volumes": "brats",
+    "em_volume": "em", "EMVolume": "em", "affinities_from_labels": "em",
 }
 
 __all__ = ["ONNX_MODELS", "onnx_path", "load_onnx", "manifest", *_LAZY]

@@ -1,0 +1,388 @@
+"""Chunked mean-affinity agglomeration on Dask: the whole-volume answer, chunk by chunk.
+
+After Lu, Zlateski and Seung's distributed agglomeration (seung-lab/abiss). The volume lives in
+zarr arrays; every task reads only its own chunk (plus a voxel or two of halo) and hands on
+small graphs. ``chunked_agglomerate(aff, chunks, threshold)`` equals
+``segkit.agglomerate(aff, threshold, mode="mean")`` on the whole volume, voxel for voxel (ids
+included: both name a segment by its first voxel), for every chunking, ragged ones included.
+
+1. **Basins per chunk** (one task per chunk): steepest ascent with a 2-voxel halo, plateau
+   division inside the chunk, components. Two things cross chunk faces: kept edges that point
+   into a neighbour chunk (linked afterwards), and the rare plateaus that straddle a face (their
+   even split needs the whole plateau: gathered and divided on the client, in global raster
+   order, as the whole-volume run would). Fragment labels go to a zarr array.
+2. **Linking** (client): union-find over the links; a basin's id is its smallest fragment id,
+   1 + the raster index of its first voxel, as in ``segkit.watershed``.
+3. **Round 0** (one task per chunk): the region graph of the chunk's edges (each voxel edge
+   belongs to the chunk of its upper voxel; sums are exact integers, so any order of adding
+   gives the same bits), then mean agglomeration in which regions touching an inner chunk face
+   are *frozen* (their interface may continue next door) and regions whose best edge leads to a
+   frozen one are *blocked*. Each merge made is one the whole-volume run makes too (see
+   ``segkit.linkage``). Finished regions are dropped; frozen and blocked ones, with their
+   edges (sums and counts), go up.
+4. **Rounds 1, 2, ...**: a parent task takes up to 2x2x2 children (chunk size doubles in every
+   dimension), adds their graphs, freezes only what touches its own inner faces, and merges
+   again, until one task covers the volume and nothing is frozen.
+5. **Relabel** (one task per chunk): fragments -> basins -> the merges of every round.
+
+With no ``client``, a ``dask.distributed.LocalCluster`` is started on this machine (and closed
+after); any ``dask.distributed.Client`` works unchanged, provided its workers can open the zarr
+arrays (a shared file system for a real cluster).
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from . import basins as _ws
+from . import linkage as _agg
+
+FACES = [(axis, side) for axis in range(3) for side in (0, 1)]
+
+
+# ----------------------------------------------------------------------------- geometry
+def _boxes(shape, chunks):
+    """Chunk grid: dict grid index -> (lo, hi) voxel box."""
+    grid = [range(-(-s // c)) for s, c in zip(shape, chunks, strict=True)]
+    out = {}
+    for idx in itertools.product(*grid):
+        lo = tuple(i * c for i, c in zip(idx, chunks, strict=True))
+        hi = tuple(min(v + c, s) for v, c, s in zip(lo, chunks, shape, strict=True))
+        out[idx] = (lo, hi)
+    return out
+
+
+def _inner_faces(lo, hi, shape):
+    """(axis, side) of the box faces that are inside the volume (not on its border)."""
+    return [(a, s) for a, s in FACES if (lo[a] > 0 if s == 0 else hi[a] < shape[a])]
+
+
+# ----------------------------------------------------------------------------- step 1
+def _basins_task(aff, frag, lo, hi, low, high):
+    """Fragments of one chunk; returns crossing links and the deferred plateau voxels."""
+    shape = aff.shape[1:]
+    elo = [max(0, v - 2) for v in lo]
+    ehi = [min(s, h + 2) for s, h in zip(shape, hi, strict=True)]
+    a = np.ascontiguousarray(aff[:, elo[0]:ehi[0], elo[1]:ehi[1], elo[2]:ehi[2]], np.float32)
+    bits = _ws.steepest_ascent(a, np.float32(low), np.float32(high))
+    clo = np.array([v - e for v, e in zip(lo, elo, strict=True)], np.int64)
+    chi = np.array([h - e for h, e in zip(hi, elo, strict=True)], np.int64)
+    deferred = _ws.defer_crossing_plateaus(bits, clo, chi)
+    raw = bits.copy()
+    _ws.divide_plateaus(bits, clo, chi, deferred)
+    labels, crossing = _ws.components(bits, clo, chi, np.array(lo, np.int64),
+                                      np.array(shape, np.int64), deferred)
+    frag[lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]] = labels
+    core = (slice(clo[0], chi[0]), slice(clo[1], chi[1]), slice(clo[2], chi[2]))
+    dz, dy, dx = np.nonzero(deferred[core])
+    index = ((dz + lo[0]) * shape[1] + dy + lo[1]) * shape[2] + dx + lo[2]
+    return {"crossing": crossing, "deferred": index.astype(np.int64),
+            "deferred_bits": raw[core][dz, dy, dx], "deferred_labels": labels[dz, dy, dx]}
+
+
+def _link(results, frag, shape):
+    """Basin id (smallest fragment id) for every fragment that a link joins: (old, new)."""
+    crossing = [r["crossing"] for r in results if len(r["crossing"])]
+    pairs_l = [c[:, 0] for c in crossing]
+    pairs_t = [c[:, 1] for c in crossing]
+    index = np.concatenate([r["deferred"] for r in results] + [np.zeros(0, np.int64)])
+    if len(index):
+        order = np.argsort(index)
+        index = index[order]
+        bits = np.concatenate([r["deferred_bits"] for r in results])[order]
+        labels = np.concatenate([r["deferred_labels"] for r in results])[order]
+        _, src, tgt = _ws.divide_plateaus_sparse(index, bits, np.array(shape, np.int64))
+        pairs_l.append(labels[src].astype(np.int64))
+        pairs_t.append(tgt)
+    if not pairs_l:
+        return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+    left = np.concatenate(pairs_l).astype(np.uint64)
+    target = np.concatenate(pairs_t)
+    z, rem = np.divmod(target, shape[1] * shape[2])
+    y, x = np.divmod(rem, shape[2])
+    right = np.asarray(frag.vindex[z, y, x], np.uint64)
+    ids = np.unique(np.concatenate([left, right]))
+    parent = np.arange(len(ids), dtype=np.int64)
+    u = np.searchsorted(ids, left)
+    v = np.searchsorted(ids, right)
+    parent = _union(parent, u, v)  # root = smallest index = smallest id
+    new = ids[parent]
+    changed = new != ids
+    return ids[changed], new[changed]
+
+
+def _remap(seg, maps):
+    for old, new in maps:
+        seg = _agg.relabel(seg, old, new)
+    return seg
+
+
+# ----------------------------------------------------------------------------- rounds
+def _agglomerate_graph(a, b, sums, counts, tops, frozen_ids, threshold):
+    """Mean agglomeration of one task's graph with ``frozen_ids`` frozen. Returns the merges
+    as (old ids, new ids) and what goes up: remaining edges and ids, blocked ids."""
+    ids = np.unique(np.concatenate([a, b]))
+    u = np.searchsorted(ids, a).astype(np.int64)
+    v = np.searchsorted(ids, b).astype(np.int64)
+    state = np.zeros(len(ids), np.uint8)
+    state[np.isin(ids, frozen_ids)] = _agg.FROZEN
+    merges, heights, cid, alive, su, sv, ssum, scount, stop = _agg.mean_agglomeration(
+        ids.astype(np.int64), u, v, sums, counts, tops, float(threshold), state)
+    parent = _agg._resolve(merges, len(ids))
+    new = cid[parent].astype(np.uint64)  # a kept slot carries its group's smallest id
+    changed = new != ids
+    keep = alive & (state[su] != _agg.FREE) & (state[sv] != _agg.FREE)
+    ra, rb = cid[su[keep]].astype(np.uint64), cid[sv[keep]].astype(np.uint64)
+    lo, hi = np.minimum(ra, rb), np.maximum(ra, rb)
+    return {"map": (ids[changed], new[changed]), "a": lo, "b": hi, "sum": ssum[keep],
+            "count": scount[keep], "top": stop[keep], "frozen": ids[state == _agg.FROZEN],
+            "blocked": ids[state == _agg.BLOCKED], "merges": int(len(merges)),
+            "heights": heights}
+
+
+def _round0_task(aff, frag, lo, hi, basin_map, threshold):
+    """Region graph of one chunk and its first round of merging."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    shape = aff.shape[1:]
+    hlo = [1 if v > 0 else 0 for v in lo]
+    seg = np.ascontiguousarray(frag[lo[0] - hlo[0]:hi[0], lo[1] - hlo[1]:hi[1],
+                                    lo[2] - hlo[2]:hi[2]], np.uint64)
+    seg = _agg.relabel(seg, *basin_map)
+    a = np.ascontiguousarray(aff[:, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]], np.float32)
+    g = _ws.region_graph(seg, a, hlo, lo, shape)
+    core = seg[hlo[0]:, hlo[1]:, hlo[2]:]
+    faces = {}
+    for axis, side in _inner_faces(lo, hi, shape):
+        layer = np.take(core, 0 if side == 0 else -1, axis=axis)
+        if side == 0:  # the halo layer's basins are next door: frozen too
+            layer = np.concatenate([layer.ravel(), np.take(seg, 0, axis=axis).ravel()])
+        ids = np.unique(layer)
+        faces[(axis, side)] = ids[ids != 0]
+    frozen = np.unique(np.concatenate([np.zeros(0, np.uint64), *faces.values()]))
+    out = _agglomerate_graph(g["a"], g["b"], g["sum"], g["count"], g["top"], frozen, threshold)
+    out.update(faces=faces, lo=lo, hi=hi, seconds=time.perf_counter() - t0,
+               cpu_seconds=time.process_time() - c0, bytes=int(a.nbytes + seg.nbytes * 2))
+    return out
+
+
+def _parent_task(children, lo, hi, shape, threshold):
+    """Add up to 8 children's graphs; freeze what touches this box's inner faces; merge."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    olds = [c["map"][0] for c in children if len(c["map"][0])]
+    news = [c["map"][1] for c in children if len(c["map"][1])]
+    a = np.concatenate([c["a"] for c in children])
+    b = np.concatenate([c["b"] for c in children])
+    if olds:
+        old, new = np.concatenate(olds), np.concatenate(news)
+        order = np.argsort(old)
+        old, new = old[order], new[order]
+        for arr in (a, b):
+            pos = np.searchsorted(old, arr)
+            pos[pos == len(old)] = 0
+            hit = old[pos] == arr
+            arr[hit] = new[pos[hit]]
+    lo_ab, hi_ab = np.minimum(a, b), np.maximum(a, b)
+    sums = np.concatenate([c["sum"] for c in children])
+    counts = np.concatenate([c["count"] for c in children])
+    tops = np.concatenate([c["top"] for c in children])
+    faces = {}
+    inner = _inner_faces(lo, hi, shape)
+    for axis, side in inner:
+        edge = lo[axis] if side == 0 else hi[axis]
+        parts = [c["faces"][(axis, side)] for c in children
+                 if (axis, side) in c["faces"]
+                 and (c["lo"][axis] if side == 0 else c["hi"][axis]) == edge]
+        faces[(axis, side)] = np.unique(np.concatenate([np.zeros(0, np.uint64), *parts]))
+    frozen = np.unique(np.concatenate([np.zeros(0, np.uint64), *faces.values()]))
+    if len(lo_ab):
+        key = np.stack([lo_ab, hi_ab])
+        order = np.lexsort((hi_ab, lo_ab))
+        key = key[:, order]
+        start = np.flatnonzero(np.r_[True, np.any(key[:, 1:] != key[:, :-1], axis=0)])
+        lo_ab, hi_ab = key[0, start], key[1, start]
+        sums = np.add.reduceat(sums[order], start)
+        counts = np.add.reduceat(counts[order], start)
+        tops = np.maximum.reduceat(tops[order], start)
+    out = _agglomerate_graph(lo_ab, hi_ab, sums, counts, tops, frozen, threshold)
+    out.update(faces=faces, lo=lo, hi=hi, seconds=time.perf_counter() - t0,
+               cpu_seconds=time.process_time() - c0,
+               bytes=int(sum(c["a"].nbytes * 4 for c in children)))
+    return out
+
+
+def _relabel_task(frag, out, lo, hi, maps):
+    seg = np.ascontiguousarray(frag[lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]], np.uint64)
+    out[lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]] = _remap(seg, maps)
+    return int(seg.nbytes)
+
+
+def _compose(maps):
+    """Chain maps (old ids -> new ids) applied in order into one."""
+    old = np.zeros(0, np.uint64)
+    new = np.zeros(0, np.uint64)
+    for o, n in maps:
+        if len(o) == 0:
+            continue
+        if len(new):  # ids already renamed and renamed again
+            order = np.argsort(o)
+            so, sn = o[order], n[order]
+            pos = np.searchsorted(so, new)
+            pos[pos == len(so)] = 0
+            hit = so[pos] == new
+            new = new.copy()
+            new[hit] = sn[pos[hit]]
+        fresh = ~np.isin(o, old)
+        old = np.concatenate([old, o[fresh]])
+        new = np.concatenate([new, n[fresh]])
+    return old, new
+
+
+# ----------------------------------------------------------------------------- driver
+def _as_zarr(aff, chunks, workdir):
+    import zarr
+
+    if isinstance(aff, zarr.Array):
+        if aff.ndim != 4 or aff.shape[0] != 3:
+            raise ValueError(f"aff must have shape (3, Z, Y, X), got {aff.shape}")
+        return aff
+    arr = _ws.check_affinities(aff)
+    z = zarr.open_array(store=str(Path(workdir) / "aff.zarr"), mode="w", shape=arr.shape,
+                        chunks=(3, *chunks), dtype="float32")
+    z[:] = arr
+    return z
+
+
+def _check_chunks(chunks, shape):
+    if isinstance(chunks, (int, np.integer)):
+        chunks = (int(chunks),) * 3
+    chunks = tuple(chunks)
+    if len(chunks) != 3 or not all(isinstance(c, (int, np.integer)) and c >= 1 for c in chunks):
+        raise ValueError(f"chunks must be an int or three ints >= 1 (z, y, x), got {chunks!r}")
+    return tuple(int(c) for c in chunks)
+
+
+def chunked_agglomerate(aff, chunks, threshold: float, client=None, *, low: float = 0.0001,
+                        high: float = 0.9999, workdir=None, n_workers: int = 2,
+                        return_info: bool = False, progress: bool = False):
+    """Mean-affinity agglomeration of ``aff`` (numpy or zarr, (3, Z, Y, X)) chunk by chunk on
+    Dask; returns the segmentation as a zarr array (``[:]`` for numpy), equal to
+    ``segkit.agglomerate(aff, threshold, mode="mean", low=low, high=high)``.
+
+    ``chunks``: the first round's chunk shape (int or (z, y, x)); later rounds double it.
+    ``client``: a ``dask.distributed.Client``; None starts a LocalCluster of ``n_workers``
+    single-threaded worker processes and closes it afterwards. ``workdir``: where the zarr
+    arrays go (default: a temporary folder removed at exit). ``return_info=True`` also returns
+    per-round statistics (frozen and blocked regions, merges, seconds and bytes per task).
+    ``progress=True`` shows a tqdm bar of finished tasks.
+    """
+    import zarr
+
+    if not np.isfinite(threshold):
+        raise ValueError(f"threshold must be a finite affinity, got {threshold!r}")
+    shape0 = tuple(np.shape(aff)[1:]) if not isinstance(aff, zarr.Array) else aff.shape[1:]
+    chunks = _check_chunks(chunks, shape0)
+    if workdir is None:
+        workdir = tempfile.mkdtemp(prefix="segkit-")
+        atexit.register(shutil.rmtree, workdir, ignore_errors=True)
+    own_cluster = client is None
+    if own_cluster:
+        from dask.distributed import Client, LocalCluster
+
+        # loopback only; the dashboard on a free port (it is still there for a curious user)
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                               host="127.0.0.1", dashboard_address="127.0.0.1:0")
+        client = Client(cluster)
+    try:
+        aff_z = _as_zarr(aff, chunks, workdir)
+        shape = tuple(aff_z.shape[1:])
+        store = Path(workdir)
+        frag = zarr.open_array(store=str(store / "fragments.zarr"), mode="w", shape=shape,
+                               chunks=chunks, dtype="uint64", fill_value=0)
+        seg = zarr.open_array(store=str(store / "segmentation.zarr"), mode="w", shape=shape,
+                              chunks=chunks, dtype="uint64", fill_value=0)
+        boxes = _boxes(shape, chunks)
+        t0 = time.perf_counter()
+        futs = [client.submit(_basins_task, aff_z, frag, lo, hi, low, high, pure=False)
+                for lo, hi in boxes.values()]
+        basin_map = _link(client.gather(futs), frag, shape)
+        t_basins = time.perf_counter() - t0
+        bm = client.scatter(basin_map, broadcast=True)
+        level = {idx: client.submit(_round0_task, aff_z, frag, lo, hi, bm, threshold,
+                                    pure=False) for idx, (lo, hi) in boxes.items()}
+        rounds = [level]
+        size = list(chunks)
+        while len(level) > 1:
+            size = [2 * s for s in size]
+            parents = _boxes(shape, size)
+            nxt = {}
+            for pidx, (lo, hi) in parents.items():
+                kids = [level[k] for k in itertools.product(*[(2 * i, 2 * i + 1) for i in pidx])
+                        if k in level]
+                nxt[pidx] = client.submit(_parent_task, kids, lo, hi, shape, threshold,
+                                          pure=False)
+            level = nxt
+            rounds.append(level)
+        if progress:
+            from dask.distributed import as_completed
+            from tqdm.auto import tqdm
+
+            pending = [f for r in rounds for f in r.values()]
+            for _ in tqdm(as_completed(pending), total=len(pending), desc="chunk tasks"):
+                pass
+        results = [client.gather(list(r.values())) for r in rounds]
+        t_rounds = time.perf_counter() - t0 - t_basins
+        maps = [basin_map] + [(np.concatenate([r["map"][0] for r in res]),
+                               np.concatenate([r["map"][1] for r in res])) for res in results]
+        final = _compose(maps)
+        fm = client.scatter(final, broadcast=True)
+        done = [client.submit(_relabel_task, frag, seg, lo, hi, [fm], pure=False)
+                for lo, hi in boxes.values()]
+        client.gather(done)
+        t_total = time.perf_counter() - t0
+    finally:
+        if own_cluster:
+            client.close()
+            cluster.close()
+    if not return_info:
+        return seg
+    info = {"chunks": chunks, "shape": shape, "seconds": {"basins": t_basins,
+            "rounds": t_rounds, "total": t_total}, "basin_map": basin_map, "rounds": [],
+            "fragments": frag}
+    for _k, res in enumerate(results):
+        info["rounds"].append([{"lo": r["lo"], "hi": r["hi"], "frozen": r["frozen"],
+                                "blocked": r["blocked"], "merges": r["merges"],
+                                "map": r["map"], "edges_up": int(len(r["a"])),
+                                "seconds": r["seconds"], "cpu_seconds": r["cpu_seconds"],
+                                "bytes": r["bytes"]} for r in res])
+    return seg, info
+
+
+@numba.njit(nogil=True, cache=True)
+def _union(parent, u, v):
+    for k in range(len(u)):
+        i = u[k]
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        j = v[k]
+        while parent[j] != j:
+            parent[j] = parent[parent[j]]
+            j = parent[j]
+        if i < j:
+            parent[j] = i
+        elif j < i:
+            parent[i] = j
+    for k in range(len(parent)):
+        i = k
+        while parent[i] != i:
+            i = parent[i]
+        parent[k] = i
+    return parent

@@ -1,0 +1,85 @@
+"""Chunked agglomeration on Dask equals the whole-volume answer, for every chunking."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mlsys_datasets import em_volume
+
+import segkit
+
+
+@pytest.fixture(scope="module")
+def client():
+    from dask.distributed import Client
+
+    # in-process workers: fast to start; the real-process path has its own test below
+    with Client(processes=False, n_workers=1, threads_per_worker=2,
+                dashboard_address=":0") as c:
+        yield c
+
+
+@st.composite
+def volumes(draw):
+    """Small affinity volumes, often quantised (many exact ties: plateaus and equal means),
+    with a chunk shape that may be ragged, tiny or bigger than the volume."""
+    shape = tuple(draw(st.integers(2, 12)) for _ in range(3))
+    seed = draw(st.integers(0, 2 ** 16))
+    levels = draw(st.sampled_from([0, 2, 4, 8]))
+    rng = np.random.default_rng(seed)
+    aff = rng.uniform(0, 1, (3, *shape))
+    if levels:
+        aff = np.round(aff * levels) / levels
+    chunks = tuple(draw(st.integers(1, 14)) for _ in range(3))
+    threshold = draw(st.sampled_from([0.2, 0.5, 0.75]))
+    return aff.astype(np.float32), chunks, threshold
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(case=volumes())
+def test_chunked_equals_whole_for_any_chunking(client, case):
+    aff, chunks, threshold = case
+    whole = segkit.agglomerate(aff, threshold, mode="mean", low=0.1, high=0.9)
+    seg = segkit.chunked_agglomerate(aff, chunks, threshold, client=client, low=0.1, high=0.9)
+    assert np.array_equal(seg[:], whole)  # same ids too: both name a segment by its first voxel
+
+
+@pytest.mark.parametrize("chunks", [(16, 16, 16), (10, 13, 7), (40, 5, 40), (40, 40, 40)])
+def test_chunked_equals_whole_on_an_em_volume(client, chunks):
+    aff = em_volume(40, seed=7, missing_sections=1, misaligned_sections=1).affinities
+    whole = segkit.agglomerate(aff, 0.5, mode="mean")
+    seg, info = segkit.chunked_agglomerate(aff, chunks, 0.5, client=client, return_info=True)
+    assert np.array_equal(seg[:], whole)
+    n_chunks = len(info["rounds"][0])
+    assert len(info["rounds"][-1]) == 1
+    if n_chunks > 1:  # something was frozen in the first round and resolved later
+        assert sum(len(r["frozen"]) for r in info["rounds"][0]) > 0
+        assert sum(r["merges"] for r in info["rounds"][-1]) > 0
+
+
+def test_zarr_input_and_rerun_bit_identical(client, tmp_path):
+    import zarr
+
+    aff = em_volume(24, seed=8).affinities
+    z = zarr.open_array(store=str(tmp_path / "aff.zarr"), mode="w", shape=aff.shape,
+                        chunks=(3, 8, 8, 8), dtype="float32")
+    z[:] = aff
+    a = segkit.chunked_agglomerate(z, 8, 0.5, client=client, workdir=tmp_path / "a")[:]
+    b = segkit.chunked_agglomerate(z, 8, 0.5, client=client, workdir=tmp_path / "b")[:]
+    assert a.dtype == np.uint64 and np.array_equal(a, b)
+    assert np.array_equal(a, segkit.agglomerate(aff, 0.5, mode="mean"))
+
+
+def test_without_a_client_a_local_cluster_of_processes_runs_it():
+    aff = em_volume(24, seed=9).affinities
+    seg = segkit.chunked_agglomerate(aff, (12, 12, 12), 0.5, n_workers=2)
+    assert np.array_equal(seg[:], segkit.agglomerate(aff, 0.5, mode="mean"))
+
+
+def test_bad_chunks_are_named(client):
+    aff = np.zeros((3, 4, 4, 4), np.float32)
+    with pytest.raises(ValueError, match="chunks"):
+        segkit.chunked_agglomerate(aff, (4, 0, 4), 0.5, client=client)
+    with pytest.raises(ValueError, match="chunks"):
+        segkit.chunked_agglomerate(aff, (4, 4), 0.5, client=client)

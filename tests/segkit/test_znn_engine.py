@@ -1,0 +1,194 @@
+"""segkit.znn's machinery: wait-free sums, the task pool, the FFT cache, Brent's model, the
+trainer, and the errors it gives for models it cannot run."""
+
+import threading
+
+import numpy as np
+import pytest
+
+keras = pytest.importorskip("keras")
+tf = pytest.importorskip("tensorflow")
+
+from segkit import znn  # noqa: E402
+from segkit.znn.sums import Accumulator  # noqa: E402
+
+
+def small_model(seed=0, layers=None, shape=(6, 8, 8, 1)):
+    keras.utils.set_random_seed(seed)
+    layers = layers or [keras.layers.Conv3D(2, (1, 3, 3), activation="relu"),
+                        keras.layers.Conv3D(3, (2, 3, 3), activation="tanh")]
+    model = keras.Sequential([keras.Input(shape), *layers])
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(2, *shape)).astype(np.float32)
+    y = rng.normal(size=model(x).shape).astype(np.float32)
+    return model, x, y
+
+
+# convergent sums ---------------------------------------------------------------------------
+def test_accumulator_sums_from_many_threads_and_reports_completion_once():
+    parts, done = 16, []
+    acc = Accumulator(parts, "node")
+
+    def contribute(k):
+        if k % 2:  # half of them add in place into the taken partial sum (ZNN's add(f, w))
+            partial = acc.take()
+            value = np.full(1000, float(k)) if partial is None else partial + k
+            done.append(acc.add(value))
+        else:
+            done.append(acc.add(np.full(1000, float(k))))
+    threads = [threading.Thread(target=contribute, args=(k,)) for k in range(parts)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert done.count(True) == 1
+    np.testing.assert_array_equal(acc.result(), np.full(1000, sum(range(parts))))
+
+
+def test_accumulator_refuses_early_results_and_extra_contributions():
+    acc = Accumulator(2, "n7")
+    acc.add(np.ones(3))
+    with pytest.raises(RuntimeError, match="n7.*1 of 2"):
+        acc.result()
+    acc.add(np.ones(3))
+    with pytest.raises(RuntimeError, match="more than 2"):
+        acc.add(np.ones(3))
+
+
+# the task pool -----------------------------------------------------------------------------
+def test_tasks_run_after_their_dependencies_on_two_threads():
+    g = znn.TaskGraph()
+    log = []
+    first = [g.add(f"a{i}", lambda i=i: log.append(f"a{i}")) for i in range(6)]
+    join = g.add("join", lambda: log.append("join"), deps=first)
+    g.add("last", lambda: log.append("last"), deps=[join])
+    records, wall = znn.run(g, threads=2)
+    assert log[-2:] == ["join", "last"] and sorted(log[:6]) == [f"a{i}" for i in range(6)]
+    end = {r.task.name: r.end for r in records}
+    start = {r.task.name: r.start for r in records}
+    assert all(start["join"] >= end[f"a{i}"] for i in range(6))
+    assert {r.thread for r in records} <= {0, 1} and wall > 0
+
+
+def test_a_failing_task_is_named_and_the_run_does_not_hang():
+    g = znn.TaskGraph()
+    a = g.add("fine", lambda: None)
+    g.add("broken edge 3->1", lambda: 1 / 0, deps=[a], kind="conv", layer=2)
+    with pytest.raises(RuntimeError, match="broken edge 3->1.*conv, layer 2.*ZeroDivision"):
+        znn.run(g, threads=2)
+
+
+def test_one_task_per_edge_in_each_direction():
+    model, x, y = small_model()
+    graph, _ = znn.Network(model, method="direct").build(x, y)
+    kinds = [(t.kind, t.phase, t.layer) for t in graph.tasks]
+    # layer 0: 1x2 edges forward, weight gradients only (its input is the net's input)
+    assert kinds.count(("conv", "forward", 0)) == 2 and kinds.count(("conv", "backward", 0)) == 0
+    assert kinds.count(("wgrad", "update", 0)) == 2
+    # layer 1: 2x3 edges forward, 2x3 input-gradient edges, 2x3 weight gradients
+    assert kinds.count(("conv", "forward", 1)) == 6 and kinds.count(("conv", "backward", 1)) == 6
+    assert kinds.count(("wgrad", "update", 1)) == 6
+
+
+# the FFT cache -----------------------------------------------------------------------------
+def test_ffts_are_computed_once_and_reused_by_every_edge():
+    model, x, y = small_model()
+    net = znn.Network(model, method="fft")
+    net.gradients(x, y, threads=1)
+    stats = dict(net.cache.stats)
+    # images: 1 + 2 input spectra forward; gradients: 2 + 3 delta spectra backward
+    assert stats["image_ffts"] == 8
+    # each edge's filter once (2 + 6); layer 1's 6 reused by its input-gradient edges
+    assert stats["filter_ffts"] == 8 and stats["filter_reuses"] == 6
+    # forward: each edge reads its input's spectrum (2 + 6); backward: each weight-gradient edge
+    # reads an image and a gradient spectrum (2 * (2 + 6)), each input-gradient edge of
+    # layer 1 a gradient spectrum (6)
+    assert stats["image_reuses"] == 8 + 16 + 6
+    net.forward(x, threads=1)  # same weights: no new filter FFT
+    assert net.cache.stats["filter_ffts"] == 8
+    net.step_weights({(1, "kernel"): np.zeros_like(net.kernels[1])})  # a new weight version
+    net.forward(x, threads=1)
+    assert net.cache.stats["filter_ffts"] == 16
+
+
+# Brent's model -----------------------------------------------------------------------------
+def test_work_span_and_brent_on_a_hand_worked_graph():
+    # a(2) -> b(3) -> d(1), a -> c(1) -> d: W = 7, S = 2 + 3 + 1 = 6
+    g = znn.TaskGraph()
+    a = g.add("a", lambda: None)
+    b = g.add("b", lambda: None, deps=[a])
+    c = g.add("c", lambda: None, deps=[a])
+    d = g.add("d", lambda: None, deps=[b, c])
+    cost = {a: 2.0, b: 3.0, c: 1.0, d: 1.0}
+    assert znn.work_span(g, cost) == (7.0, 6.0)
+    two = znn.brent(7.0, 6.0, 2)
+    assert two["predicted"] == pytest.approx(6.5) and two["lower"] == 6.0
+    assert two["loose"] == pytest.approx(9.5)
+    assert znn.brent(7.0, 6.0, 1)["predicted"] == 7.0
+    assert znn.simulate(g, cost, 1) == 7.0 and znn.simulate(g, cost, 2) == 6.0
+
+
+def test_simulated_schedule_lies_within_brents_bounds_on_a_real_graph():
+    model, x, y = small_model(layers=[keras.layers.Conv3D(4, 3, activation="relu"),
+                                      keras.layers.Conv3D(4, 3)], shape=(8, 8, 8, 2))
+    _, _, info = znn.Network(model).gradients(x, y, threads=1, return_run=True)
+    cost = znn.task_costs(info["records"], info["wall"])
+    work, span = znn.work_span(info["graph"], cost)
+    assert work == pytest.approx(info["wall"], rel=1e-6)
+    for p in (1, 2, 4):
+        bound = znn.brent(work, span, p)
+        simulated = znn.simulate(info["graph"], cost, p)
+        assert bound["lower"] - 1e-9 <= simulated <= bound["predicted"] + 1e-9
+
+
+# training ----------------------------------------------------------------------------------
+def test_one_sgd_step_moves_the_keras_weights_by_lr_times_tensorflows_gradient():
+    model, x, y = small_model(seed=2)
+    before = [w.numpy().copy() for w in model.trainable_weights]
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x) - y))
+    ref = tape.gradient(loss, model.trainable_weights)
+    trainer = znn.Trainer(model, learning_rate=0.1, momentum=0.5, threads=2)
+    trainer.fit([(x, y)], steps=1, progress=False)
+    for w0, w, g in zip(before, model.trainable_weights, ref, strict=True):
+        np.testing.assert_allclose(w.numpy(), w0 - 0.1 * g.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_trainer_lowers_the_loss_and_pushes_weights_into_the_model():
+    model, x, _ = small_model(seed=4)
+    teacher, _, _ = small_model(seed=5)  # same architecture: its outputs are reachable targets
+    y = teacher(x).numpy()
+    trainer = znn.Trainer(model, learning_rate=0.05, momentum=0.9, threads=2)
+    losses = trainer.fit(lambda step: (x, y), steps=40, progress=False)
+    assert losses[-1] < 0.5 * losses[0]
+    np.testing.assert_allclose(model(x).numpy(), trainer.net.forward(x), rtol=1e-4, atol=1e-5)
+
+
+# errors --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("layer, words", [
+    (lambda: keras.layers.Conv3D(2, 3, padding="same"), "padding"),
+    (lambda: keras.layers.Conv3D(2, 3, strides=2), "strides"),
+    (lambda: keras.layers.Conv3D(2, 3, activation="softmax"), "softmax"),
+    (lambda: keras.layers.Dense(2), "Dense"),
+    (lambda: keras.layers.AveragePooling3D(2), "AveragePooling3D"),
+])
+def test_models_it_cannot_run_are_refused_naming_the_layer(layer, words):
+    keras.utils.set_random_seed(0)
+    built = layer()
+    model = keras.Sequential([keras.Input((6, 6, 6, 1)), built])
+    with pytest.raises(ValueError, match=f"{built.name}.*{words}|{words}.*{built.name}"):
+        znn.Network(model)
+
+
+def test_bad_inputs_are_named():
+    model, x, y = small_model()
+    net = znn.Network(model)
+    with pytest.raises(ValueError, match="input of shape"):
+        net.gradients(x[..., :0], y)
+    with pytest.raises(ValueError, match="target of shape"):
+        net.gradients(x, y[:, :1])
+    with pytest.raises(ValueError, match="loss 'hinge'"):
+        net.gradients(x, y, loss="hinge")
+    tiny = keras.Sequential([keras.Input((None, None, None, 1)), keras.layers.Conv3D(1, 3)])
+    with pytest.raises(ValueError, match="too small"):
+        znn.Network(tiny).forward(np.zeros((1, 2, 5, 5, 1), np.float32))
