@@ -31,17 +31,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .basins import QUANT, check_affinities, region_graph, watershed
+from .basins import QUANT, _find, check_affinities, region_graph, watershed
 
 FREE, FROZEN, BLOCKED = 0, 1, 2
-
-
-@numba.njit(nogil=True, cache=True)
-def _find(parent, i):
-    while parent[i] != i:
-        parent[i] = parent[parent[i]]
-        i = parent[i]
-    return i
 
 
 @numba.njit(nogil=True, cache=True)

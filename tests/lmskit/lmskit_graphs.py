@@ -4,7 +4,9 @@ build([...]) takes (name, type, inputs, phase, shape) rows; shape entries are in
 batch). Every op has one output "<name>:0" of float32.
 """
 
+from lmskit.devices import Device
 from lmskit.graph import Graph, Op, Tensor
+from lmskit.rules.common import insert_swap
 
 # x -> a -> b -> loss ; backward gb(b, loss) -> ga(gb, a): the forward tensors a and b are used
 # again in the backward pass, which is what makes lifetimes long and swapping worth it.
@@ -51,3 +53,26 @@ def interpret(graph, seed=7):
         for t in op.outputs:
             values[t] = v
     return values
+
+
+# The simulator's toy chain (test_simulate, test_limits): 1 element = 1 FLOP = 1 us; a [4, 250]
+# float32 tensor (4000 bytes) copies in 1 ms each way; the tensor "a" is read again by g2.
+TOY = Device("toy", 10**9, flops=1e6, memory_bandwidth=1e15, h2d_bandwidth=4e6,
+             d2h_bandwidth=4e6, compute_efficiency=1.0, bandwidth_efficiency=1.0,
+             launch_overhead_s=0.0)
+G = "gradient_tape/"
+ROWS = [("x", "Placeholder", [], "forward", ("B", 250)),
+        ("a", "Relu", ["x"], "forward", ("B", 250)),
+        ("b", "Tanh", ["a"], "forward", ("B", 250)),
+        ("c", "Neg", ["b"], "forward", ("B", 250)),
+        (G + "g1", "Mul", ["c", "c"], "backward", ("B", 250)),
+        (G + "g2", "Mul", [G + "g1", "a"], "backward", ("B", 250))]
+MS = 1e-3
+
+
+def toy(trigger=None):
+    """The toy chain, with "a" swapped out and back in for g2 (triggered by `trigger`) if given."""
+    g = build(ROWS)
+    if trigger:
+        insert_swap(g, "a:0", [G + "g2"], trigger)
+    return g

@@ -5,31 +5,12 @@ a [4, 250] float32 tensor = 4000 bytes, copied in 1 ms each way)."""
 import dataclasses
 
 import pytest
-from lmskit_graphs import build
+from lmskit_graphs import MS, TOY, G, toy
 
-from lmskit.devices import PRESETS, Device, GiB, MiB, host_limit_from_env
+from lmskit.devices import PRESETS, GiB, MiB, host_limit_from_env
 from lmskit.planner import max_batch_size, plan, sync_copies
 from lmskit.rules.common import insert_swap
 from lmskit.simulate import simulate
-
-TOY = Device("toy", 10**9, flops=1e6, memory_bandwidth=1e15, h2d_bandwidth=4e6,
-             d2h_bandwidth=4e6, compute_efficiency=1.0, bandwidth_efficiency=1.0,
-             launch_overhead_s=0.0)
-G = "gradient_tape/"
-ROWS = [("x", "Placeholder", [], "forward", ("B", 250)),
-        ("a", "Relu", ["x"], "forward", ("B", 250)),
-        ("b", "Tanh", ["a"], "forward", ("B", 250)),
-        ("c", "Neg", ["b"], "forward", ("B", 250)),
-        (G + "g1", "Mul", ["c", "c"], "backward", ("B", 250)),
-        (G + "g2", "Mul", [G + "g1", "a"], "backward", ("B", 250))]
-MS = 1e-3
-
-
-def toy(trigger=None):
-    g = build(ROWS)
-    if trigger:
-        insert_swap(g, "a:0", [G + "g2"], trigger)
-    return g
 
 
 def test_reserve_is_kept_back_from_the_budget():

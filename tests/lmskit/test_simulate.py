@@ -1,33 +1,13 @@
 """The simulator on graphs whose timelines are worked out by hand, and device presets."""
 
 import pytest
-from lmskit_graphs import build
+from lmskit_graphs import MS, ROWS, TOY, G, build, toy
 
 import lmskit
-from lmskit.devices import PRESETS, Device, GiB, custom, get_device
+from lmskit.devices import PRESETS, GiB, custom, get_device
 from lmskit.graph import Variable
 from lmskit.rules.common import insert_swap
 from lmskit.simulate import largest_working_set, op_flops, simulate
-
-# 1 element = 1 FLOP = 1 us; a [4, 250] float32 tensor (4000 bytes) copies in 1 ms each way.
-TOY = Device("toy", 10**9, flops=1e6, memory_bandwidth=1e15, h2d_bandwidth=4e6,
-             d2h_bandwidth=4e6, compute_efficiency=1.0, bandwidth_efficiency=1.0,
-             launch_overhead_s=0.0)
-G = "gradient_tape/"
-ROWS = [("x", "Placeholder", [], "forward", ("B", 250)),
-        ("a", "Relu", ["x"], "forward", ("B", 250)),
-        ("b", "Tanh", ["a"], "forward", ("B", 250)),
-        ("c", "Neg", ["b"], "forward", ("B", 250)),
-        (G + "g1", "Mul", ["c", "c"], "backward", ("B", 250)),
-        (G + "g2", "Mul", [G + "g1", "a"], "backward", ("B", 250))]
-MS = 1e-3
-
-
-def toy(trigger=None):
-    g = build(ROWS)
-    if trigger:
-        insert_swap(g, "a:0", [G + "g2"], trigger)
-    return g
 
 
 def test_no_swap_timeline():
