@@ -24,13 +24,11 @@ contend for one link; the simulation of each candidate plan is what decides whet
 
 from __future__ import annotations
 
-import bisect
-
 from .devices import get_device
 from .graph import Graph, producer_name
 from .recompute import chain, recomputable, recompute
 from .rules import v2
-from .rules.common import insert_swap, swap_target, valid_trigger
+from .rules.common import insert_swap, swap_target, trigger_ending_before, valid_trigger
 from .schedule import schedule
 from .simulate import op_time, simulate
 
@@ -120,24 +118,12 @@ def build(graph: Graph, device, batch_size: int, chosen: list[dict], base,
         t, nbytes = r["tensor"], r["bytes"]
         for c in r["readers"]:
             due = base.start[c] - prefetch * (dev.copy_latency_s + nbytes / dev.h2d_bandwidth)
-            trigger = _ending_before(by_end, due, pos[c], pos[producer_name(t)])
+            trigger = trigger_ending_before(by_end, due, pos[c], pos[producer_name(t)])
             # The reader may now read a recomputed input, but it still reads t itself.
             if t in g.ops[c].inputs:
                 insert_swap(g, t, [c], trigger)
     g.options = {"policy": "swap+recompute", "swapped": len(swaps), "recomputed": len(drop)}
     return g
-
-
-def _ending_before(ends, time, consumer_pos, producer_pos):
-    i = bisect.bisect_right(ends, (time, float("inf"), "")) - 1
-    while i >= 0:
-        _, p, name = ends[i]
-        if producer_pos < p < consumer_pos:
-            return name
-        if p <= producer_pos:
-            break
-        i -= 1
-    return next((n for _, p, n in ends if producer_pos < p < consumer_pos), None)
 
 
 def hybrid_plan(graph: Graph, device, batch_size: int, budget: int,

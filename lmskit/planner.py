@@ -29,7 +29,6 @@ reader, so every new edge goes forward in one topological order: no cycle.
 
 from __future__ import annotations
 
-import bisect
 import weakref
 
 from . import progress
@@ -37,7 +36,7 @@ from .devices import get_device
 from .graph import Graph, producer_name
 from .rules import swap, v2
 from .rules.checker import check
-from .rules.common import insert_swap, swap_target, valid_trigger
+from .rules.common import insert_swap, swap_target, trigger_ending_before, valid_trigger
 from .schedule import schedule
 from .simulate import check_batch, check_budget, largest_working_set, simulate
 
@@ -188,7 +187,7 @@ def lmskit_plan(graph: Graph, device, batch_size: int, budget: int) -> Graph:
             dur = prefetch * graph.tensors[t].bytes(batch_size) / dev.h2d_bandwidth
             begin = min(deadline, stream_free) - dur
             stream_free = begin
-            trigger = _trigger_ending_before(ends, begin, pos[c], pos[producer_name(t)])
+            trigger = trigger_ending_before(ends, begin, pos[c], pos[producer_name(t)])
             if trigger is not None:
                 insert_swap(g, t, [c], trigger)
         return g
@@ -238,23 +237,6 @@ def best_plan(graph: Graph, device, batch_size: int, budget: int) -> Graph:
         tuned.options = {"policy": "lmskit", "via": "tflms-v2 options", **tuned.options}
         return tuned
     return ours
-
-
-def _trigger_ending_before(ends, time, consumer_pos, producer_pos):
-    """The last op (by end time) ending at or before `time`, ordered after the producer and
-    before the consumer; else the earliest op after the producer."""
-    i = bisect.bisect_right(ends, (time, float("inf"), "")) - 1
-    while i >= 0:
-        _, p, name = ends[i]
-        if producer_pos < p < consumer_pos:
-            return name
-        if p <= producer_pos:
-            break
-        i -= 1
-    for _, p, name in ends:
-        if producer_pos < p < consumer_pos:
-            return name
-    return None
 
 
 def plan(graph: Graph, policy: str, device="p100-16gb", batch_size: int = 1,

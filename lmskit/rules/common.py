@@ -9,6 +9,8 @@ starts only when the trigger has run, which is how the rules choose when to pref
 
 from __future__ import annotations
 
+import bisect
+
 from ..graph import Graph, Op, Tensor
 
 # TFLMS v1 never swaps outputs of these ("atomic" ops: cheap, aliasing or bookkeeping).
@@ -114,3 +116,20 @@ def passes_filters(op: Op, incl_scopes=(), excl_scopes=(), incl_types=(), excl_t
                                             or op.type in incl_types):
         return False
     return True
+
+
+def trigger_ending_before(ends, time, consumer_pos, producer_pos):
+    """The last op (by end time) ending at or before `time`, ordered after the producer and
+    before the consumer; else the earliest op after the producer."""
+    i = bisect.bisect_right(ends, (time, float("inf"), "")) - 1
+    while i >= 0:
+        _, p, name = ends[i]
+        if producer_pos < p < consumer_pos:
+            return name
+        if p <= producer_pos:
+            break
+        i -= 1
+    for _, p, name in ends:
+        if producer_pos < p < consumer_pos:
+            return name
+    return None

@@ -35,10 +35,12 @@ def build(rows, fetches=(), loss=None):
     return Graph(ops, tensors, loss=loss, fetches=list(fetches))
 
 
-def interpret(graph, seed=7):
+def interpret(graph, seed=7, by_origin=False):
     """Evaluate every op on integers: an op's value mixes its inputs (order matters) with a
     constant drawn from its name; an Identity passes its input through. Control edges only order.
-    Returns {tensor name: value}. Two graphs computing the same thing give the same values."""
+    Returns {tensor name: value}. Two graphs computing the same thing give the same values.
+    With `by_origin`, a recomputed clone draws its constant from its original's name, so a
+    correct recomputation gives every reader the very value it read before."""
     from lmskit.schedule import schedule
 
     values = {}
@@ -47,7 +49,8 @@ def interpret(graph, seed=7):
         if op.type == "Identity":
             v = values[op.inputs[0]]
         else:
-            v = hash((seed, name)) % 1000003
+            origin = op.attrs.get("recompute_of", name) if by_origin else name
+            v = hash((seed, origin)) % 1000003
             for i, t in enumerate(op.inputs):
                 v = (v * 31 + (i + 1) * values[t]) % 2_147_483_647
         for t in op.outputs:

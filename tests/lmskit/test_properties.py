@@ -106,25 +106,6 @@ def test_insert_swap_is_the_only_edit_rules_make():
     assert new and all(common.is_swap(r.ops[n]) for n in new)
 
 
-def _interpret_by_origin(graph, seed=7):
-    """interpret(), but a recomputed clone hashes its original's name: a correct recomputation
-    gives every reader the very value it read before."""
-    from lmskit.schedule import schedule
-
-    values = {}
-    for name in schedule(graph).order:
-        op = graph.ops[name]
-        if op.type == "Identity":
-            v = values[op.inputs[0]]
-        else:
-            v = hash((seed, op.attrs.get("recompute_of", name))) % 1000003
-            for i, t in enumerate(op.inputs):
-                v = (v * 31 + (i + 1) * values[t]) % 2_147_483_647
-        for t in op.outputs:
-            values[t] = v
-    return values
-
-
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(training_dags(), st.data())
 def test_any_recomputation_computes_the_same(g, data):
@@ -137,7 +118,7 @@ def test_any_recomputation_computes_the_same(g, data):
     drop = data.draw(st.lists(st.sampled_from(saved), min_size=1, unique=True))
     r = recompute(g, drop)
     lmskit.schedule(r)                       # acyclic
-    before, after = _interpret_by_origin(g), _interpret_by_origin(r)
+    before, after = interpret(g, by_origin=True), interpret(r, by_origin=True)
     assert {t: before[t] for t in g.tensors} == {t: after[t] for t in g.tensors}
     for op in r.ops.values():                 # no backward op reads a dropped tensor any more
         if op.phase == "backward" and "recompute_of" not in op.attrs:
