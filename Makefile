@@ -55,7 +55,7 @@ fuzz: $(STAMP)
 	$(BIN)/python tests/fuzz/fuzzlib.py --n $(N) --out benchmarks/results/fuzz.json
 
 lint: $(STAMP)
-	$(BIN)/ruff check lmskit compilerkit segkit mlsys_workbench datasets tests benchmarks
+	$(BIN)/ruff check lmskit compilerkit segkit mlsys_viz mlsys_workbench datasets tests benchmarks
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -17,17 +17,15 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 
 import mlsys_datasets
 import numpy as np
 import onnxruntime as ort
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-import compilerkit as ck  # noqa: E402
-from compilerkit.backends import cuda_driver  # noqa: E402
-from compilerkit.conformance import light_model_path, light_models, random_inputs  # noqa: E402
+import compilerkit as ck
+from compilerkit.backends import cuda_driver
+from compilerkit.conformance import light_model_path, light_models, random_inputs
 
 
 def models():

@@ -30,7 +30,7 @@ from pathlib import Path
 import mlsys_datasets as zoo
 import tensorflow as tf
 
-import lmskit  # before any TF op: splits the CPU into two logical devices
+import lmskit
 
 DEVICE = "p100-16gb"
 OUT = Path(__file__).parent / "results" / "lmskit_bench.json"

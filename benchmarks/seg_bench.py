@@ -37,7 +37,6 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 OUT = REPO / "benchmarks" / "results" / "seg_bench.json"
 
 
@@ -89,7 +88,6 @@ class PeakRSS:
 
 WHOLE_CHILD = """
 import sys, time, numpy as np, zarr
-sys.path.insert(0, "benchmarks")
 from seg_bench import PeakRSS
 import segkit
 path, threshold = sys.argv[1], float(sys.argv[2])
@@ -109,7 +107,8 @@ print(meter.stop(), seconds, cpu)
 
 def whole_volume_memory(aff_path, threshold):
     out = subprocess.run([sys.executable, "-c", WHOLE_CHILD, str(aff_path), str(threshold)],
-                         capture_output=True, text=True, check=True, cwd=REPO)
+                         capture_output=True, text=True, check=True,
+                         cwd=REPO / "benchmarks")  # `-c` imports seg_bench from its cwd
     mib, seconds, cpu = out.stdout.split()[-3:]
     return float(mib), float(seconds), float(cpu)
 

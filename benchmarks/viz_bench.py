@@ -22,9 +22,8 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from mlsys_workbench.viz.export import CHROMIUM_ARGS, find_chromium  # noqa: E402
+from mlsys_viz.export import CHROMIUM_ARGS, find_chromium  # noqa: E402 (after the env)
 
 # Plotly.newPlot(...).then(post_script): the moment the figure is drawn.
 MARK = "window.__drawn = performance.now();"
@@ -50,8 +49,8 @@ def capture(model_name: str):
 
 def builds(graph):
     """name -> function building that figure from scratch (conversion included)."""
+    import mlsys_viz as viz
     from lmskit import views
-    from mlsys_workbench import viz
 
     def collapsed():
         nodes, edges = views.graph_view(graph, 32)

@@ -21,15 +21,13 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from segkit.znn import Network, measure  # noqa: E402
+from segkit.znn import Network, measure  # noqa: E402 (after the env)
 
 
 def _autogroup() -> str:

@@ -2,7 +2,9 @@
 
     python -m compilerkit MODEL.onnx --emit onnx-ir|kernel-ir|llvm-ir|asm|obj|lib -O3 -o OUT
 
-`--emit lib` writes a shared library and a C header beside it (OUT without its extension, plus
+Every stage comes from the stage driver (compilerkit/pipeline.py), the same calls as
+`compilerkit.compile`. `--target gpu --emit asm` (or `--emit ptx`) prints PTX; `--emit lib`
+writes a shared library and a C header beside it (OUT without its extension, plus
 `.h`). A `.mlir` input at ONNX IR or Kernel IR level is accepted too (the stage is taken from
 its ops). Every error, the command line's own included, prints one line
 `compilerkit: error: ...` to stderr and exits with status 1 (no traceback)."""
@@ -13,7 +15,7 @@ import argparse
 import os
 import sys
 
-STAGES = ["onnx-ir", "kernel-ir", "llvm-ir", "asm", "obj", "lib"]
+STAGES = ["onnx-ir", "kernel-ir", "llvm-ir", "asm", "ptx", "obj", "lib"]
 
 
 class CliError(Exception):
@@ -44,6 +46,8 @@ def _input_shapes(specs) -> dict:
 def _check_output(args) -> None:
     """Before any compiling: the output's folder exists, and `--emit lib` would not write its
     header over the library."""
+    from compilerkit.pipeline import header_path
+
     if args.out == "-":
         if args.emit in ("obj", "lib"):
             raise CliError(f"--emit {args.emit} needs -o OUT (binary output is not written to "
@@ -54,13 +58,9 @@ def _check_output(args) -> None:
         raise CliError(f"-o {args.out!r}: the folder {folder!r} does not exist")
     if os.path.isdir(args.out):
         raise CliError(f"-o {args.out!r} is a folder; give a file name")
-    if args.emit == "lib" and _header_path(args.out) == os.path.abspath(args.out):
+    if args.emit == "lib" and header_path(args.out) == os.path.abspath(args.out):
         raise CliError(f"-o {args.out!r}: the C header would be written over the library; "
                        "name the library e.g. model.so (the header goes beside it, model.h)")
-
-
-def _header_path(out: str) -> str:
-    return os.path.abspath(os.path.splitext(out)[0] + ".h")
 
 
 def main(argv=None) -> int:
@@ -95,12 +95,12 @@ def _describe(e: BaseException) -> str:
 
 
 def _main(argv) -> int:
-    import compilerkit as ck
-    from compilerkit.backends.host import c_header, write_shared_library
+    from compilerkit.pipeline import Compilation
 
     p = _Parser(prog="compilerkit", description=__doc__.splitlines()[0])
     p.add_argument("model", help="an .onnx file (or .mlir at ONNX IR / Kernel IR level)")
-    p.add_argument("--emit", choices=STAGES, default="kernel-ir")
+    p.add_argument("--emit", choices=STAGES, default="kernel-ir",
+                   help="the stage to write ('asm' is PTX on the GPU; 'ptx' says the same)")
     p.add_argument("-O", dest="opt", type=int, choices=[0, 1, 2, 3], default=3)
     p.add_argument("--target", default="host")
     p.add_argument("--input-shape", action="append", default=[],
@@ -110,61 +110,26 @@ def _main(argv) -> int:
     shapes = _input_shapes(args.input_shape)
     _check_output(args)
     try:
-        backend = ck.get_backend(args.target)
+        compilation = Compilation(args.target, args.opt, input_shapes=shapes or None)
     except ValueError as e:
         raise CliError(f"--target: {e}") from None
-    if args.emit == "lib" and backend.target.name != "host":
-        raise CliError(f"--emit lib links with the host's C compiler; for --target "
-                       f"{args.target} use --emit obj")
+    try:
+        compilation.stage_name(args.emit)
+    except ValueError as e:
+        raise CliError(f"--emit {args.emit}: {e}") from None
     if not os.path.isfile(args.model):
         raise CliError(f"{args.model!r}: no such model file")
-    if args.model.endswith(".mlir"):
-        with open(args.model, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-        try:
-            module = ck.parse_ir(text)
-            module.verify()
-        except Exception as e:  # noqa: BLE001 (xDSL's parse and verify errors)
-            lines = [line for line in str(e).splitlines() if line.strip() and line.strip() != "^"]
-            where = lines[0].replace("<unknown>", args.model) if lines else args.model
-            what = lines[-1].strip() if len(lines) > 1 else type(e).__name__
-            raise CliError(f"{where}: not valid ONNX IR or Kernel IR: {what}") from None
-        is_krnl = "krnl." in ck.print_ir(module)
-    else:
-        module = ck.import_onnx(args.model, shapes or None)
-        ck.optimize_onnx(module)
-        is_krnl = False
-    if args.emit == "onnx-ir":
-        return _write(args.out, ck.print_ir(module))
-    if is_krnl:
-        kmodule = module
-        from compilerkit.krnl_passes import plan_buffers
-        from compilerkit.onnx_passes.single_node import main_func
-        if "arena_bytes" not in main_func(kmodule).attributes:
-            plan_buffers(kmodule)
-    else:
-        kmodule = ck.lower(module, args.opt, backend.target)
-    if args.emit == "kernel-ir":
-        return _write(args.out, ck.print_ir(kmodule))
-    text, mod = backend.optimize(ck.to_llvm(kmodule, backend.target), args.opt)
-    if args.emit == "llvm-ir":
-        return _write(args.out, text)
-    if args.emit == "asm":
-        return _write(args.out, backend.assembly(mod, args.opt))
-    obj = backend.object_code(mod, args.opt)
+    if args.emit == "lib":
+        compilation.run(args.model, "lib", out=args.out)
+        return 0
+    result = compilation.run(args.model, args.emit)
+    if args.emit in ("onnx-ir", "kernel-ir"):
+        result = compilation.stages[args.emit]  # the module's text, as `compile` shows it
     if args.emit == "obj":
         with open(args.out, "wb") as f:
-            f.write(obj)
+            f.write(result)
         return 0
-    write_shared_library(obj, args.out)
-    from compilerkit import _signature
-    from compilerkit.onnx_passes.single_node import main_func
-    f = main_func(kmodule)
-    ins, outs = _signature(f, f.attributes["num_inputs"].value.data)
-    with open(_header_path(args.out), "w") as fh:
-        fh.write(c_header([(n, s, d.name) for n, s, d in ins],
-                          [(n, s, d.name) for n, s, d in outs]))
-    return 0
+    return _write(args.out, result)
 
 
 def _write(path, text) -> int:

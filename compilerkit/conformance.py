@@ -6,10 +6,11 @@ Two suites, both shipped inside the `onnx` package (no download):
 
 * **node tests** (`onnx.backend.test.case.node`, generated in memory): one small model per case
   with inputs and expected outputs. Only cases whose ops are all in `OPS` (the ops compilerkit
-  lowers) are run. A case refused as given is retried as onnx-mlir's "constant-input" +
-  "static" variant (`constant_static_variant`): parameter inputs become initializers holding the
-  test's values and data inputs get the test data's static shapes. Compiled at -O2, compared
-  with rtol 1e-3, atol 1e-5.
+  lowers, read from the lowering registry) are run; `untested_ops` names the lowered ops that
+  no such case exercises, and why. A case refused as given is retried as onnx-mlir's
+  "constant-input" + "static" variant (`constant_static_variant`): parameter inputs become
+  initializers holding the test's values and data inputs get the test data's static shapes.
+  Compiled at -O2, compared with rtol 1e-3, atol 1e-5.
 * **models**: the "light" architectures (`onnx/backend/test/data/light`, random weights) or any
   ONNX file, compared with onnxruntime (one thread) on seeded random inputs, rtol 1e-3,
   atol 1e-5.
@@ -35,18 +36,17 @@ import onnx
 from onnx.backend.base import Backend, BackendRep
 
 import compilerkit as ck
+from compilerkit.lowering import SUPPORTED
 
-OPS = ("Add", "Sub", "Mul", "Div", "Relu", "MatMul", "Gemm", "Softmax", "Conv", "MaxPool",
-       "AveragePool", "GlobalAveragePool", "BatchNormalization", "Reshape", "Flatten",
-       "Transpose", "Concat", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Clip", "LeakyRelu",
-       "Sum", "Max", "Min", "Mean", "Dropout", "Identity", "Squeeze", "Unsqueeze", "Pad",
-       "ReduceMean", "ReduceSum", "ReduceMax", "Gather", "Slice", "Cast", "LRN",
-       "ConvTranspose", "Abs", "Neg", "Elu", "Selu", "Softplus", "Softsign", "HardSigmoid")
+# The ops compilerkit lowers: the lowering registry, plus Constant, which `lower_to_krnl`
+# turns into a `krnl.global` itself rather than through the registry.
+OPS = tuple(sorted(set(SUPPORTED) | {"Constant"}))
 
 # Inputs that are parameters rather than data, by node input position.
 PARAMS = {"Clip": (1, 2), "Pad": (1, 2, 3), "Slice": (1, 2, 3, 4), "ReduceSum": (1,),
-          "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "Reshape": (1,),
-          "Squeeze": (1,), "Unsqueeze": (1,), "Dropout": (1, 2)}
+          "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,),
+          "Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Dropout": (1, 2),
+          "Split": (1,), "Tile": (1,), "Expand": (1,), "ConstantOfShape": (0,)}
 REFUSED = (ck.UnsupportedOpError, ck.ModelError, NotImplementedError)
 RTOL, ATOL = 1e-3, 1e-5
 NODE_OPT_LEVEL = 2
@@ -170,6 +170,32 @@ def node_cases(ops=None, names=None):
     return out
 
 
+def op_coverage(ops=None) -> dict[str, int]:
+    """Per op of `ops` (default `OPS`): how many of the node-test cases `node_cases` selects
+    use it (a case using several ops counts for each)."""
+    ops = OPS if ops is None else ops
+    counts = Counter(o for c in node_cases() for o in _ops_of(c.model))
+    return {op: counts[op] for op in ops}
+
+
+def untested_ops(ops=None) -> dict[str, str]:
+    """The ops of `ops` (default `OPS`) that no selected node-test case exercises, each with
+    why: not an ONNX operator at all (onnx has no schema for it), no node test in the installed
+    onnx, or node tests that all need ops compilerkit does not lower (those ops named)."""
+    out = {}
+    for op, n in op_coverage(ops).items():
+        if n:
+            continue
+        if not onnx.defs.has(op):
+            out[op] = "not an ONNX operator (no schema in onnx.defs)"
+            continue
+        needs = Counter(o for c in _all_node_cases() if op in _ops_of(c.model)
+                        for o in _ops_of(c.model) if o not in OPS)
+        out[op] = (f"its node tests also use ops not lowered: {', '.join(sorted(needs))}"
+                   if needs else f"no ONNX backend node test (onnx {onnx.__version__})")
+    return out
+
+
 def constant_static_variant(model, inputs):
     """(model with parameter inputs as initializers, remaining inputs, their input_shapes)."""
     names = [i.name for i in model.graph.input]
@@ -259,8 +285,9 @@ def random_inputs(model) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def ort_session(path: str):
-    """An onnxruntime CPU session on one thread (intra- and inter-op), errors-only logging."""
+def ort_session(path):
+    """An onnxruntime CPU session on one thread (intra- and inter-op), errors-only logging.
+    `path`: an ONNX file, or a serialized model (bytes), as onnxruntime takes."""
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
@@ -271,7 +298,8 @@ def ort_session(path: str):
     return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 
-def ort_outputs(path: str, feeds) -> list[np.ndarray]:
+def ort_outputs(path, feeds) -> list[np.ndarray]:
+    """onnxruntime's outputs (`ort_session`) for `feeds`: a dict or (name, array) pairs."""
     return ort_session(path).run(None, dict(feeds))
 
 
@@ -306,15 +334,21 @@ def run_light_models(names=None, opt_level: int = 3) -> list[CaseResult]:
     return [run_model(light_model_path(n), opt_level, n) for n in (names or light_models())]
 
 
-def best_seconds(fn, repeat: int = 5) -> float:
-    """Fastest of `repeat` timed calls of `fn`, after one untimed call (page faults, caches)."""
+def run_times(fn, repeat: int = 5) -> list[float]:
+    """Seconds of each of `repeat` timed calls of `fn`, after one untimed call (page faults,
+    caches)."""
     fn()
     times = []
     for _ in range(repeat):
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    return min(times)
+    return times
+
+
+def best_seconds(fn, repeat: int = 5) -> float:
+    """Fastest of `repeat` timed calls of `fn`, after one untimed call (`run_times`)."""
+    return min(run_times(fn, repeat))
 
 
 def time_model(path: str, opt_level: int = 3, repeat: int = 5, name: str | None = None) -> dict:

@@ -1,4 +1,4 @@
-"""An ONNX model or an ONNX IR module as plain nodes and edges for `mlsys_workbench.viz`'s graph
+"""An ONNX model or an ONNX IR module as plain nodes and edges for `mlsys_viz`'s graph
 drawing (the same drawing lmskit uses for TensorFlow training graphs):
 
 - onnx_graph_view(model): one node per ONNX node, one per graph input and one per initializer
@@ -21,8 +21,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 from onnx import helper
+from xdsl.dialects.builtin import NoneType
 
-from mlsys_workbench.viz import human_bytes
+from mlsys_viz.units import human_bytes
 
 from .dialects import onnx as onnx_d
 from .frontend import ModelError, load_model
@@ -233,7 +234,8 @@ def _type_info(t):
 def ir_graph_view(module):
     """(nodes, edges) for viz.graph_figure of an ONNX IR module (import_onnx / optimize_onnx).
 
-    One node per onnx-dialect op in the module's function (id: its `onnx_node_name`, else
+    One node per onnx-dialect op in the module's function but onnx.NoValue (id: its
+    `onnx_node_name`, else
     op type and position; kind "op"; onnx.Constant aside) and one per function argument (kind
     "input", named after `input_names`); one data edge per (value, user) from the SSA uses,
     hovering the value's type as shape, dtype and bytes."""
@@ -253,7 +255,8 @@ def ir_graph_view(module):
                       "op": "input", "scope": name, "outputs": [infos[arg][0]],
                       "hover": f"<b>{name}</b><br>function argument<br>"
                                f"{tensor_text(*infos[arg][1:])}"})
-    ops = [op for op in block.ops if op.name.startswith("onnx.")]
+    # An absent optional input (an onnx.NoValue, typed none) is not a node or an edge.
+    ops = [op for op in block.ops if op.name.startswith("onnx.") and op.name != "onnx.NoValue"]
     for k, op in enumerate(ops):
         typ = onnx_d.op_type(op)
         tag = op.attributes.get("onnx_node_name")
@@ -261,7 +264,8 @@ def ir_graph_view(module):
         name = (tag.data if tag is not None else
                 value_names.get(op.results[0], f"{typ}_{k}") if op.results else f"{typ}_{k}")
         nid = op_ids[op] = _unique(name, taken)
-        for r in op.results:
+        results = [r for r in op.results if not isinstance(r.type, NoneType)]
+        for r in results:
             producer[r] = nid
             infos[r] = (value_names.get(r, "%?"), *_type_info(r.type))
 
@@ -270,11 +274,11 @@ def ir_graph_view(module):
             return _listing(label, [infos[v][0] for v in values if v in infos], texts)
 
         nodes.append({"id": nid, "label": typ, "group": op_kind(typ), "kind": "op", "op": typ,
-                      "outputs": [infos[r][0] for r in op.results],
+                      "outputs": [infos[r][0] for r in results],
                       "scope": name, "aside": typ == "Constant",
                       "hover": _lines(f"<b>{name}</b>", f"{op.name} · {op_kind(typ)}",
                                       listing("in", list(op.operands)),
-                                      listing("out", list(op.results)))})
+                                      listing("out", results))})
     edges = []
     for op in ops:
         target = op_ids[op]

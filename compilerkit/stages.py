@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from xdsl.utils.exceptions import DiagnosticException
 
-from compilerkit.frontend.tensors import ModelError
+from compilerkit.frontend.checks import ModelError
 
 
 def verify_ir(module, stage: str) -> None:

@@ -1,4 +1,4 @@
-"""Plain data views of compilerkit results for the workbench's pictures (`mlsys_workbench.viz`):
+"""Plain data views of compilerkit results for the workbench's pictures (`mlsys_viz`):
 
 - ir_view_data(cm): the stage texts, the ONNX nodes and which lines of each stage came from each
   node (provenance.py), ready for `viz.ir_side_by_side` / `viz.ir_panes`;
@@ -20,20 +20,24 @@ from collections import Counter
 
 from compilerkit.dialects import krnl
 from compilerkit.graph_view import ir_graph_view, node_counts, onnx_graph_view
-from compilerkit.provenance import onnx_nodes, provenance
+from compilerkit.provenance import FUNCTION_LINES, IR_STAGES
+from compilerkit.provenance import of as provenance_of
 
 STAGES = ("onnx-ir", "kernel-ir", "llvm-ir", "asm", "ptx")
 LOOP_NAMES = "ijklmnpqrstuvw"
 
 
-def ir_view_data(cm, stages=STAGES) -> dict:
+def ir_view_data(cm, stages=STAGES, provenance=None) -> dict:
     """{"stages": {stage: text}, "nodes": [{"name", "op"}], "ranges": {node: {stage:
     [(first, last)]}}} for a CompiledModel (or a mapping stage -> text) and the stages asked for
-    that it has. Reading "asm" generates it if it was not yet (a second code generation)."""
+    that it has. The ranges come from the IR and codegen's function record (provenance.py):
+    the CompiledModel's, or `provenance` (a provenance.Provenance) for texts; reading "asm"
+    generates it if it was not yet (a second code generation)."""
     texts = getattr(cm, "stages", cm)
+    prov = provenance if provenance is not None else provenance_of(cm)
     picked = {s: texts[s] for s in stages if s in texts}
-    nodes = [{"name": n["name"], "op": n["op"]} for n in onnx_nodes(picked["onnx-ir"])]
-    return {"stages": picked, "nodes": nodes, "ranges": provenance(picked)}
+    mapped = {s: t for s, t in picked.items() if s in IR_STAGES or s in FUNCTION_LINES}
+    return {"stages": picked, "nodes": prov.nodes, "ranges": prov.ranges(mapped)}
 
 
 def _handles(it: krnl.IterateOp, names):

@@ -5,24 +5,41 @@ rewrite rules, checked) -> simulate on a device model -> runnable (run the rewri
 plan / compare / max_batch_size apply the policies ("none", "swap-all", "tflms", "tflms-v2",
 "lmskit") without re-tracing; lmskit.figures draws plain plotly figures of the results.
 
-Importing lmskit imports TensorFlow and, on a CPU-only machine, splits the CPU into two logical
-devices so swaps can really run (this must happen before TF runs its first op).
+The graph, schedule, rules, simulator and planner are framework-neutral: importing lmskit imports
+no TensorFlow. TensorFlow lives in capture and run (tfcapture, tfrun, runcheck, distributed), which
+load on first use of their names (`lmskit.capture`, `lmskit.runnable`, ...).
+
+Running a rewritten step on a CPU-only machine needs two logical CPU devices (device and host
+stand-ins). Call `lmskit.configure_devices()` before TensorFlow runs its first op (before building
+a Keras model); it cannot be done later, and `runnable` says so if it was not.
 """
 
-from .tfrun import configure_devices
+import importlib
 
-configure_devices()
+from .devices import PRESETS, Device, get_device
+from .graph import Graph, Op, Tensor, Variable
+from .planner import POLICIES, InfeasibleError, compare, max_batch_size, plan
+from .rules import RewriteError, check, swap
+from .schedule import lifetimes, schedule
+from .simulate import simulate
 
-from .capture import CaptureError, capture, capture_step  # noqa: E402
-from .devices import PRESETS, Device, get_device  # noqa: E402
-from .graph import Graph, Op, Tensor, Variable  # noqa: E402
-from .planner import POLICIES, InfeasibleError, compare, max_batch_size, plan  # noqa: E402
-from .rules import RewriteError, check, swap  # noqa: E402
-from .schedule import lifetimes, schedule  # noqa: E402
-from .simulate import simulate  # noqa: E402
-from .tfrun import equivalent, runnable  # noqa: E402
+# TensorFlow-backed names -> their module, imported on first use.
+_TF_BACKED = {"capture": "tfcapture", "capture_step": "tfcapture", "CaptureError": "tfcapture",
+              "runnable": "tfrun", "equivalent": "tfrun", "configure_devices": "tfrun"}
 
 __all__ = ["capture", "capture_step", "lifetimes", "schedule", "swap", "check", "simulate",
-           "plan", "compare", "max_batch_size", "runnable", "equivalent", "Graph", "Op", "Tensor",
-           "Variable", "Device", "PRESETS", "POLICIES", "get_device", "CaptureError",
-           "RewriteError", "InfeasibleError"]
+           "plan", "compare", "max_batch_size", "runnable", "equivalent", "configure_devices",
+           "Graph", "Op", "Tensor", "Variable", "Device", "PRESETS", "POLICIES", "get_device",
+           "CaptureError", "RewriteError", "InfeasibleError"]
+
+
+def __getattr__(name: str):
+    if name in _TF_BACKED:
+        value = getattr(importlib.import_module(f".{_TF_BACKED[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_TF_BACKED))

@@ -277,7 +277,7 @@ def _capture(builder, xs, ys):
     import keras
     import tensorflow as tf
 
-    from .capture import capture
+    from .tfcapture import capture
 
     model = builder()
     if ys:
@@ -406,7 +406,10 @@ def single_stream() -> None:
 
 
 def main(argv=None):
+    from .tfrun import configure_devices
+
     single_stream()
+    configure_devices()   # the captured steps run with their swaps on two logical CPUs
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--no-resnet50", action="store_true", help="skip the ResNet-50 CPU run")
     ap.add_argument("--out", default=str(CALIBRATION))

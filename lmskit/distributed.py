@@ -11,7 +11,7 @@ several replicas with tf.distribute.MirroredStrategy:
 compare_with_single_device runs the same step on one device at the global batch from the same
 weights and reports how far the two sets of weights are apart.
 
-On a CPU-only machine the replicas are the two logical CPUs tfrun.configure_devices made, and
+On a CPU-only machine the replicas are the two logical CPUs lmskit.configure_devices made, and
 each replica's "host" is the other one, so every swap is a real cross-device copy.
 Assumptions: equal slices (the global batch divides by the number of replicas); no layer whose
 forward pass depends on the whole batch (BatchNorm's batch statistics differ per replica, as
@@ -37,8 +37,8 @@ def replica_devices() -> list[str]:
         return [d.name for d in gpus[:2]]
     cpus = tf.config.list_logical_devices("CPU")
     if len(cpus) < 2:
-        raise RuntimeError("need two logical devices for two replicas: import lmskit before "
-                           "TensorFlow runs its first op (tfrun.configure_devices)")
+        raise RuntimeError("need two logical devices for two replicas: call "
+                           "lmskit.configure_devices() before TensorFlow runs its first op")
     return [d.name for d in cpus[:2]]
 
 

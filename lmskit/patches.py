@@ -343,11 +343,11 @@ def training_memory(model, batch: int = 1, device="p100-16gb", swapping: bool = 
     """
     import tensorflow as tf
 
-    from .capture import capture
     from .devices import get_device
     from .planner import InfeasibleError, plan
     from .schedule import lifetimes
     from .simulate import simulate
+    from .tfcapture import capture
 
     batch = _positive_int("batch", batch)
     dev = get_device(device)

@@ -15,8 +15,8 @@ graphs (after Grappler) and the executor's step stats (RunMetadata):
 3. with a GPU, TF's measured peak GPU bytes beside the simulated peak (lifetimes at that batch).
 
 Assumptions: the graph was captured by lmskit (graph.source); variables are copied into the
-session, so the model's own variables are not touched; importing lmskit split the CPU into
-logical devices (tfrun.configure_devices) when there is no GPU.
+session, so the model's own variables are not touched; lmskit.configure_devices() split the CPU
+into logical devices before TensorFlow started, when there is no GPU.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import tensorflow as tf
 
-from .capture import to_graph_def
 from .graph import Graph
 from .rules.common import is_swap
+from .tfcapture import to_graph_def
 from .tfrun import TFStep, places, read_variables
 
 

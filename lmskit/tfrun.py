@@ -4,12 +4,12 @@ On a CPU-only machine the "device" and "host" places are two logical CPU devices
 /CPU:1), so the swap identities really run as cross-device copies. With a GPU they are /GPU:0 and
 /CPU:0, and the step can report TF's measured peak GPU memory.
 
-The GraphDef (capture.to_graph_def) is imported inside tf.compat.v1.wrap_function; the step's
+The GraphDef (tfcapture.to_graph_def) is imported inside tf.compat.v1.wrap_function; the step's
 inputs and its captured variable handles are mapped onto the original placeholders, so the
 rewritten step trains the very same variables.
 
-Assumption: configure_devices() ran before TensorFlow initialised its runtime (importing lmskit
-does it); logical devices cannot be added later.
+Assumption: configure_devices() (lmskit.configure_devices) ran before TensorFlow initialised its
+runtime; logical devices cannot be added later. Importing lmskit does not do it: it is explicit.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from .capture import to_graph_def
 from .graph import Graph, producer_name
+from .tfcapture import to_graph_def
 
 
 def configure_devices() -> None:
@@ -43,9 +43,9 @@ def places() -> dict[str, str]:
     if tf.config.list_logical_devices("GPU"):
         return {"device": "/device:GPU:0", "host": "/device:CPU:0"}
     if len(tf.config.list_logical_devices("CPU")) < 2:
-        raise RuntimeError("only one logical CPU: import lmskit (or call "
-                           "lmskit.tfrun.configure_devices()) before TensorFlow runs any op, so "
-                           "/CPU:1 can stand in for the host")
+        raise RuntimeError("only one logical CPU: call lmskit.configure_devices() before "
+                           "TensorFlow runs any op (before building the model), so /CPU:1 can "
+                           "stand in for the host")
     return {"device": "/device:CPU:0", "host": "/device:CPU:1"}
 
 

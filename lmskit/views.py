@@ -1,7 +1,7 @@
 """Plain data views of lmskit results, for notebooks and the workbench's pictures.
 
 Everything here turns lmskit objects (Graph, Lifetimes, Simulation) into the plain dicts and lists
-that ``mlsys_workbench.viz`` draws (nodes / edges, lifetime intervals, live-at-peak rows) or into
+that ``mlsys_viz`` draws (nodes / edges, lifetime intervals, live-at-peak rows) or into
 small tables (lists of dicts; ``table`` prints them), so the notebooks stay thin:
 
 - graph_view / collapsed_view / rewrite_highlight: a Graph as viz nodes and edges, coloured by
@@ -26,7 +26,7 @@ import itertools
 import time
 from collections import Counter
 
-from mlsys_workbench.units import human_bytes as human
+from mlsys_viz.units import human_bytes as human
 
 from . import progress
 from .graph import PHASES, Graph, producer_name
@@ -120,7 +120,7 @@ def collapsed_view(graph: Graph, depth: int = 2, batch_size: int = 1):
         # collapse_scopes splits scopes on "/": keep the whole cluster key in the first part.
         key = f"{node['group']} · {layer_of(node['id'], depth).replace('/', '.')}"
         node["scope"] = f"{key}/{node['id'].replace('/', '.')}"
-    from mlsys_workbench.viz import collapse_scopes
+    from mlsys_viz import collapse_scopes
 
     return collapse_scopes(nodes, edges, depth=1)
 

@@ -13,8 +13,9 @@ The papers' story in one pipeline (notebook 20_train_swap_compile is a thin fron
    equal (count/total) and the max |difference| of the outputs. A GPU target on a machine
    without a CUDA device gives an explicit "no CUDA device" row instead of a number.
 
-Assumes ``lmskit`` is imported before TensorFlow runs its first op (importing this module does
-it), so a CPU-only machine has the two logical devices the swaps run between.
+Assumes this module is imported before TensorFlow runs its first op: importing it calls
+``lmskit.configure_devices()``, so a CPU-only machine has the two logical devices the swaps run
+between.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-import lmskit  # noqa: E402  (before any TF op: splits the CPU into two logical devices)
+import lmskit  # noqa: E402
+
+lmskit.configure_devices()   # before any TF op: two logical CPUs, so the swaps really run
 
 # Swap options (TFLMS v2 style): swap out tensors whose readers are >= 2 ops away, bring them back
 # one op ahead of their reader, one swap-in per reader. The rewrite is checked by lmskit.swap and

@@ -1,4 +1,4 @@
-"""Plain data for the pictures layer (mlsys_workbench.viz.volume): label slices, meshes, the
+"""Plain data for the pictures layer (mlsys_viz.volume): label slices, meshes, the
 merge tree frame by frame, the chunk rounds frame by frame. Nothing here draws; nothing here
 imports plotly.
 """

@@ -40,29 +40,44 @@ class Target:
     cpu: str = ""
     features: str = ""
 
-    def schedule(self, kmodule, opt_level: int) -> None:
-        """The Kernel IR schedule for this target, in place: on CPUs, -O3 tiles and permutes
+    def schedule_passes(self, opt_level: int) -> list:
+        """The Kernel IR schedule for this target, as passes: on CPUs, -O3 tiles and permutes
         matrix products for `vector_width` lanes and -O2+ unrolls short inner loops. The GPU
         target overrides this with its grid mapping."""
-        from compilerkit.krnl_passes import tile_matmul, unroll_small
+        from compilerkit.krnl_passes.tile_matmul import TileMatmulPass
+        from compilerkit.krnl_passes.unroll_small import UnrollSmallPass
 
-        if opt_level >= 3:
-            tile_matmul(kmodule, simd=self.vector_width)
-        if opt_level >= 2:
-            unroll_small(kmodule)
+        return ([TileMatmulPass(simd=self.vector_width)] if opt_level >= 3 else []) + (
+            [UnrollSmallPass()] if opt_level >= 2 else [])
+
+    def completion_passes(self, kmodule) -> list:
+        """The passes Kernel IR scheduled elsewhere (by hand, or for another target) still
+        needs before this target's codegen: none on CPUs; the GPU's grid mapping."""
+        return []
 
 
 class Backend:
     """Compile an llvmlite module at an optimisation level and load it for running."""
 
     target: Target
+    emitted = None  # the codegen Emitter of the latest emit_llvm
     code_stage = "asm"  # the name of the machine-code stage in `.stages` ("ptx" on the GPU)
 
-    def emit_llvm(self, kmodule) -> str:
-        """Kernel IR -> unoptimised LLVM IR text for this target (the GPU overrides it)."""
-        from compilerkit.codegen import emit_llvm
+    @classmethod
+    def for_target(cls, target: Target) -> Backend:
+        """The backend for `target` (a Target this class made); the GPU keeps its sm."""
+        return cls()
 
-        return str(emit_llvm(kmodule, self.target))
+    def emit_llvm(self, kmodule, emitter=None) -> str:
+        """Kernel IR -> unoptimised LLVM IR text for this target (the GPU overrides it).
+        `emitter`: an Emitter subclass to use instead of codegen's (pipeline.Options).
+        The emitter that ran stays in `self.emitted` (`.functions`: which ONNX node each
+        function came from, for provenance)."""
+        from compilerkit.codegen.emit import Emitter
+
+        self.emitted = (emitter or Emitter)(kmodule, self.target)
+        self.emitted.emit()
+        return str(self.emitted.module)
 
     def optimize(self, llvm_ir: str, opt_level: int):  # -> (optimised IR text, binding module)
         raise NotImplementedError
@@ -88,9 +103,18 @@ BACKENDS = {
 ALIASES = {"native": "host", "cpu": "host"}
 
 
-def get_backend(name: str) -> Backend:
-    key = ALIASES.get(name, name)
+def check_target_name(name: str) -> str:
+    """The backend key for a target name; a ValueError listing the known ones otherwise."""
+    key = ALIASES.get(name, name) if isinstance(name, str) else None
     if key not in BACKENDS:
         raise ValueError(f"unknown target {name!r}; available: {sorted(BACKENDS)}")
-    module, cls = BACKENDS[key]
-    return getattr(importlib.import_module(module), cls)()
+    return key
+
+
+def get_backend(name: str | Target) -> Backend:
+    """A new backend for a target name ("host", "gpu", "s390x", "ppc64"; "native" and "cpu"
+    mean "host") or for a Target a backend made (`backend.target`)."""
+    target = name if isinstance(name, Target) else None
+    module, cls = BACKENDS[check_target_name(target.name if target else name)]
+    cls = getattr(importlib.import_module(module), cls)
+    return cls() if target is None else cls.for_target(target)

@@ -23,8 +23,6 @@ pwr9 `lxvwsx` that LLVM emits for splats).
 from __future__ import annotations
 
 import threading
-import time
-from collections import OrderedDict
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
@@ -202,28 +200,12 @@ class HostBytesEmitter(Emitter):
 
 def compile_with_host_bytes(model, target: str = "s390x", opt_level: int = 3,
                             input_shapes=None):
-    """Compile like `compilerkit.compile`, but with the buggy constant emission of
-    HostBytesEmitter: for teaching only (results on a big-endian target are wrong)."""
-    import compilerkit as ck
-    from compilerkit import CompiledModel, _signature
-    from compilerkit.onnx_passes.single_node import main_func
-    from compilerkit.stages import Stages
+    """`compilerkit.compile` with the buggy constant emission of HostBytesEmitter (the stage
+    driver's `emitter` option): for teaching only (results on a big-endian target are wrong)."""
+    from compilerkit.pipeline import compile_to
 
-    backend = ck.get_backend(target)
-    module = ck.import_onnx(model, input_shapes)
-    ck.optimize_onnx(module)
-    kmodule = ck.lower(module, opt_level, backend.target)
-    t = time.perf_counter()
-    text = str(HostBytesEmitter(kmodule, backend.target).emit())
-    optimized, mod = backend.optimize(text, opt_level)
-    stages = Stages()
-    stages.set("llvm-ir", optimized)
-    f = main_func(kmodule)
-    inputs, outputs = _signature(f, f.attributes["num_inputs"].value.data)
-    session = backend.session(mod, inputs, outputs)
-    timings = OrderedDict(native=time.perf_counter() - t)
-    return CompiledModel(stages, timings, session, inputs, outputs, session.arena_bytes,
-                         f.attributes["naive_bytes"].value.data, mod, backend, opt_level)
+    return compile_to("native", model, target, opt_level, input_shapes,
+                      emitter=HostBytesEmitter)
 
 
 def object_bytes(compiled) -> bytes:

@@ -18,7 +18,7 @@ import numpy as np
 
 from compilerkit.backends import cuda_driver
 from compilerkit.backends.base import Backend, Target, init_llvm
-from compilerkit.codegen.gpu import STATUS, emit_gpu
+from compilerkit.codegen.gpu import STATUS, GpuEmitter, emit_gpu
 from compilerkit.runtime import RunError, check_inputs
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -33,13 +33,19 @@ def _ptx_features(sm: str) -> str:
 class GpuTarget(Target):
     """The Target, plus the Kernel IR schedule `lower` runs for it instead of the host's."""
 
-    def schedule(self, kmodule, opt_level: int):
-        from compilerkit.krnl_passes import unroll_small
-        from compilerkit.krnl_passes.gpu_map import gpu_map
+    def schedule_passes(self, opt_level: int) -> list:
+        from compilerkit.krnl_passes.gpu_map import GpuMapPass
+        from compilerkit.krnl_passes.unroll_small import UnrollSmallPass
 
-        if opt_level >= 2:
-            unroll_small(kmodule)  # short loops left inside a thread: as on the host
-        gpu_map(kmodule)
+        # Short loops left inside a thread are unrolled as on the host.
+        return ([UnrollSmallPass()] if opt_level >= 2 else []) + [GpuMapPass()]
+
+    def completion_passes(self, kmodule) -> list:
+        from compilerkit.krnl_passes.gpu_map import GpuMapPass, kernels
+
+        # Codegen runs what each nest's gpu_map says; a module scheduled for the host has none.
+        return [] if all("gpu_map" in it.attributes for it in kernels(kmodule)) else [
+            GpuMapPass()]
 
 
 def device_sm() -> str | None:
@@ -65,9 +71,21 @@ class GpuBackend(Backend):
         return llvm.Target.from_triple(TRIPLE).create_target_machine(
             cpu=self.sm, features=_ptx_features(self.sm), opt=opt_level)
 
-    def emit_llvm(self, kmodule) -> str:
-        """Kernel IR -> NVPTX LLVM IR text; keeps the launch plan for `session`."""
-        self.emitted = emit_gpu(kmodule, self.target)
+    @classmethod
+    def for_target(cls, target: Target) -> GpuBackend:
+        return cls(sm=target.cpu)
+
+    def emit_llvm(self, kmodule, emitter=None) -> str:
+        """Kernel IR -> NVPTX LLVM IR text: one `ptx_kernel` per nest; keeps the launch plan for
+        `session`. `emitter`, if given, must be a GpuEmitter subclass."""
+        if emitter is None:
+            self.emitted = emit_gpu(kmodule, self.target)
+        elif isinstance(emitter, type) and issubclass(emitter, GpuEmitter):
+            self.emitted = emitter(kmodule, self.target)
+            self.emitted.emit()
+        else:
+            raise ValueError(f"the gpu target emits kernels with a GpuEmitter; "
+                             f"{getattr(emitter, '__name__', emitter)!r} is not one")
         return str(self.emitted.module)
 
     def optimize(self, llvm_ir: str, opt_level: int):

@@ -17,6 +17,12 @@ become counted loops (blocked loops step by the tile, inner tile loops stop at m
 typed LLVM globals (`[n x float] [...]`), so LLVM writes them in the target's byte order; large
 splat constants are zero-initialised globals filled once by the entry function. math ops call
 compilerkit's own IR math library (mathlib.py), never libm.
+
+Provenance, as MLIR's `loc` would carry it: the nests of one ONNX node (lowering tags them
+`onnx_node`) become one function, and `Emitter.functions` records, as each function is created,
+the node it came from: {function name: node name, or None for the entry point and shared
+helpers (micro-kernels, fills, the math library)}. provenance.py reads it instead of parsing
+function names back.
 """
 
 from __future__ import annotations
@@ -101,6 +107,7 @@ class Emitter:
         self.checks = []  # run-time check messages; status k means checks[k - 1] failed
         self.status = None  # the i64 status slot (an alloca) of the function being emitted
         self.node = "?"  # the ONNX node whose nests are being emitted (for messages)
+        self.functions: dict[str, str | None] = {}  # function -> its ONNX node (None: none)
 
     # ---- helpers ---------------------------------------------------------------------------
     def ptr(self, mem):
@@ -251,7 +258,14 @@ class Emitter:
         sz = ir.Function(self.module, ir.FunctionType(I64, []), ENTRY + "_arena_bytes")
         ir.IRBuilder(sz.append_basic_block()).ret(ir.Constant(I64, size))
         self.message_function()
+        self.list_helpers()
         return self.module
+
+    def list_helpers(self):
+        """Every other function the module defines belongs to no node (entry, helpers)."""
+        for fn in self.module.functions:
+            if not fn.is_declaration:
+                self.functions.setdefault(fn.name, None)
 
     def message_function(self):
         """`const char *main_graph_check_message(int64_t status)`: the text of a failed check
@@ -439,6 +453,7 @@ class Emitter:
         self.status = self.new_status()
         tag = nests[0].attributes.get("onnx_node")
         self.node = tag.data if tag is not None else "?"
+        self.functions[fn.name] = tag.data if tag is not None else None
         for v, lv in seen.items():
             if not isinstance(lv, ir.Constant):
                 self.values[v] = fn.args[next(k for k, q in enumerate(params) if q is lv)]
@@ -554,3 +569,12 @@ def _op_label(op, n: int) -> str:
 def emit_llvm(kmodule, target) -> ir.Module:
     """Kernel IR module (after buffer planning) -> llvmlite ir.Module."""
     return Emitter(kmodule, target).emit()
+
+
+def emit_host(kmodule, target) -> Emitter:
+    """Kernel IR module (after buffer planning) -> the Emitter that ran: `.module` (the
+    llvmlite module emit_llvm returns), `.functions` ({function: ONNX node or None}) and
+    `.checks` (the run-time check messages). The GPU's counterpart is codegen.gpu.emit_gpu."""
+    e = Emitter(kmodule, target)
+    e.emit()
+    return e

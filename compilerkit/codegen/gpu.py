@@ -1,10 +1,11 @@
 """Kernel IR -> LLVM IR for `nvptx64-nvidia-cuda`: one `ptx_kernel` function per top-level
 `krnl.iterate`, launched in program order by the GPU backend.
 
-Assumes buffer planning and the GPU schedule (krnl_passes/gpu_map.py) have run; the mapping is
-recomputed here from the same pure `plan` function, so a module scheduled for the host (through
-`compile_kernel`) compiles too and the Kernel IR is only read. Every kernel has the same
-parameters:
+Assumes buffer planning and the GPU schedule (krnl_passes/gpu_map.py) have run: each top-level
+nest's `#krnl.gpu_map` attribute says which loops become threads, the block size and the matmul
+tile, and this emitter does what it says (`gpu_map.mapping_of` reads it and refuses a mapping
+that does not fit its nest); a nest without one is an error naming the node. The Kernel IR is
+only read. Every kernel has the same parameters:
 
     kernel(inputs..., outputs..., arena, constants)     // generic i8* device pointers
     kernel(inputs..., outputs..., arena, constants, i64 outer...)   // inner nest of a split
@@ -16,6 +17,7 @@ the host `Emitter` itself (same loads, stores, arith, IR math library): this sub
 replaces the loops that become threads by thread indices (`loop`), and a matmul nest by a
 shared-memory tiled kernel (`tiled_matmul`). Run-time checks (`krnl.check`, guarded integer
 division) store their number into the device global `ck_status`; `.checks` holds the messages.
+`.functions` maps every kernel (and helper) to the ONNX node it came from (see emit.py).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from xdsl.dialects import func
 from compilerkit.codegen.emit import ENTRY, I8P, I64, Emitter, _op_label, mem_type
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.krnl_passes.gpu_map import BLOCK, TILE, plan
+from compilerkit.krnl_passes.gpu_map import mapping_of
 from compilerkit.onnx_passes.single_node import main_func
 
 I32 = ir.IntType(32)
@@ -43,8 +45,9 @@ class Launch:
     name: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
-    mapping: str
+    mapping: str  # the gpu_map it runs, in words ("flat(0,1) block 256")
     n_extra: int = 0  # trailing i64 parameters: the outer indices of a split nest
+    node: str | None = None  # the ONNX node whose nest it is
 
 
 @dataclass
@@ -155,13 +158,16 @@ class GpuEmitter(Emitter):
         self.constants = ConstantPlan(nbytes, arrays, splats)
         arena = f.attributes.get("arena_bytes")
         self.arena_bytes = arena.value.data if arena is not None else 0
+        self.list_helpers()
         return self.module
 
     def kernel(self, it, n: int, prelude=(), suffix: str = "", extra=()):
-        mapping = plan(it)
+        mapping = mapping_of(it)
         tag = it.attributes.get("onnx_node")
-        if tag is not None:  # the inner nests of a split keep their outer nest's node
+        if tag is not None:
             self.node = tag.data
+        elif not extra:  # a nest lowering added on its own (the inner nests of a split keep
+            self.node = "?"  # their outer nest's node)
         if mapping.kind == "split":
             self.split(it, n, mapping)
             return None
@@ -169,15 +175,17 @@ class GpuEmitter(Emitter):
         params = [I8P] * (self.n_args + 2) + [I64] * len(extra)
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), params), name)
         fn.calling_convention = "ptx_kernel"
+        self.functions[name] = self.node if self.node != "?" else None
         for arg in fn.args[:self.n_args + 2]:
             arg.add_attribute("noalias")  # distinct device allocations
         for a, arg in zip(extra, fn.args[self.n_args + 2:], strict=True):
             self.values[a] = arg
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
         self.alloca_block = self.b.block
-        used = {v for op in it.walk() for v in op.operands if v in self.recipes}
+        # In IR order (not a set's): the same module always gives the same LLVM IR text.
         prelude = self.prelude + list(prelude)
-        used |= {v for op in prelude for v in op.operands if v in self.recipes}
+        used = dict.fromkeys(v for op in [*it.walk(), *prelude] for v in op.operands
+                             if v in self.recipes)
         for v in used:
             kind, where = self.recipes[v]
             base = fn.args[where] if kind == "arg" else fn.args[
@@ -192,10 +200,21 @@ class GpuEmitter(Emitter):
         else:
             grid, block = self.flat(it, mapping)
         self.b.ret_void()
-        self.launches.append(Launch(name, grid, block, mapping.describe(), len(extra)))
+        self.require_block(fn, block)
+        self.launches.append(Launch(name, grid, block, mapping.describe(), len(extra),
+                                    self.functions[name]))
         if not extra:
             self.steps.append((len(self.launches) - 1, ()))
         return len(self.launches) - 1
+
+    def require_block(self, fn, block):
+        """Write the block the kernel is launched with into the module as NVVM's `reqntid`
+        annotation (PTX `.reqntid x, y, z`): a reader of the LLVM IR or PTX sees the launch
+        shape the gpu_map chose, ptxas may use it, and a launch with another shape fails
+        instead of running the kernel on threads it does not expect."""
+        for axis, size in zip("xyz", block, strict=True):
+            self.module.add_named_metadata("nvvm.annotations", [
+                fn, ir.MetaDataString(self.module, f"reqntid{axis}"), ir.Constant(I32, size)])
 
     def split(self, it, n: int, mapping):
         """The outer loops run on the host: each inner nest is one kernel taking the outer
@@ -260,12 +279,12 @@ class GpuEmitter(Emitter):
             b.position_at_end(exit_bb)
         if not mapped:
             return (1, 1, 1), (1, 1, 1)
-        threads = min(BLOCK, (total + 31) // 32 * 32)
+        threads = mapping.block  # as the gpu_map attribute says (the pass rounds to warps)
         return ((total + threads - 1) // threads, 1, 1), (threads, 1, 1)
 
     # ---- MatMul / Gemm / Conv (im2col): tiled with shared memory ---------------------------
     def matmul_nest(self, it, mapping, name):
-        mm, nest = mapping.matmul, mapping.matmul_nest
+        mm, nest, tile = mapping.matmul, mapping.matmul_nest, mapping.tile
         batch = 1
         if nest is not it:
             bounds = it.bound_list()
@@ -280,20 +299,20 @@ class GpuEmitter(Emitter):
                 self.values[a] = self.b.add(digit, ir.Constant(I64, lo))
             for op in it.body.block.ops:
                 if op is nest:
-                    self.tiled_matmul(mm, name)
+                    self.tiled_matmul(mm, name, tile)
                 else:
                     self.op(op)  # batch offsets (arith) and loop handles
         else:
-            self.tiled_matmul(mm, name)
+            self.tiled_matmul(mm, name, tile)
         m, n, _ = krnl.ints_of(mm.sizes)
-        return ((n + TILE - 1) // TILE, (m + TILE - 1) // TILE, batch), (TILE, TILE, 1)
+        return ((n + tile - 1) // tile, (m + tile - 1) // tile, batch), (tile, tile, 1)
 
-    def tiled_matmul(self, mm, name):
-        """C[i, j] += sum_k A[i, k] B[k, j] for one TILE x TILE block of C per thread block:
-        each k step stages a TILE x TILE tile of A and of B in shared memory (each thread loads
-        one element of each), so every global element is read once per block instead of TILE
-        times. The sum runs over k in order, fused multiply-add, starting from C: as the host's
-        micro-kernel does."""
+    def tiled_matmul(self, mm, name, tile: int):
+        """C[i, j] += sum_k A[i, k] B[k, j] for one tile x tile block of C per thread block
+        (`tile`: the gpu_map's): each k step stages a tile x tile block of A and of B in shared
+        memory (each thread loads one element of each), so every global element is read once
+        per block instead of `tile` times. The sum runs over k in order, fused multiply-add,
+        starting from C: as the host's micro-kernel does."""
         b = self.b
         a, bm, c = (self.ptr(v) for v in (mm.a, mm.b, mm.c))
         a_off, b_off, c_off = (self.values[v] for v in (mm.a_off, mm.b_off, mm.c_off))
@@ -304,7 +323,7 @@ class GpuEmitter(Emitter):
         zero = ir.Constant(elem, 0.0)
         tiles = []
         for suffix in ("As", "Bs"):
-            g = ir.GlobalVariable(self.module, ir.ArrayType(elem, TILE * TILE),
+            g = ir.GlobalVariable(self.module, ir.ArrayType(elem, tile * tile),
                                   f"{name}_{suffix}", addrspace=3)
             g.linkage = "internal"
             g.initializer = ir.Constant(g.type.pointee, None)
@@ -318,8 +337,8 @@ class GpuEmitter(Emitter):
         barrier = self.module.globals.get("llvm.nvvm.barrier0") or ir.Function(
             self.module, ir.FunctionType(ir.VoidType(), []), "llvm.nvvm.barrier0")
         tx, ty = self.sreg("tid.x"), self.sreg("tid.y")
-        row = b.add(b.mul(self.sreg("ctaid.y"), C(TILE)), ty)
-        col = b.add(b.mul(self.sreg("ctaid.x"), C(TILE)), tx)
+        row = b.add(b.mul(self.sreg("ctaid.y"), C(tile)), ty)
+        col = b.add(b.mul(self.sreg("ctaid.x"), C(tile)), tx)
         in_r, in_c = b.icmp_signed("<", row, C(m)), b.icmp_signed("<", col, C(n))
         # Out-of-range threads still load (clamped, always in bounds) and pass the barriers;
         # their values are replaced by zero and they store nothing.
@@ -330,7 +349,7 @@ class GpuEmitter(Emitter):
         b.store(b.load(c_ptr), acc)
 
         def shared(g, i, j):
-            return b.gep(g, [C(0), b.add(b.mul(i, C(TILE)), j)])
+            return b.gep(g, [C(0), b.add(b.mul(i, C(tile)), j)])
 
         def k_step(k0):
             ak = b.add(k0, tx)
@@ -345,13 +364,13 @@ class GpuEmitter(Emitter):
             b.store(b.select(ok_b, bv, zero), shared(b_s, ty, tx))
             b.call(barrier, [])
             s = b.load(acc)
-            for kk in range(TILE):  # past K both tiles hold zeros: fma(0, 0, s) == s
+            for kk in range(tile):  # past K both tiles hold zeros: fma(0, 0, s) == s
                 s = b.call(fma, [b.load(shared(a_s, ty, C(kk))), b.load(shared(b_s, C(kk), tx)), s])
             b.store(s, acc)
             b.call(barrier, [])
 
         if k > 0:
-            self.loop(C(0), C(k), C(TILE), k_step)
+            self.loop(C(0), C(k), C(tile), k_step)
         store_bb = b.function.append_basic_block("store")
         done_bb = b.function.append_basic_block("done")
         b.cbranch(b.and_(in_r, in_c), store_bb, done_bb)
@@ -363,7 +382,8 @@ class GpuEmitter(Emitter):
 
 def emit_gpu(kmodule, target) -> GpuEmitter:
     """Kernel IR -> a GpuEmitter whose `.module` is the NVPTX llvmlite module, `.launches` the
-    kernels in launch order and `.constants` the constant buffer's plan."""
+    kernels in launch order, `.constants` the constant buffer's plan and `.functions` each
+    kernel's ONNX node."""
     e = GpuEmitter(kmodule, target)
     e.emit()
     return e

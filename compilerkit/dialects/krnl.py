@@ -23,6 +23,7 @@ import math
 from xdsl.dialects.builtin import (
     ArrayAttr,
     IndexType,
+    IntAttr,
     IntegerAttr,
     IntegerType,
     MemRefType,
@@ -44,6 +45,8 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
@@ -159,6 +162,12 @@ class IterateOp(IRDLOperation):
         for lo, hi in self.bound_list():
             if lo > hi:
                 raise VerifyException(f"krnl.iterate bound [{lo}, {hi}) is empty backwards")
+        mapping = self.attributes.get("gpu_map")
+        if mapping is not None and not isinstance(mapping, GpuMapAttr):
+            raise VerifyException(f"krnl.iterate gpu_map must be a #krnl.gpu_map, got {mapping}")
+        if mapping is not None and any(p >= n for p in mapping.loop_list):
+            raise VerifyException(f"krnl.iterate has {n} loops; its {mapping} names loop "
+                                  f"{max(mapping.loop_list)}")
 
 
 @irdl_op_definition
@@ -309,6 +318,105 @@ class CheckOp(IRDLOperation):
             raise VerifyException("krnl.check takes an i1 condition")
 
 
+MAX_THREADS = 1024  # CUDA's limit on the threads of one block (every GPU since sm_20)
+GPU_MAP_KINDS = ("flat", "matmul", "split", "serial")
+
+
+@irdl_attr_definition
+class GpuMapAttr(ParametrizedAttribute):
+    """How one top-level `krnl.iterate` runs on a GPU (krnl_passes/gpu_map.py writes it, the
+    GPU code generator reads it; a hand-edited one is obeyed):
+
+        #krnl.gpu_map<flat, loops = [0, 1], block = 256>   loops 0 and 1 flattened into one
+            thread index (the last listed loop fastest), `block` threads per block, the grid
+            rounded up to cover every point; the other loops run inside each thread
+        #krnl.gpu_map<matmul, loops = [0], tile = 16>      the nest's krnl.matmul as a
+            tile x tile thread block per tile of C, A and B staged in shared memory; the listed
+            (batch) loops on grid z
+        #krnl.gpu_map<split, loops = [0, 1]>               the listed outer loops run on the
+            host, one launch per outer point and inner nest (each inner nest has its own map)
+        #krnl.gpu_map<serial>                              one thread runs the whole nest
+
+    Loops are positions among the nest's original loops. The verifier checks what can be
+    checked without the nest (kinds, distinct loops, 1 <= block <= 1024, tile x tile <= 1024);
+    the code generator checks the rest against the nest (positions in range, mapped loops
+    independent) before it emits anything."""
+
+    name = "krnl.gpu_map"
+    kind: StringAttr
+    loops: ArrayAttr[IntAttr]
+    block: IntAttr  # threads per block of a flat mapping (0 for the other kinds)
+    tile: IntAttr  # the matmul tile edge (0 for the other kinds)
+
+    def __init__(self, kind: str, loops=(), block: int = 0, tile: int = 0):
+        super().__init__(StringAttr(kind), ArrayAttr([IntAttr(int(x)) for x in loops]),
+                         IntAttr(int(block)), IntAttr(int(tile)))
+
+    @property
+    def loop_list(self) -> list[int]:
+        return [x.data for x in self.loops.data]
+
+    def verify(self) -> None:
+        kind, loops = self.kind.data, self.loop_list
+        block, tile = self.block.data, self.tile.data
+        what = f"#krnl.gpu_map<{kind}>"
+        if kind not in GPU_MAP_KINDS:
+            raise VerifyException(f"krnl.gpu_map kind must be one of {', '.join(GPU_MAP_KINDS)}, "
+                                  f"got {kind!r}")
+        if any(x < 0 for x in loops) or len(set(loops)) != len(loops):
+            raise VerifyException(f"{what}: loops must be distinct loop positions (>= 0), got "
+                                  f"{loops}")
+        if kind == "flat":
+            if not loops:
+                raise VerifyException(f"{what} maps no loop to threads: use serial")
+            if not 1 <= block <= MAX_THREADS:
+                raise VerifyException(f"{what}: block must be 1..{MAX_THREADS} threads, got "
+                                      f"{block}")
+        elif block != 0:
+            raise VerifyException(f"{what} takes no block size (only flat does), got {block}")
+        if kind == "matmul":
+            if tile < 1 or tile * tile > MAX_THREADS:
+                raise VerifyException(f"{what}: tile must be >= 1 with tile x tile <= "
+                                      f"{MAX_THREADS} threads, got {tile}")
+        elif tile != 0:
+            raise VerifyException(f"{what} takes no tile (only matmul does), got {tile}")
+        if kind == "split" and not loops:
+            raise VerifyException(f"{what} splits no loop: use serial")
+        if kind == "serial" and loops:
+            raise VerifyException(f"{what} maps no loop, got loops {loops}")
+
+    def print_parameters(self, printer: Printer) -> None:
+        parts = [self.kind.data]
+        if self.loop_list or self.kind.data in ("flat", "split"):
+            parts.append(f"loops = [{', '.join(map(str, self.loop_list))}]")
+        if self.block.data:
+            parts.append(f"block = {self.block.data}")
+        if self.tile.data:
+            parts.append(f"tile = {self.tile.data}")
+        printer.print_string("<" + ", ".join(parts) + ">")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser):
+        with parser.in_angle_brackets():
+            kind = parser.parse_identifier(" (the gpu_map kind)")
+            entries = {"loops": [], "block": 0, "tile": 0}
+            seen = set()
+            while parser.parse_optional_punctuation(",") is not None:
+                key = parser.parse_keyword_in(tuple(entries), " (a gpu_map entry)")
+                if key in seen:
+                    parser.raise_error(f"gpu_map entry {key!r} given twice")
+                seen.add(key)
+                parser.parse_punctuation("=")
+                if key == "loops":
+                    entries[key] = parser.parse_comma_separated_list(
+                        parser.Delimiter.SQUARE, lambda: parser.parse_integer(
+                            allow_boolean=False))
+                else:
+                    entries[key] = parser.parse_integer(allow_boolean=False)
+        return [StringAttr(kind), ArrayAttr([IntAttr(x) for x in entries["loops"]]),
+                IntAttr(entries["block"]), IntAttr(entries["tile"])]
+
+
 def ints_of(attr: ArrayAttr) -> list[int]:
     return [a.value.data for a in attr.data]
 
@@ -317,5 +425,5 @@ KRNL = Dialect(
     "krnl",
     [DefineLoopsOp, BlockOp, PermuteOp, UnrollOp, IterateOp, LoadOp, StoreOp, GlobalOp,
      AllocOp, ReshapeOp, MatMulOp, CheckOp],
-    [LoopType],
+    [LoopType, GpuMapAttr],
 )

@@ -1,13 +1,13 @@
-"""ONNX IR: the `onnx` dialect, one op per ONNX operator.
+"""ONNX IR: the `onnx` dialect, one op per ONNX operator, and the helpers the passes share.
 
-Each ONNX node becomes one op named `onnx.<OpType>` whose operands are ranked tensors and whose
-ONNX attributes are op attributes (ints -> i64 IntegerAttr, floats -> f32 FloatAttr, lists ->
-ArrayAttr, strings -> StringAttr, tensors -> dense attributes). Constants are `onnx.Constant`
-ops holding a `dense<...>` attribute, or a `dense_resource<...>` handle for large ones (the
-bytes then live in the module's resource table, see `resources`).
-
-Operand and result counts vary between ONNX operators (optional inputs, Dropout's mask, ...),
-so every op declares variadic operands and results; the ONNX schema checks the rest.
+Each ONNX node becomes one op named `onnx.<OpType>`, generated from ONNX's schema
+(onnx_schema.py): named operands (`op.X`, `op.W`, `op.B`), an absent optional input typed `none`
+(the result of `onnx.NoValue`), typed attributes with the schema's defaults, the `Pure` trait
+and a verifier from the schema's type constraints. ONNX attributes are op attributes (ints ->
+i64 IntegerAttr, floats -> f32 FloatAttr, lists -> ArrayAttr, strings -> StringAttr, tensors ->
+dense attributes). Constants are `onnx.Constant` ops holding a `dense<...>` attribute, or a
+`dense_resource<...>` handle for large ones (the bytes then live in the module's resource
+table, see `resources`).
 """
 
 from __future__ import annotations
@@ -33,42 +33,23 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Dialect
-from xdsl.irdl import IRDLOperation, irdl_op_definition, var_operand_def, var_result_def
+from xdsl.ir import Attribute, Dialect, SSAValue
+from xdsl.irdl import IRDLOperation
 
-# The ONNX operators compilerkit knows at the ONNX IR level. Lowering supports a subset
-# (compilerkit.lowering.SUPPORTED); the importer accepts these so folding can remove some.
-ONNX_OPS = [
-    "Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "Ceil", "Clip", "Concat",
-    "Constant", "ConstantOfShape", "NoValue", "Conv", "ConvTranspose", "Div", "Dropout", "Elu",
-    "Equal",
-    "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather", "Gemm", "GlobalAveragePool",
-    "GlobalMaxPool", "Greater", "HardSigmoid", "Identity", "LRN", "LeakyRelu", "Less", "Log",
-    "MatMul", "Max", "MaxPool", "Mean", "Min", "Mul", "Neg", "Not", "Pad", "Pow", "Range",
-    "Reciprocal", "ReduceL2", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum",
-    "Relu", "Reshape", "Selu", "Shape", "Sigmoid", "Sign", "Size", "Slice", "Softmax", "Softplus",
-    "Softsign", "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "Transpose",
-    "Unsqueeze", "Where",
-]
+from compilerkit.dialects.onnx_schema import (
+    INFO,
+    OPS,
+    OnnxOp,
+    arrange_inputs,
+    arrange_outputs,
+    input_slots,
+    onnx_inputs,
+    opset_of,
+)
 
-
-def _make_op(op_type: str) -> type[IRDLOperation]:
-    # One class per operator, so each prints and parses as its own `onnx.<OpType>`.
-    cls = type(
-        f"{op_type}Op",
-        (IRDLOperation,),
-        {
-            "name": f"onnx.{op_type}",
-            "__doc__": f"The ONNX `{op_type}` operator.",
-            "__module__": __name__,
-            "ins": var_operand_def(),
-            "outs": var_result_def(),
-        },
-    )
-    return irdl_op_definition(cls)
-
-
-OPS: dict[str, type[IRDLOperation]] = {t: _make_op(t) for t in ONNX_OPS}
+# Every operator of the default ONNX domain (newest version), plus onnx.NoValue.
+# Lowering supports a subset (compilerkit.lowering.SUPPORTED) and refuses the rest.
+ONNX_OPS = sorted(OPS)
 globals().update({cls.__name__: cls for cls in OPS.values()})
 
 ONNX = Dialect("onnx", list(OPS.values()), [])
@@ -247,5 +228,20 @@ def is_static(t) -> bool:
     return isinstance(t, TensorType) and all(d >= 0 for d in t.get_shape())
 
 
-__all__ = ["ONNX", "OPS", "create", "op_type", "resources", "make_constant", "Float32Type",
-           "IntegerType"]
+def no_value(block) -> SSAValue:
+    """The block's `none` value (its first onnx.NoValue, made at the top of the block if it has
+    none yet): what an absent optional input refers to."""
+    for op in block.ops:
+        if isinstance(op, OPS["NoValue"]):
+            return op.results[0]
+    nv = create("NoValue", [], [NoneType()])
+    if block.first_op is None:
+        block.add_op(nv)
+    else:
+        block.insert_op_before(nv, block.first_op)
+    return nv.results[0]
+
+
+__all__ = ["ONNX", "OPS", "INFO", "OnnxOp", "create", "op_type", "opset_of", "onnx_inputs",
+           "arrange_inputs", "arrange_outputs", "input_slots", "no_value",
+           "resources", "make_constant", "Float32Type", "IntegerType"]

@@ -35,6 +35,7 @@ from xdsl.ir import Block, Region
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend.checks import (
     DEFAULT_MAX_BYTES,
+    ModelError,
     check_bytes,
     dtype_name,
     mismatch_error,
@@ -50,7 +51,7 @@ from compilerkit.frontend.hygiene import (
     model_opset,
     node_label,
 )
-from compilerkit.frontend.tensors import ModelError, to_array
+from compilerkit.frontend.tensors import to_array
 
 __all__ = ["ModelError", "UnsupportedOpError", "load_model", "import_model", "to_array",
            "MIN_OPSET", "MAX_OPSET"]
@@ -220,9 +221,11 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
             raise UnsupportedOpError(f"node {label!r}: operator domain "
                                      f"{node.domain!r} ({node.op_type}) is not supported")
         if node.op_type not in onnx_d.OPS or node.op_type == "NoValue":
+            # Every ONNX operator imports (lowering refuses those it cannot compile): this is
+            # a name the default domain does not define.
             raise UnsupportedOpError(
-                f"node {label!r}: op {node.op_type!r} is not supported; supported ops: "
-                f"{', '.join(sorted(onnx_d.ONNX_OPS))}")
+                f"node {label!r}: op {node.op_type!r} is not an operator of the default ONNX "
+                f"domain (onnx {onnx.__version__} defines {len(onnx_d.OPS) - 1})")
     opset = model_opset(proto)
     check_graph(proto)
     for t in proto.graph.initializer:  # sizes first: nothing below reads a tensor unchecked
@@ -280,8 +283,11 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
     none_value = None
     for index, node in enumerate(g.node):
         label = node_label(node, index)
-        attrs = {a.name: onnx_d.to_mlir_attr(_onnx_attr_value(a, base_dir, budget))
-                 for a in node.attribute}
+        try:
+            attrs = {a.name: onnx_d.to_mlir_attr(_onnx_attr_value(a, base_dir, budget))
+                     for a in node.attribute}
+        except UnsupportedOpError as e:  # a subgraph: If, Loop and Scan have no region here
+            raise UnsupportedOpError(f"node {label!r} ({node.op_type}): {e}") from None
         if node.op_type == "Constant":
             if len(node.attribute) != 1 or len(node.output) != 1:
                 raise ModelError(f"node {label!r}: a Constant needs exactly one attribute and "
@@ -299,30 +305,39 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
             block.add_op(op)
             values[node.output[0]] = op.results[0]
             continue
-        operands = []
-        for name in node.input:
-            if name == "":
-                if none_value is None:
-                    nv = onnx_d.create("NoValue", [], [NoneType()])
-                    block.add_op(nv)
-                    none_value = nv.results[0]
-                operands.append(none_value)
-            else:  # _check_graph made sure it is defined
-                operands.append(values[name])
+        # _check_graph made sure every input is defined; absent ones ("") refer to the one
+        # onnx.NoValue, and every input of the newest schema gets its operand slot.
+        given = [values[name] if name else None for name in node.input]
+        try:
+            operands = onnx_d.arrange_inputs(node.op_type, opset, given, _ABSENT)
+        except ValueError as e:
+            raise UnsupportedOpError(f"node {label!r} ({node.op_type}): {e}") from None
+        if _ABSENT in operands:
+            if none_value is None:
+                nv = onnx_d.create("NoValue", [], [NoneType()])
+                block.add_op(nv)
+                none_value = nv.results[0]
+            operands = [none_value if v is _ABSENT else v for v in operands]
+        try:
+            n_results = onnx_d.arrange_outputs(node.op_type, len(node.output))
+        except ValueError as e:
+            raise UnsupportedOpError(f"node {label!r} ({node.op_type}): {e}") from None
+        outputs = list(node.output) + [""] * (n_results - len(node.output))
         result_types = []
-        for name in node.output:
-            t = types.get(name)
+        for name in outputs:
+            t = types.get(name) if name else NoneType()  # an absent optional output
             if t is None:
-                elem = operands[0].type.element_type if operands and hasattr(
-                    operands[0].type, "element_type") else onnx_d.f32
+                first = next((v for v in given if v is not None), None)
+                elem = first.type.element_type if first is not None and hasattr(
+                    first.type, "element_type") else onnx_d.f32
                 t = UnrankedTensorType(elem)
             result_types.append(t)
         attrs["onnx_node_name"] = StringAttr(label)
         op = onnx_d.create(node.op_type, operands, result_types, attrs)
         block.add_op(op)
-        for name, res in zip(node.output, op.results, strict=True):
-            values[name] = res
+        for name, res in zip(node.output, op.results, strict=False):
             if name:
+                values[name] = res
                 res.name_hint = _hint(name)
                 if name in deferred:
                     record_declared(module, res, name, label, deferred[name])
@@ -334,6 +349,9 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
     f.attributes["onnx_opset"] = IntegerAttr(opset, i64)
     module.body.block.add_op(f)
     return module
+
+
+_ABSENT = object()  # an absent input while the operands are arranged
 
 
 def _hint(name: str) -> str | None:

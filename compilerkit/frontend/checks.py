@@ -21,7 +21,13 @@ import weakref
 import numpy as np
 from onnx import TensorProto
 
-from compilerkit.frontend.tensors import ModelError
+from mlsys_viz.units import human_bytes
+
+
+class ModelError(ValueError):
+    """The ONNX input is malformed or refused (bad file, unsafe external data, a tensor above the
+    budget, a declared type that disagrees, ...)."""
+
 
 # Default budget: large enough for any model a laptop can run, small enough that LLVM can still
 # place the constants (a larger static section overflows 32-bit relocations and aborts).
@@ -43,13 +49,6 @@ def share_checks(src, dst) -> None:
     """A module derived from `src` (lowering makes a new one) keeps its budget."""
     if src in _BUDGET:
         _BUDGET[dst] = _BUDGET[src]
-
-
-def human_bytes(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
 
 
 def check_bytes(what: str, dims, itemsize: int, budget: int) -> None:

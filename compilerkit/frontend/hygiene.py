@@ -12,8 +12,7 @@ from __future__ import annotations
 import onnx
 from onnx import ModelProto
 
-from compilerkit.frontend.checks import check_bytes
-from compilerkit.frontend.tensors import ModelError
+from compilerkit.frontend.checks import ModelError, check_bytes
 
 # Default-domain opsets compiled: onnxruntime guarantees opset 7 and above; the newest is the
 # newest this onnx package has operator definitions for.

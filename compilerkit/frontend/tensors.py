@@ -12,6 +12,8 @@ import os
 import numpy as np
 from onnx import TensorProto
 
+from compilerkit.frontend.checks import ModelError, check_bytes
+
 # ONNX data type -> (little-endian numpy dtype, typed field of TensorProto holding the values).
 _DTYPES = {
     TensorProto.FLOAT: ("<f4", "float_data"),
@@ -22,10 +24,6 @@ _DTYPES = {
     TensorProto.UINT8: ("<u1", "int32_data"),
     TensorProto.BOOL: ("|b1", "int32_data"),
 }
-
-
-class ModelError(ValueError):
-    """The ONNX input is malformed or refused (bad file, unsafe external data, ...)."""
 
 
 def _external_bytes(t: TensorProto, base_dir: str | None, nbytes: int) -> bytes:
@@ -83,7 +81,6 @@ def to_array(t: TensorProto, base_dir: str | None = None, max_bytes: int | None 
     count = int(np.prod(shape, dtype=object)) if shape else 1
     itemsize = np.dtype(le_dtype).itemsize
     if max_bytes is not None and count * itemsize > max_bytes:
-        from compilerkit.frontend.checks import check_bytes
         check_bytes(f"tensor {t.name!r}", shape, itemsize, max_bytes)
     native = np.dtype(le_dtype).newbyteorder("=")
     if t.data_location == TensorProto.EXTERNAL:

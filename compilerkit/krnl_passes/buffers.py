@@ -10,6 +10,9 @@ Offsets are chosen first-fit, largest buffers first, and aligned to 64 bytes. Th
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+
+from xdsl.passes import ModulePass
 
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
@@ -66,3 +69,13 @@ def plan_buffers(module) -> dict:
     f.attributes["arena_bytes"] = onnx_d.to_mlir_attr(total)
     f.attributes["naive_bytes"] = onnx_d.to_mlir_attr(sum(x[2] for x in intervals))
     return {"arena_bytes": total, "naive_bytes": sum(x[2] for x in intervals)}
+
+
+@dataclass(frozen=True)
+class PlanBuffersPass(ModulePass):
+    """`plan-buffers`: arena offsets for every krnl.alloc (see the module docstring)."""
+
+    name = "plan-buffers"
+
+    def apply(self, ctx, op) -> None:
+        plan_buffers(op)

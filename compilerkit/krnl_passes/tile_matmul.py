@@ -11,7 +11,10 @@ this, since their lowerings emit the same nest.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, i64
+from xdsl.passes import ModulePass
 
 from compilerkit.dialects import krnl
 from compilerkit.krnl_passes.schedule import block, drop, permute
@@ -54,3 +57,14 @@ def tile_matmul(module, simd: int = 8, tile=TILE) -> int:
         mm.attributes["simd"] = IntegerAttr(simd, i64)
         count += 1
     return count
+
+
+@dataclass(frozen=True)
+class TileMatmulPass(ModulePass):
+    """`tile-matmul{simd=8}`: the -O3 matmul schedule; `simd` is the target's f32 lanes."""
+
+    name = "tile-matmul"
+    simd: int = 8
+
+    def apply(self, ctx, op) -> None:
+        tile_matmul(op, simd=self.simd)

@@ -10,6 +10,10 @@ Assumes loops that are not blocked (blocked loops are left alone).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from xdsl.passes import ModulePass
+
 from compilerkit.dialects import krnl
 from compilerkit.krnl_passes.schedule import unroll
 
@@ -52,3 +56,15 @@ def unroll_small(module, max_trip: int = MAX_TRIP, max_body: int = MAX_BODY) -> 
             unroll(it, pos)
             count += 1
     return count
+
+
+@dataclass(frozen=True)
+class UnrollSmallPass(ModulePass):
+    """`unroll-small{max_trip=8 max_body=16}`: unroll short innermost loops."""
+
+    name = "unroll-small"
+    max_trip: int = MAX_TRIP
+    max_body: int = MAX_BODY
+
+    def apply(self, ctx, op) -> None:
+        unroll_small(op, self.max_trip, self.max_body)

@@ -118,6 +118,12 @@ class KernelBuilder:
         src = x.type
         if src == elem:
             return x
+        if src == i1:  # true is 1, not the signed -1 (codegen has select, no uitofp/extui)
+            return self.select(x, self.const(1, elem), self.const(0, elem))
+        if elem == i1 and is_float(src):
+            return self.cmpf("une", x, self.const(0.0, src))
+        if elem == i1 and isinstance(src, IntegerType):
+            return self.cmpi("ne", x, self.const(0, src))
         if is_float(src) and isinstance(elem, IntegerType):
             return self.add(arith.FPToSIOp(x, elem))
         if isinstance(src, IntegerType) and is_float(elem):

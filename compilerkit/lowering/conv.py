@@ -49,6 +49,13 @@ def conv_geometry(op, in_spatial, k_spatial, out_spatial, transpose=False):
                             - in_spatial[i], 0)
             begin.append(total // 2 if auto == "SAME_UPPER" else total - total // 2)
         pads = begin
+    elif transpose and onnx_d.get_attr(op, "output_shape", None):
+        out_pad = onnx_d.get_attr(op, "output_padding", None) or [0] * r
+        pads = []
+        for i in range(r):
+            total = max(st[i] * (in_spatial[i] - 1) + out_pad[i]
+                        + (k_spatial[i] - 1) * dil[i] + 1 - out_spatial[i], 0)
+            pads.append(total - total // 2)
     elif auto == "VALID":
         pads = [0] * r
     return list(st), list(dil), list(pads[:r])

@@ -35,7 +35,12 @@ def window_counts(op, in_sp, out_sp, st, dil, pads):
     include = onnx_d.get_attr(op, "count_include_pad", 0)
     auto = onnx_d.get_attr(op, "auto_pad", "NOTSET")
     all_pads = onnx_d.get_attr(op, "pads", None) or [0] * (2 * r)
-    end_pads = all_pads[r:] if auto == "NOTSET" else [0] * r
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        # The total SAME padding minus the begin part (conv_geometry) lies at the end.
+        end_pads = [max((out_sp[d] - 1) * st[d] + (k_sp[d] - 1) * dil[d] + 1 - in_sp[d], 0)
+                    - pads[d] for d in range(r)]
+    else:
+        end_pads = all_pads[r:] if auto == "NOTSET" else [0] * r
     total = np.ones(out_sp, dtype=np.int64)
     for d in range(r):
         start = np.arange(out_sp[d]) * st[d] - pads[d]

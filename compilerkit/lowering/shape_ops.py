@@ -85,7 +85,6 @@ def lower_pad(b: KernelBuilder, op, ins, module=None, opset=13):
         axes = None
     else:
         pads = _const_input(op, 1, module, "pads")
-        cv = _const_input(op, 2, module, "constant_value") if False else None
         value = 0.0
         if len(op.operands) > 2 and not isinstance(op.operands[2].type, NoneType):
             v = onnx_d.constant_value(op.operands[2], module)
@@ -93,7 +92,6 @@ def lower_pad(b: KernelBuilder, op, ins, module=None, opset=13):
                 raise NotImplementedError("Pad with a non-constant value")
             value = v.reshape(-1)[0].item()
         axes = _const_input(op, 3, module, "axes")
-        del cv
     begin = [0] * rank
     if axes is not None:
         for k, a in enumerate(axes):

@@ -12,9 +12,12 @@ model; every op is validated (validate.py, the compile budget included) before i
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from onnx.reference import ReferenceEvaluator
 from xdsl.dialects.builtin import NoneType
+from xdsl.passes import ModulePass
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend.checks import check_declared, move_declared
@@ -49,14 +52,20 @@ def _evaluate(op, module):
     if any(v.size > FOLD_LIMIT for v in values) or _result_size(op, module) > FOLD_LIMIT:
         return None  # lowering computes it at run time instead of the compiler holding it
     model = node_model(op, module, with_constants=False)
-    feeds = {f"in{k}": np.array(v, order="C")
-             for k, v in enumerate(op.operands) if not isinstance(v.type, NoneType)
-             for v in [onnx_d.constant_value(v, module)]}
+    feeds = {f"in{k}": np.array(onnx_d.constant_value(v, module), order="C")
+             for k, v in enumerate(onnx_d.onnx_inputs(op)) if v is not None}
     try:
         results = list(ReferenceEvaluator(model).run(None, feeds))
     except Exception:  # noqa: BLE001 - not foldable here; lowering will compile it instead
         return None
     return [_compact(r) for r in results]
+
+
+def _opaque(op) -> bool:
+    """Ops with a value the dialect cannot hold as a constant (sequences, maps, optionals: an
+    input or output whose schema type has no tensor) are left to lowering, which refuses them."""
+    info = onnx_d.INFO.get(op.name)
+    return info is None or any(not f.tensors for f in info.inputs + info.outputs)
 
 
 def _result_size(op, module) -> int:
@@ -92,7 +101,9 @@ def fold_constants(module) -> bool:
     for op in list(f.body.block.ops):
         if not op.name.startswith("onnx.") or onnx_d.op_type(op) in _NEVER:
             continue
-        if not op.results or not all(r.uses for r in op.results):
+        # Results of type none are absent optional outputs: they have no value to fold.
+        results = [r for r in op.results if not isinstance(r.type, NoneType)]
+        if not results or not all(r.uses for r in results) or _opaque(op):
             continue
         validate_op(op, module)  # never compute with what the ONNX spec refuses
         outs = _evaluate(op, module)
@@ -100,7 +111,7 @@ def fold_constants(module) -> bool:
             continue
         hint = op.attributes["onnx_node_name"].data if "onnx_node_name" in op.attributes else "c"
         new_ops = []
-        for res, value in zip(op.results, outs, strict=True):
+        for res, value in zip(results, outs, strict=True):
             value = np.asarray(value)
             want = res.type.element_type if hasattr(res.type, "element_type") else None
             if want is not None:
@@ -108,7 +119,7 @@ def fold_constants(module) -> bool:
             c = onnx_d.make_constant(value, module, hint)
             new_ops.append(c)
         f.body.block.insert_ops_before(new_ops, op)
-        for res, c in zip(op.results, new_ops, strict=True):
+        for res, c in zip(results, new_ops, strict=True):
             t = c.results[0].type
             check_declared(module, res, elem_code(t.element_type), t.get_shape())
             move_declared(module, res, c.results[0])
@@ -116,3 +127,17 @@ def fold_constants(module) -> bool:
         block.erase_op(op)
         changed = True
     return changed
+
+
+@dataclass(frozen=True)
+class ConstantFoldingPass(ModulePass):
+    """`constant-folding`: fold to a fixed point, re-running shape inference after each sweep
+    (folding a Shape subgraph makes a Reshape's result type known, which may let more fold)."""
+
+    name = "constant-folding"
+
+    def apply(self, ctx, op) -> None:
+        from compilerkit.onnx_passes.shape_inference import infer_shapes
+
+        while fold_constants(op):
+            infer_shapes(op)

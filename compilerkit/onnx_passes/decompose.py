@@ -12,8 +12,11 @@ Assumes static shapes (run after shape inference).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
-from xdsl.dialects.builtin import IntegerAttr, NoneType, StringAttr, i64
+from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
+from xdsl.passes import ModulePass
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.onnx_passes.single_node import main_func
@@ -34,11 +37,11 @@ def _fold_into_conv(conv, scale, shift, module, block) -> bool:
     """y = (conv(x, W) + b) * s + t  ==  conv(x, W * s) + (b * s + t)."""
     if getattr(conv, "name", None) != "onnx.Conv" or len(list(conv.results[0].uses)) != 1:
         return False
-    w = onnx_d.constant_value(conv.operands[1], module)
+    w = onnx_d.constant_value(conv.W, module)
     if w is None:
         return False
-    has_bias = len(conv.operands) > 2 and not isinstance(conv.operands[2].type, NoneType)
-    b = onnx_d.constant_value(conv.operands[2], module) if has_bias else None
+    has_bias = not onnx_d.is_absent(conv.B)
+    b = onnx_d.constant_value(conv.B, module) if has_bias else None
     if has_bias and b is None:
         return False
     out_c = w.shape[0]
@@ -50,7 +53,7 @@ def _fold_into_conv(conv, scale, shift, module, block) -> bool:
     new_b = ((b if b is not None else 0) * scale + shift).astype(w.dtype)
     wv = _const(block, conv, new_w, module, _name(conv) + "_w")
     bv = _const(block, conv, new_b, module, _name(conv) + "_b")
-    operands = [conv.operands[0], wv, bv]
+    operands = [conv.X, wv, bv]
     new = onnx_d.create("Conv", operands, [conv.results[0].type], dict(conv.attributes))
     block.insert_op_before(new, conv)
     conv.results[0].replace_all_uses_with(new.results[0])
@@ -59,20 +62,23 @@ def _fold_into_conv(conv, scale, shift, module, block) -> bool:
 
 
 def _batchnorm(op, module, block) -> bool:
-    if len(op.results) != 1 or any(r.uses for r in op.results[1:]):
+    if any(r.uses for r in op.results[1:]):  # training outputs (absent ones are typed none)
         return False
-    params = [onnx_d.constant_value(v, module) for v in op.operands[1:5]]
+    if onnx_d.get_attr(op, "training_mode", 0):
+        return False  # batch statistics, not the running ones: lowering refuses it
+    params = [onnx_d.constant_value(v, module)
+              for v in (op.scale, op.B, op.input_mean, op.input_var)]
     if any(p is None for p in params):
         return False
     scale, bias, mean, var = (p.astype(np.float64) for p in params)
     eps = onnx_d.get_attr(op, "epsilon", 1e-5)
     s = scale / np.sqrt(var + np.float32(eps))
     t = bias - mean * s
-    x = op.operands[0]
+    x = op.X
     rank = len(onnx_d.shape_of(x))
     dtype = onnx_d.numpy_dtype(x.type.element_type)
     if _fold_into_conv(getattr(x, "owner", None), s, t, module, block):
-        op.results[0].replace_all_uses_with(op.operands[0])
+        op.Y.replace_all_uses_with(op.X)  # the new Conv's result, not the erased `x`
         block.erase_op(op)
         return True
     bshape = (s.shape[0],) + (1,) * (rank - 2)
@@ -106,9 +112,9 @@ def _gemm(op, module, block) -> bool:
 
 def _training(op, module) -> bool:
     # Dropout is the identity only at inference (training_mode absent or constant false).
-    if len(op.operands) < 3 or isinstance(op.operands[2].type, NoneType):
+    if onnx_d.is_absent(op.training_mode):
         return False
-    v = onnx_d.constant_value(op.operands[2], module)
+    v = onnx_d.constant_value(op.training_mode, module)
     return v is None or bool(np.asarray(v).reshape(-1)[0])
 
 
@@ -131,3 +137,13 @@ def decompose(module) -> bool:
             changed |= _gemm(op, module, block)
     # Returned values that are now function arguments are fine: func.return takes any value.
     return changed
+
+
+@dataclass(frozen=True)
+class DecomposePass(ModulePass):
+    """`decompose`: BatchNormalization and Gemm into simpler ops (folded into Conv where it can)."""
+
+    name = "decompose"
+
+    def apply(self, ctx, op) -> None:
+        decompose(op)

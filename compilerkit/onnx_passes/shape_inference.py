@@ -10,8 +10,11 @@ Where ONNX's C++ inference lags its own spec, the result is corrected here (pool
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import onnx
 from xdsl.dialects.builtin import NoneType
+from xdsl.passes import ModulePass
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError, inference_message
@@ -53,25 +56,24 @@ def _pool_dims(op, dims):
     st = onnx_d.get_attr(op, "strides", None) or [1] * r
     dil = onnx_d.get_attr(op, "dilations", None) or [1] * r
     pads = onnx_d.get_attr(op, "pads", None) or [0] * (2 * r)
-    in_sp = onnx_d.shape_of(op.operands[0])[2:]
+    in_sp = onnx_d.shape_of(op.X)[2:]
     return list(dims[:2]) + [pool_output_size(in_sp[i], k[i], st[i], dil[i], pads[i],
                                               pads[r + i], 1) for i in range(r)]
 
 
-def _forget_downstream(value):
+def _forget_downstream(value, module):
     """Make every result computed from `value` dynamic again, so this pass re-infers it (users
     come later in the block) from the corrected shape."""
     stack = [value]
     while stack:
         v = stack.pop()
-        for use in v.uses:
-            for r in use.operation.results:
+        for user in {use.operation for use in v.uses}:
+            for r in list(user.results):
                 if isinstance(r.type, NoneType) or not hasattr(r.type, "get_shape"):
                     continue
                 if onnx_d.is_static(r.type):
-                    set_type(r, onnx_d.tensor_type([-1] * len(r.type.get_shape()),
-                                                   r.type.element_type))
-                    stack.append(r)
+                    stack.append(set_type(r, onnx_d.tensor_type(
+                        [-1] * len(r.type.get_shape()), r.type.element_type), module))
 
 
 def infer_shapes(module) -> bool:
@@ -86,8 +88,8 @@ def infer_shapes(module) -> bool:
             dims = list(onnx_d.shape_of(res0))
             fixed = _pool_dims(op, dims)
             if fixed != dims:
-                set_type(res0, onnx_d.tensor_type(fixed, res0.type.element_type))
-                _forget_downstream(res0)
+                res0 = set_type(res0, onnx_d.tensor_type(fixed, res0.type.element_type), module)
+                _forget_downstream(res0, module)
                 changed = True
         if all(onnx_d.is_static(r.type) or isinstance(r.type, NoneType) for r in op.results):
             continue
@@ -105,7 +107,7 @@ def infer_shapes(module) -> bool:
             continue
         found = {vi.name: vi for vi in inferred.graph.output}
         found.update({vi.name: vi for vi in inferred.graph.value_info})
-        for k, res in enumerate(op.results):
+        for k, res in enumerate(list(op.results)):
             vi = found.get(f"out{k}")
             tt = vi.type.tensor_type if vi is not None else None
             if tt is None or not tt.HasField("shape"):
@@ -117,7 +119,17 @@ def infer_shapes(module) -> bool:
             t = onnx_d.tensor_type(dims, elem)
             if t != res.type:
                 check_declared(module, res, tt.elem_type or elem_code(elem), dims)
-                set_type(res, t)
+                set_type(res, t, module)
                 changed = True
     refresh_signature(f)
     return changed
+
+
+@dataclass(frozen=True)
+class ShapeInferencePass(ModulePass):
+    """`shape-inference`: give every result a static type where ONNX's inference can."""
+
+    name = "shape-inference"
+
+    def apply(self, ctx, op) -> None:
+        infer_shapes(op)

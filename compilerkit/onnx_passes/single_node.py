@@ -8,17 +8,22 @@ import numpy as np
 from onnx import helper, numpy_helper
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, NoneType, TensorType
+from xdsl.rewriter import Rewriter
 
 from compilerkit.dialects import onnx as onnx_d
-
-OPSET = 21
+from compilerkit.dialects.onnx_schema import opset_of  # noqa: F401 - shared with the passes
+from compilerkit.frontend.checks import ModelError, move_declared
 
 
 def main_func(module) -> func.FuncOp:
-    for op in module.body.block.ops:
-        if isinstance(op, func.FuncOp):
-            return op
-    raise ValueError("module has no function")
+    """The module's one function (a model is one graph). A module with several would have all
+    but one silently skipped by every pass, so it is refused, naming them."""
+    funcs = [op for op in module.body.block.ops if isinstance(op, func.FuncOp)]
+    if len(funcs) != 1:
+        names = ", ".join(f"@{f.sym_name.data}" for f in funcs)
+        raise ModelError(f"the module has {len(funcs)} functions ({names or 'none'}); "
+                         "compilerkit compiles one function (the model's graph) per module")
+    return funcs[0]
 
 
 def node_label(op) -> str:
@@ -27,8 +32,13 @@ def node_label(op) -> str:
     return a.data if a is not None else op.name.split(".", 1)[-1]
 
 
-def set_type(value, t) -> None:
-    value._type = t  # xDSL keeps the type in a private slot; results are retyped in place
+def set_type(value, t, module=None):
+    """Retype an op result through xDSL's rewriter (a new SSA value replaces `value` in every
+    use; the model's declared type, if any, follows it). Returns the new value."""
+    new = Rewriter.replace_value_with_new_type(value, t)
+    if module is not None:
+        move_declared(module, value, new)
+    return new
 
 
 def refresh_signature(f: func.FuncOp) -> None:
@@ -57,13 +67,13 @@ def _onnx_attrs(op) -> dict:
     return attrs
 
 
-def node_model(op, module, with_constants=True, outputs_typed=False, max_const_size=None):
+def node_model(op, module, with_constants=True, max_const_size=None):
     """A one-node ModelProto for `op`: non-constant inputs are graph inputs, constants become
     initializers so shape inference can see their values (e.g. Reshape's target shape); with
     `max_const_size`, only constants up to that many elements (shape parameters, not weights)."""
     inputs, inits, names = [], [], []
-    for k, v in enumerate(op.operands):
-        if isinstance(v.type, NoneType):
+    for k, v in enumerate(onnx_d.onnx_inputs(op)):  # in the order of the model's opset
+        if v is None:
             names.append("")
             continue
         name = f"in{k}"
@@ -78,19 +88,11 @@ def node_model(op, module, with_constants=True, outputs_typed=False, max_const_s
         if shape is not None:
             shape = [d if d >= 0 else None for d in shape]
         inputs.append(helper.make_tensor_value_info(name, elem_code(t.element_type), shape))
-    outs = [f"out{k}" for k in range(len(op.results))]
+    # Result k is output `out{k}`; an absent optional output (type none) has no name.
+    outs = ["" if isinstance(r.type, NoneType) else f"out{k}" for k, r in enumerate(op.results)]
+    while outs and not outs[-1]:
+        outs.pop()
     node = helper.make_node(onnx_d.op_type(op), names, outs, **_onnx_attrs(op))
     graph = helper.make_graph([node], "one", inputs,
-                              [helper.make_empty_tensor_value_info(o) for o in outs], inits)
+                              [helper.make_empty_tensor_value_info(o) for o in outs if o], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset_of(op))])
-
-
-def opset_of(op) -> int:
-    """The ONNX opset the op's model was written against (attributes moved to inputs
-    between opsets, e.g. Unsqueeze axes in 13), kept on the function by the frontend."""
-    parent = op.parent_op()
-    while parent is not None and not isinstance(parent, func.FuncOp):
-        parent = parent.parent_op()
-    if parent is not None and "onnx_opset" in parent.attributes:
-        return parent.attributes["onnx_opset"].value.data
-    return OPSET

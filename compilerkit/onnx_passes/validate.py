@@ -4,10 +4,9 @@ lowering could compute with it.
 ONNX's own shape inference (run strict by the frontend and by shape_inference.py) already checks
 most attribute ranges (axes, perms, strides > 0, pads >= 0, Split sizes, broadcasting, MatMul
 and Gemm inner dimensions). This pass checks what it lets through but onnxruntime refuses, and
-what lowering would otherwise read or write out of bounds:
+what lowering would otherwise read or write out of bounds (element types against the op's
+schema at the model's opset are the dialect's verifier's job, dialects/onnx_schema.py):
 
-- element types against the op's schema (`Sqrt` of int64, `Where` with a float condition, an
-  `Add` of float and int64), and that the op exists at the model's opset;
 - Conv / ConvTranspose: weight rank and channels against the input and `group`, `kernel_shape`
   against the weight, the bias length, an empty output;
 - MaxPool / AveragePool: pads at or above the kernel (onnxruntime refuses them), an empty output;
@@ -29,19 +28,17 @@ inference and folding make more shapes known (validate_op is cheap and idempoten
 from __future__ import annotations
 
 import math
-from functools import cache
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
 from xdsl.dialects.builtin import NoneType, TensorType
+from xdsl.passes import ModulePass
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError
 from compilerkit.frontend.checks import budget_of, check_bytes
 from compilerkit.onnx_passes.single_node import main_func, node_label, node_model, opset_of
-
-_ONNX_NAME = {np.dtype(v): onnx.TensorProto.DataType.Name(k).lower()
-              for k, v in onnx_d._NP.items()}
 
 
 def _fail(op, what: str, value, expected: str):
@@ -62,66 +59,15 @@ def _operand(op, k):
     return op.operands[k]
 
 
+def _given(v):
+    """An optional operand, or None when it is absent (typed none)."""
+    return None if isinstance(v.type, NoneType) else v
+
+
 def _const(op, k, module):
     v = _operand(op, k)
     return None if v is None else onnx_d.constant_value(v, module)
 
-
-# ---- element types against the schema --------------------------------------------------------
-
-@cache
-def _schema(kind: str, opset: int):
-    try:
-        return onnx.defs.get_schema(kind, opset, "")
-    except onnx.defs.SchemaError:
-        return None
-
-
-def _type_name(t) -> str | None:
-    if isinstance(t, NoneType) or not hasattr(t, "element_type"):
-        return None
-    try:
-        return f"tensor({_ONNX_NAME[onnx_d.numpy_dtype(t.element_type)]})"
-    except (NotImplementedError, KeyError):
-        return None
-
-
-def check_types(op) -> None:
-    """Operand element types allowed by the op's schema, one type per type parameter."""
-    kind = onnx_d.op_type(op)
-    if kind in ("Constant", "NoValue"):
-        return
-    opset = opset_of(op)
-    schema = _schema(kind, opset)
-    if schema is None:
-        raise ModelError(f"node {node_label(op)!r}: operator {kind} does not exist in opset "
-                         f"{opset}")
-    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
-    formals = list(schema.inputs)
-    if not formals:
-        return
-    bound = {}
-    for k, v in enumerate(op.operands):
-        formal = formals[min(k, len(formals) - 1)]
-        if k >= len(formals) and formal.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
-            _fail(op, "the number of inputs", len(op.operands), f"at most {len(formals)}")
-        got = _type_name(v.type)
-        if got is None:
-            continue
-        param = formal.type_str
-        ok = allowed.get(param, {param})
-        if got not in ok:
-            _fail(op, f"input {k} ({formal.name}) element type", got,
-                  f"one of {', '.join(sorted(ok))}")
-        homogeneous = formal.is_homogeneous if hasattr(formal, "is_homogeneous") else True
-        if param in allowed and homogeneous:
-            if param in bound and bound[param][1] != got:
-                _fail(op, f"input {k} ({formal.name}) element type", got,
-                      f"{bound[param][1]} like input {bound[param][0]} (both are type {param})")
-            bound.setdefault(param, (k, got))
-
-
-# ---- per-op checks -------------------------------------------------------------------------
 
 def _ints(op, name, default=None):
     v = onnx_d.get_attr(op, name, default)
@@ -129,7 +75,7 @@ def _ints(op, name, default=None):
 
 
 def _conv(op, module):
-    x, w = _dims(op.operands[0]), _dims(op.operands[1])
+    x, w = _dims(op.X), _dims(op.W)
     if x is None or w is None:
         return
     kind = onnx_d.op_type(op)
@@ -157,7 +103,7 @@ def _conv(op, module):
     ks = _ints(op, "kernel_shape")
     if ks is not None and ks != list(w[2:]):
         _fail(op, "attribute kernel_shape", ks, f"the weight's spatial shape {list(w[2:])}")
-    bias = _operand(op, 2)
+    bias = _given(op.B)
     if bias is not None and _dims(bias) is not None and _dims(bias) != (out_c,):
         _fail(op, "the bias B's shape", list(_dims(bias)), f"[{out_c}] (the output channels)")
     if kind == "Conv":
@@ -207,7 +153,7 @@ def _pool(op, module):
 
 
 def _gemm(op, module):
-    a, b, c = (_dims(op.operands[k]) if _operand(op, k) is not None else None for k in range(3))
+    a, b, c = (_dims(v) for v in (op.A, op.B, op.C))  # None when absent (C is optional)
     if a is None or b is None or c is None or len(a) != 2 or len(b) != 2:
         return
     m = a[1] if onnx_d.get_attr(op, "transA", 0) else a[0]
@@ -218,11 +164,11 @@ def _gemm(op, module):
 
 
 def _batchnorm(op, module):
-    x = _dims(op.operands[0])
+    x = _dims(op.X)
     if x is None or len(x) < 2:
         return
     for k, name in enumerate(("scale", "B", "mean", "var"), start=1):
-        v = _operand(op, k)
+        v = _operand(op, k)  # scale, B, input_mean, input_var
         if v is not None and _dims(v) is not None and _dims(v) != (x[1],):
             _fail(op, f"input {name}'s shape", list(_dims(v)), f"[{x[1]}] (the channels)")
 
@@ -252,15 +198,15 @@ def _reduce(op, module):
 
 
 def _clip(op, module):
-    for k, name in ((1, "min"), (2, "max")):
-        v = _operand(op, k)
+    for name in ("min", "max"):
+        v = _given(getattr(op, name))
         if v is not None and _dims(v) is not None and math.prod(_dims(v)) != 1:
             _fail(op, f"input {name}'s shape", list(_dims(v)), "a scalar")
 
 
 def _reshape(op, module):
     _shape_vector(op, module)
-    x = _dims(op.operands[0])
+    x = _dims(op.data)
     target = _const(op, 1, module)
     if x is None or target is None:
         return
@@ -281,7 +227,7 @@ def _reshape(op, module):
 
 
 def _gather(op, module):
-    x = _dims(op.operands[0])
+    x = _dims(op.data)
     idx = _const(op, 1, module)
     if x is None or idx is None or not len(x):
         return
@@ -295,7 +241,7 @@ def _gather(op, module):
 
 
 def _pad(op, module):
-    x = _dims(op.operands[0])
+    x = _dims(op.data)
     if x is None:
         return
     pads = (_ints(op, "pads") if opset_of(op) < 11 else
@@ -335,7 +281,7 @@ def _shape_vector(op, module):
 
 
 def _transpose(op, module):
-    x, perm = _dims(op.operands[0]), _ints(op, "perm")
+    x, perm = _dims(op.data), _ints(op, "perm")
     if x is not None and perm is not None and sorted(perm) != list(range(len(x))):
         _fail(op, "attribute perm", perm, f"a permutation of {list(range(len(x)))}")
 
@@ -486,7 +432,6 @@ def validate_op(op, module) -> None:
     """All checks for one onnx op whose operands are known as far as they are now."""
     if not op.name.startswith("onnx.") or op.name in ("onnx.Constant", "onnx.NoValue"):
         return
-    check_types(op)
     check = _CHECKS.get(onnx_d.op_type(op))
     if check is not None:
         check(op, module)
@@ -497,3 +442,14 @@ def validate_module(module) -> None:
     """validate_op on every op of the main function."""
     for op in main_func(module).body.block.ops:
         validate_op(op, module)
+
+
+@dataclass(frozen=True)
+class ValidatePass(ModulePass):
+    """`validate-onnx`: check every op's attributes, constant operands and sizes against what
+    lowering assumes (and the compile budget); changes nothing, raises ModelError."""
+
+    name = "validate-onnx"
+
+    def apply(self, ctx, op) -> None:
+        validate_module(op)

@@ -6,6 +6,10 @@ rule is a small function in v1.py / v2.py so a notebook can apply them one at a 
 triggers by topos.py's cleaned orders, as the published code does); the result of every swap()
 is checked by checker.check before it is returned. Options out of range raise ValueError naming
 the option (v1.validate, v2.validate).
+
+v2's -1 ("auto") values are not resolved here: TFLMS v2's autotune simulates the step to choose
+them, which is the planner's work (planner.autotune_v2 returns the values to give swap()); the
+rules import nothing above the graph.
 """
 
 from __future__ import annotations
@@ -18,12 +22,10 @@ from .checker import RewriteError, check
 
 V1_OPTIONS = tuple(v1.DEFAULTS)
 V2_OPTIONS = tuple(v2.DEFAULTS)
-# Only needed when a v2 option is -1 ("auto"): autotune simulates at this device and batch.
-AUTO_OPTIONS = ("device", "batch_size")
 
 
 def _validate(options: dict) -> str:
-    known = set(V1_OPTIONS) | set(V2_OPTIONS) | set(AUTO_OPTIONS)
+    known = set(V1_OPTIONS) | set(V2_OPTIONS)
     for name in options:
         if name not in known:
             close = difflib.get_close_matches(name, sorted(known), n=1)
@@ -54,13 +56,10 @@ def _swap_v2(graph: Graph, options: dict) -> Graph:
     o = v2.validate({k: v for k, v in options.items() if k in V2_OPTIONS})
     auto = [k for k in ("swapout_threshold", "swapin_ahead", "swapin_groupby") if o[k] == -1]
     if auto:
-        if "device" not in options or "batch_size" not in options:
-            raise TypeError(f"{auto} = -1 means auto: give device= and batch_size= so autotune "
-                            "can simulate, or give values")
-        from ..planner import autotune_v2
-        tuned = autotune_v2(graph, options["device"], options["batch_size"],
-                            fixed={k: o[k] for k in o if k not in auto})
-        o.update(tuned)
+        raise TypeError(f"{auto} = -1 means auto: TFLMS v2's autotune simulates the step to "
+                        "choose them; give values, e.g. swap(graph, **lmskit.planner.autotune_v2("
+                        "graph, device, batch_size)), or use plan(graph, 'tflms-v2', device, "
+                        "batch_size)")
     g = v1.apply(graph, v2.plan(graph, **o))   # the same edit as v1: common.insert_swap
     swaps = [n for n, op in g.ops.items() if common.is_swap(op)]
     if o["sync_mode"] in (1, 3):

@@ -71,7 +71,7 @@ class TaskGraph:
         return order
 
     def plain(self):
-        """(nodes, edges) as plain dicts for mlsys_workbench.viz.graph_figure."""
+        """(nodes, edges) as plain dicts for mlsys_viz.graph_figure."""
         ids = {t: f"{i}:{t.name}" for i, t in enumerate(self.tasks)}
         nodes = [{"id": ids[t], "label": t.name, "group": t.phase,
                   "hover": f"{t.name}<br>{t.kind}, layer {t.layer}"} for t in self.tasks]

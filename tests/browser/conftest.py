@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from mlsys_workbench.viz.export import CHROMIUM_ARGS, INSTALL_HINT, find_chromium
+from mlsys_viz.export import CHROMIUM_ARGS, INSTALL_HINT, find_chromium
 
 REPO = Path(__file__).resolve().parents[2]
 def free_port() -> int:

@@ -3,7 +3,7 @@ the playhead and the memory drawn so far grows."""
 
 import pytest
 
-from mlsys_workbench.viz import lifetime_animation
+from mlsys_viz import lifetime_animation
 
 pytestmark = pytest.mark.browser
 

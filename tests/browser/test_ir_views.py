@@ -8,7 +8,7 @@ from onnx import helper, numpy_helper
 
 import compilerkit as ck
 from compilerkit.views import ir_view_data
-from mlsys_workbench.viz import ir_side_by_side
+from mlsys_viz import ir_side_by_side
 
 pytestmark = pytest.mark.browser
 

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from mlsys_workbench.viz import ir_side_by_side
+from mlsys_viz import ir_side_by_side
 
 pytestmark = pytest.mark.browser
 

@@ -3,7 +3,7 @@
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 import compilerkit as ck
 
@@ -39,3 +39,27 @@ def check(model, arrays, opt_level=3, rtol=1e-4, atol=1e-5):
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+AFFINE_W = (np.arange(12, dtype=np.float32).reshape(4, 3) - 5.5) / 4
+AFFINE_B = np.array([0.5, -1.0, 2.0], np.float32)
+
+
+def affine_model(fold=False):
+    """y = Relu(x @ W + b) (x: 2x4), W and b initializers: constants whose bytes must come out
+    in the target's byte order. With `fold`, b is computed as c + c
+    from a constant c: an expression the constant-folding pass removes."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["xw"], name="mm"),
+             helper.make_node("Add", ["xw", "b"], ["xb"], name="add"),
+             helper.make_node("Relu", ["xb"], ["y"], name="relu")]
+    inits = [numpy_helper.from_array(AFFINE_W, "W")]
+    if fold:
+        nodes.insert(0, helper.make_node("Add", ["c", "c"], ["b"], name="fold_me"))
+        inits.append(numpy_helper.from_array(AFFINE_B / 2, "c"))
+    else:
+        inits.append(numpy_helper.from_array(AFFINE_B, "b"))
+    g = helper.make_graph(nodes, "affine",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                          inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])

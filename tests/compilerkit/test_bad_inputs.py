@@ -1,17 +1,12 @@
 """Bad input gives clear Python errors, never a crash."""
 
-import os
-import sys
-
 import numpy as np
 import onnx
 import pytest
+from ckhelpers import make_model
 from onnx import helper, numpy_helper
 
-sys.path.insert(0, os.path.dirname(__file__))
-from ckhelpers import make_model  # noqa: E402
-
-import compilerkit as ck  # noqa: E402
+import compilerkit as ck
 
 
 def relu_model(shape=(2, 3)):

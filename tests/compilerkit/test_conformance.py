@@ -2,18 +2,15 @@
 the constant-static variant, refused, wrong) is produced and reported as such, and the
 summaries count them."""
 
-import os
-import sys
+import time
 from types import SimpleNamespace
 
 import numpy as np
 import onnx
+from ckhelpers import make_model
 from onnx import helper
 
-sys.path.insert(0, os.path.dirname(__file__))
-from ckhelpers import make_model  # noqa: E402
-
-from compilerkit import conformance as cf  # noqa: E402
+from compilerkit import conformance as cf
 
 
 def _case(name, model, inputs, expected):
@@ -128,6 +125,33 @@ def test_node_cases_select_by_op(monkeypatch):
     assert [r.status for r in results] == [cf.PASSED, cf.PASSED] and seen == results
 
 
+def test_the_tested_ops_are_the_lowering_registry():
+    # Not a hand list that drifts: every op the registry lowers (and Constant, which
+    # lower_to_krnl handles itself) is selected, and nothing else.
+    from compilerkit.lowering import LOWERINGS
+    assert set(cf.OPS) == set(LOWERINGS) | {"Constant"}
+    # The ops that were lowered but never tested before the list was derived.
+    assert {"Split", "Tile", "Expand", "LogSoftmax", "ReduceMin", "ReduceProd", "GlobalMaxPool",
+            "Ceil", "Floor", "Reciprocal", "ConstantOfShape"} <= set(cf.OPS)
+
+
+def test_untested_ops_are_reported_with_a_reason(monkeypatch):
+    # A suite with a Relu case and an Erf+Sqrt case (Erf is not lowered): Relu is covered,
+    # Sqrt's only case needs an op we do not lower, Floor has no case at all, and a
+    # placeholder op is no ONNX operator.
+    x = np.ones(2, np.float32)
+    erf = make_model([helper.make_node("Erf", ["x"], ["e"]),
+                      helper.make_node("Sqrt", ["e"], ["y"])], [("x", x)], ["y"])
+    monkeypatch.setattr(cf, "_all_node_cases",
+                        lambda: (_relu_case(), _case("test_erf_sqrt", erf, [x], [x])))
+    assert cf.op_coverage(["Relu", "Sqrt", "Floor"]) == {"Relu": 1, "Sqrt": 0, "Floor": 0}
+    untested = cf.untested_ops(["Relu", "Sqrt", "Floor", "NoValue"])
+    assert set(untested) == {"Sqrt", "Floor", "NoValue"}
+    assert untested["Sqrt"] == "its node tests also use ops not lowered: Erf"
+    assert untested["Floor"].startswith("no ONNX backend node test (onnx ")
+    assert untested["NoValue"].startswith("not an ONNX operator")
+
+
 def test_run_model_compares_with_onnxruntime(tmp_path):
     x = np.ones((2, 3), np.float32)
     model = make_model([helper.make_node("Softmax", ["x"], ["y"])], [("x", x)], ["y"])
@@ -174,3 +198,11 @@ def test_time_model_reports_agreement_and_timings(tmp_path):
     # The symbolic batch was timed as 1 (random_inputs fills unknown dimensions with 1).
     (name, x), = cf.random_inputs(str(path))
     assert name == "x" and x.shape == (1, 8)
+
+
+def test_run_times_warm_up_once_then_time_each_call():
+    calls = []
+    times = cf.run_times(lambda: calls.append(len(calls)) or sum(range(1000)), repeat=4)
+    assert len(calls) == 5 and len(times) == 4 and all(t > 0 for t in times)
+    # best_seconds is the fastest of those timed calls: a sleep bounds it from below.
+    assert 0.01 <= cf.best_seconds(lambda: time.sleep(0.01), repeat=2) < 1.0

@@ -1,15 +1,10 @@
 """Differential tests against onnxruntime with hypothesis-generated shapes and attributes."""
 
-import os
-import sys
-
 import numpy as np
+from ckhelpers import check, make_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper
-
-sys.path.insert(0, os.path.dirname(__file__))
-from ckhelpers import check, make_model  # noqa: E402
 
 FAST = settings(max_examples=6, deadline=None)
 N = helper.make_node

@@ -1,17 +1,12 @@
 """Both IR levels print as MLIR text and parse back to the same module; schedules show up in
 the text and keep results right; buffer planning reuses memory."""
 
-import os
-import sys
-
 import numpy as np
+from ckhelpers import check, make_model
 from onnx import helper
 
-sys.path.insert(0, os.path.dirname(__file__))
-from ckhelpers import check, make_model  # noqa: E402
-
-import compilerkit as ck  # noqa: E402
-from compilerkit.dialects import krnl  # noqa: E402
+import compilerkit as ck
+from compilerkit.dialects import krnl
 
 
 def cnn():

@@ -1,14 +1,9 @@
 """Every op lowering against onnxruntime on a small hand-built model, at -O0 and -O3."""
 
-import os
-import sys
-
 import numpy as np
 import pytest
+from ckhelpers import check, make_model
 from onnx import helper
-
-sys.path.insert(0, os.path.dirname(__file__))
-from ckhelpers import check, make_model  # noqa: E402
 
 R = np.random.default_rng(1)
 

@@ -1,29 +1,38 @@
-"""Op provenance: which lines of each stage came from which ONNX node, checked on a 2-node model
-(MatMul then Relu) whose listings are small enough to count by hand, and on hand-written asm and
-PTX snippets."""
+"""Op provenance from the IR and from codegen's record of which node each function came from.
 
-import os
-import sys
+Checked on a 2-node model (MatMul then Relu) whose listings are small enough to count by hand,
+on hand-written asm and PTX snippets with hand-made function records, and on the datasets and
+light models against facts found independently of provenance.py (the tags a text search finds,
+the ONNX file's node names, the functions the listing defines)."""
 
+import re
+
+import mlsys_datasets
 import numpy as np
+import onnx
 import pytest
+from ckhelpers import make_model
 from onnx import helper
 
 import compilerkit as ck
+from compilerkit.backends import get_backend
+from compilerkit.codegen.emit import emit_host
+from compilerkit.codegen.gpu import emit_gpu
+from compilerkit.conformance import light_model_path, random_inputs
 from compilerkit.dialects import krnl
+from compilerkit.onnx_passes.single_node import main_func
 from compilerkit.provenance import (
+    Provenance,
     asm_function_lines,
-    kernel_ops,
-    label,
+    function_ranges,
+    kernel_owners,
+    listing,
     merge,
-    nodes_of_function,
+    node_of_symbol,
     provenance,
     ptx_function_lines,
 )
 from compilerkit.views import ir_view_data
-
-sys.path.insert(0, os.path.dirname(__file__))
-from ckhelpers import make_model  # noqa: E402
 
 
 def two_nodes():
@@ -33,9 +42,22 @@ def two_nodes():
     return make_model(nodes, [("x", x)], ["y"], [("w", np.ones((4, 3), np.float32))])
 
 
+def build(model, target="host", input_shapes=None):
+    """Every stage by the step functions: (Provenance, stage texts, emitter)."""
+    backend = get_backend(target)
+    m = ck.import_onnx(model, input_shapes)
+    ck.optimize_onnx(m)
+    k = ck.lower(m, 3, backend.target)
+    e = (emit_host if target != "gpu" else emit_gpu)(k, backend.target)
+    text, mod = backend.optimize(str(e.module), 3)
+    stages = {"onnx-ir": ck.print_ir(m), "kernel-ir": ck.print_ir(k), "llvm-ir": text,
+              backend.code_stage: backend.assembly(mod, 3)}
+    return Provenance(m, k, e.functions), stages, e
+
+
 @pytest.fixture(scope="module")
-def compiled():
-    return ck.compile(two_nodes(), opt_level=3)
+def built():
+    return build(two_nodes())
 
 
 def lines_of(text, ranges):
@@ -43,16 +65,39 @@ def lines_of(text, ranges):
     return [rows[n - 1] for a, b in ranges for n in range(a, b + 1)]
 
 
-def test_onnx_ir_one_line_per_node(compiled):
-    p = provenance(compiled)
+def test_codegen_records_the_node_of_each_function(built):
+    prov, stages, e = built
+    assert {f: n for f, n in e.functions.items() if n} == {"main_graph_1_mm": "mm",
+                                                          "main_graph_2_relu": "relu"}
+    # Everything else it defines belongs to no node: the entry, its helpers, the micro-kernel.
+    defined = set(re.findall(r'^define [^@]*@"?([\w.$]+)"?\(', str(e.module), re.M))
+    assert defined == set(e.functions)
+    assert e.functions["main_graph"] is None and e.functions["ck_matmul_f32_v8"] is None
+
+
+def test_listing_is_print_ir_and_spans_start_at_the_op(built):
+    prov, stages, _ = built
+    for stage in ("onnx-ir", "kernel-ir"):
+        lst = listing(prov.modules[stage])
+        assert lst.text == stages[stage]
+        rows = lst.text.splitlines()
+        for op, (a, b) in lst.spans.items():
+            assert a <= b and op.name in rows[a - 1], (op.name, rows[a - 1])
+
+
+def test_onnx_ir_one_line_per_node(built):
+    prov, stages, _ = built
+    p = prov.ranges(stages)
     assert list(p) == ["mm", "relu"]
+    assert prov.nodes == [{"name": "mm", "op": "MatMul"}, {"name": "relu", "op": "Relu"}]
     # builtin.module, func.func, the weight's onnx.Constant, then the two nodes.
     assert p["mm"]["onnx-ir"] == [(4, 4)] and p["relu"]["onnx-ir"] == [(5, 5)]
 
 
-def test_kernel_ir_ranges_cover_each_nodes_ops(compiled):
-    text = compiled.stages["kernel-ir"]
-    p = provenance(compiled)
+def test_kernel_ir_ranges_cover_each_nodes_ops(built):
+    prov, stages, _ = built
+    text = stages["kernel-ir"]
+    p = prov.ranges(stages)
     # mm: its alloc (line 4), loop handles, two unroll hints, the zero-fill nest and the
     # wrapped matmul nest, which closes on line 26; relu: handles, hints, one nest (27-36).
     assert p["mm"]["kernel-ir"] == [(4, 26)]
@@ -64,49 +109,37 @@ def test_kernel_ir_ranges_cover_each_nodes_ops(compiled):
     relu = lines_of(text, p["relu"]["kernel-ir"])
     assert "arith.maximumf" in "\n".join(relu) and relu[-1].strip().startswith("})")
     # The global (a Constant, no node) and the return belong to nobody.
+    owners = {op.name: node for op, node in kernel_owners(prov.modules["kernel-ir"])}
+    assert owners["krnl.global"] is None and owners["func.return"] is None
     assert '"krnl.global"' in text.splitlines()[2]
 
 
-def test_llvm_and_asm_ranges_are_the_outlined_functions_and_their_calls(compiled):
-    p = provenance(compiled)
+def test_llvm_and_asm_ranges_are_the_outlined_functions_and_their_calls(built):
+    prov, stages, _ = built
+    p = prov.ranges(stages)
     for node, fn in (("mm", "main_graph_1_mm"), ("relu", "main_graph_2_relu")):
-        llvm = lines_of(compiled.stages["llvm-ir"], p[node]["llvm-ir"])
+        llvm = lines_of(stages["llvm-ir"], p[node]["llvm-ir"])
         assert llvm[0].strip().startswith("tail call") and f"@{fn}(" in llvm[0]  # the call
         assert llvm[1].startswith("define") and f"@{fn}(" in llvm[1]
         assert llvm[-1] == "}"
         assert not any("define" in t and fn not in t for t in llvm)  # not the micro-kernel
-        asm = lines_of(compiled.stages["asm"], p[node]["asm"])
+        asm = lines_of(stages["asm"], p[node]["asm"])
         assert asm[0].strip() == f"movabsq\t${fn}, %rax"  # main_graph loads its address
         assert f"{fn}:" in asm and asm[-1].strip().startswith(".size")
         assert "ck_matmul_f32_v8:" not in asm
 
 
-def test_kernel_ir_tags_survive_a_round_trip(compiled):
-    text = compiled.stages["kernel-ir"]
-    again = ck.print_ir(ck.parse_ir(text))
-    assert again == text
+def test_kernel_ir_tags_survive_a_round_trip(built):
+    _, stages, _ = built
+    text = stages["kernel-ir"]
     module = ck.parse_ir(text)
+    assert ck.print_ir(module) == text
     allocs = [op for op in module.walk() if isinstance(op, krnl.AllocOp)]
     assert [a.attributes["onnx_node"].data for a in allocs] == ["mm"]
-
-
-def test_kernel_ops_groups_regions_by_depth():
-    text = """builtin.module {
-  func.func @main_graph() {
-    %0 = "krnl.alloc"() {onnx_node = "a"} : () -> memref<2xf32>
-    "krnl.unroll"(%1) : (!krnl.loop) -> ()
-    "krnl.iterate"() ({
-      "krnl.iterate"() ({
-      }) {bounds = []} : () -> ()
-    }) {bounds = [], onnx_node = "a"} : () -> ()
-    "krnl.iterate"() ({
-    }) {bounds = [], onnx_node = "b \\"q\\""} : () -> ()
-    func.return
-  }
-}
-"""
-    assert kernel_ops(text) == [(3, 3, "a"), (4, 4, None), (5, 8, "a"), (9, 10, 'b "q"'),
-                                (11, 11, None)]
+    # Saved IR text maps as the modules do (it is parsed back, not scanned).
+    again = Provenance.from_texts({s: stages[s] for s in ("onnx-ir", "kernel-ir")})
+    p, q = again.ranges({"kernel-ir": text}), built[0].ranges({"kernel-ir": text})
+    assert p == q
 
 
 ASM = """\t.text
@@ -114,6 +147,8 @@ ASM = """\t.text
 \t.type\tmain_graph,@function
 main_graph:
 \tmovabsq\t$main_graph_1_conv_a, %rax
+\tcallq\t*%rax
+\tmovabsq\t$main_graph_2_nest_0, %rax
 \tcallq\t*%rax
 .Lfunc_end0:
 \t.size\tmain_graph, .Lfunc_end0-main_graph
@@ -123,16 +158,25 @@ main_graph_1_conv_a:
 \tretq
 .Lfunc_end1:
 \t.size\tmain_graph_1_conv_a, .Lfunc_end1-main_graph_1_conv_a
+\t.type\tmain_graph_2_nest_0,@function
+main_graph_2_nest_0:
+\tretq
+.Lfunc_end2:
+\t.size\tmain_graph_2_nest_0, .Lfunc_end2-main_graph_2_nest_0
 g_const:
 \t.long\t1
 """
 
 
 def test_asm_functions_and_references():
-    assert asm_function_lines(ASM) == {"main_graph": (4, 8), "main_graph_1_conv_a": (10, 14)}
-    p = provenance({"onnx-ir": '"onnx.Conv"(%x) {onnx_node_name = "conv/a"}', "asm": ASM})
+    assert asm_function_lines(ASM) == {"main_graph": (4, 10), "main_graph_1_conv_a": (12, 16),
+                                       "main_graph_2_nest_0": (18, 21)}
+    # The node comes from codegen's record, not from the name: "nest_0" is conv/b's.
+    functions = {"main_graph": None, "main_graph_1_conv_a": "conv/a",
+                 "main_graph_2_nest_0": "conv/b"}
+    p = function_ranges("asm", ASM, functions)
     # The function, its .type line and the movabsq in main_graph; not .LBB or data labels.
-    assert p["conv/a"]["asm"] == [(5, 5), (9, 14)]
+    assert p == {"conv/a": [(5, 5), (11, 16)], "conv/b": [(7, 7), (17, 21)]}
 
 
 PTX = """//
@@ -140,6 +184,7 @@ PTX = """//
 .visible .entry main_graph_1_relu_0(
 \t.param .u64 main_graph_1_relu_0_param_0
 )
+.reqntid 64, 1, 1
 {
 \tret;
 }
@@ -150,23 +195,25 @@ PTX = """//
 """
 
 
-def test_ptx_kernels_map_to_nodes_with_their_suffix():
-    assert ptx_function_lines(PTX) == {"main_graph_1_relu_0": (3, 8),
-                                       "main_graph_2_relu2": (9, 12)}
-    onnx = '"onnx.Relu"() {onnx_node_name = "relu"}\n"onnx.Relu"() {onnx_node_name = "relu2"}'
-    p = provenance({"onnx-ir": onnx, "ptx": PTX})
-    assert p["relu"]["ptx"] == [(2, 8)]   # the .globl comment names it too
-    assert p["relu2"]["ptx"] == [(9, 12)]
+def test_ptx_kernels_map_to_the_recorded_nodes():
+    assert ptx_function_lines(PTX) == {"main_graph_1_relu_0": (3, 9),
+                                       "main_graph_2_relu2": (10, 13)}
+    p = function_ranges("ptx", PTX, {"main_graph_1_relu_0": "relu",
+                                     "main_graph_2_relu2": "relu2"})
+    assert p["relu"] == [(2, 9)]   # the .globl comment names it too
+    assert p["relu2"] == [(10, 13)]
 
 
-def test_function_names_to_nodes():
-    nodes = ["lenet/conv1", "lenet/conv1_1", "relu"]
-    assert label("lenet/conv1") == "lenet_conv1"
-    assert nodes_of_function("main_graph_3_lenet_conv1", nodes) == ["lenet/conv1"]
-    # "_1" could be a GPU kernel suffix or part of the name: both nodes claim it.
-    assert nodes_of_function("main_graph_4_lenet_conv1_1", nodes) == nodes[:2]
-    assert nodes_of_function("ck_matmul_f32_v8", nodes) == []
-    assert nodes_of_function("main_graph", nodes) == []
+def test_names_that_look_alike_are_told_apart_by_the_record():
+    # Codegen cuts labels to 40 characters and maps "/" to "_": "a/b" and "a_b" give one label;
+    # the record keeps them apart where the old name matching gave both nodes both functions.
+    functions = {"main_graph_1_a_b": "a/b", "main_graph_2_a_b": "a_b"}
+    assert node_of_symbol("main_graph_1_a_b", functions) == "a/b"
+    assert node_of_symbol("main_graph_2_a_b", functions) == "a_b"
+    # LLVM's derived copies and Mach-O's underscore map to the function they copy.
+    assert node_of_symbol("main_graph_1_a_b.constprop.0", functions) == "a/b"
+    assert node_of_symbol("_main_graph_2_a_b", functions) == "a_b"
+    assert node_of_symbol("ck_matmul_f32_v8", functions) is None
 
 
 def test_merge():
@@ -174,24 +221,125 @@ def test_merge():
     assert merge([]) == []
 
 
-def test_view_data_for_a_model(compiled):
-    data = ir_view_data(compiled)
+def test_view_data_for_a_model(built):
+    prov, stages, _ = built
+    data = ir_view_data(stages, provenance=prov)
     assert list(data["stages"]) == ["onnx-ir", "kernel-ir", "llvm-ir", "asm"]
     assert data["nodes"] == [{"name": "mm", "op": "MatMul"}, {"name": "relu", "op": "Relu"}]
     assert data["ranges"]["relu"]["kernel-ir"] == [(27, 36)]
 
 
-def test_provenance_needs_the_onnx_ir():
-    with pytest.raises(ValueError, match="onnx-ir"):
-        provenance({"kernel-ir": ""})
+def test_what_provenance_cannot_know_is_an_error(built):
+    prov, stages, _ = built
+    with pytest.raises(ValueError, match="record of which node"):
+        Provenance(prov.modules["onnx-ir"], prov.modules["kernel-ir"]).ranges(
+            {"llvm-ir": stages["llvm-ir"]})
+    with pytest.raises(ValueError, match="not the printout"):
+        prov.ranges({"kernel-ir": stages["kernel-ir"].replace("krnl.unroll", "krnl.unroll ")})
+    with pytest.raises(ValueError, match="no onnx-ir module"):
+        Provenance(None, prov.modules["kernel-ir"], {}).ranges({"onnx-ir": ""})
+    with pytest.raises(ValueError, match="CompiledModel or a mapping"):
+        provenance(42)
+
+
+def test_a_kernel_ir_compile_names_its_nodes_from_the_tags(built):
+    prov, stages, e = built
+    kprov = Provenance(None, prov.modules["kernel-ir"], e.functions)
+    assert kprov.nodes == [{"name": "mm", "op": None}, {"name": "relu", "op": None}]
+    assert kprov.ranges({"kernel-ir": stages["kernel-ir"]})["relu"]["kernel-ir"] == [(27, 36)]
+
+
+# ---- every datasets model and some light models, against independent facts ---------------------
+
+def _proto_nodes(path) -> set[str]:
+    """Node names as the ONNX file gives them (the frontend's OpType_index for unnamed ones)."""
+    g = onnx.load(path, load_external_data=False).graph
+    return {n.name or f"{n.op_type}_{k}" for k, n in enumerate(g.node)}
+
+
+def check_against_facts(path, target):
+    feeds = random_inputs(path)
+    prov, stages, e = build(path, target, {n: list(a.shape) for n, a in feeds})
+    p = prov.ranges(stages)
+    names = _proto_nodes(path)
+    # Nodes are the file's nodes (or the pieces decomposition cut one into).
+    for node in p:
+        assert node in names or re.sub(r"_(mul|add)$", "", node) in names, node
+    kmodule = prov.modules["kernel-ir"]
+    tagged = {}
+    for op in main_func(kmodule).body.block.ops:
+        tag = op.attributes.get("onnx_node")
+        if tag is not None:
+            tagged.setdefault(tag.data, []).append(op)
+    kir = stages["kernel-ir"]
+    for node, ops in tagged.items():
+        assert node in p, node  # every Kernel IR tag names a node of the model
+        # A text search finds the tag on exactly as many lines of the node's ranges as the node
+        # has top-level ops, and no other node's tag there.
+        mine = lines_of(kir, p[node]["kernel-ir"])
+        assert sum(f'onnx_node = "{node}"' in t for t in mine) >= len(ops)
+        assert not any(re.search(r'onnx_node = "', t) and f'onnx_node = "{node}"' not in t
+                       for t in mine)
+        # A node with loops has a function, and each of its functions is in its ranges.
+        if any(isinstance(op, krnl.IterateOp) for op in ops):
+            fns = [f for f, n in e.functions.items() if n == node]
+            assert fns, f"node {node!r} has loops but no function"
+            llvm = lines_of(stages["llvm-ir"], p[node]["llvm-ir"])
+            code = lines_of(stages[prov_code(stages)], p[node][prov_code(stages)])
+            for fn in fns:
+                assert any(t.startswith("define") and f"@{fn}(" in t for t in llvm), fn
+                assert any(t.startswith(f"{fn}:") or f".entry {fn}(" in t for t in code), fn
+    assert {n for n in e.functions.values() if n} <= set(tagged)
+
+
+def prov_code(stages):
+    return "ptx" if "ptx" in stages else "asm"
+
+
+@pytest.mark.parametrize("name", mlsys_datasets.ONNX_MODELS)
+def test_datasets_models_against_independent_facts(name):
+    check_against_facts(str(mlsys_datasets.onnx_path(name)), "host")
+
+
+@pytest.mark.parametrize("name,target", [("zfnet512", "host"), ("squeezenet", "gpu")])
+def test_light_models_against_independent_facts(name, target):
+    check_against_facts(light_model_path(name), target)
+
+
+def test_every_gpu_kernel_has_its_node():
+    # The inner kernels of a split Conv are named main_graph_<n>_nest_<k>: their name does not
+    # say the node, the record does.
+    path = str(mlsys_datasets.onnx_path("lenet"))
+    prov, stages, e = build(path, "gpu", {"input": [1, 28, 28, 1]})
+    assert all(launch.node == e.functions[launch.name] and launch.node for launch in e.launches)
+    nests = [launch for launch in e.launches if "_nest_" in launch.name]
+    assert nests and all(launch.node.endswith("BiasAdd") for launch in nests)
+    p = prov.ranges(stages)
+    for launch in nests:
+        assert any(f".entry {launch.name}(" in t
+                   for t in lines_of(stages["ptx"], p[launch.node]["ptx"]))
+
+
+@pytest.mark.parametrize("target", ["host", "gpu"])
+def test_a_nest_lowering_added_on_its_own_belongs_to_no_node(target):
+    # conv_bn_pool ends in a Flatten view copied into the output buffer by an untagged nest;
+    # its function must not be given to the node emitted before it (GlobalAveragePool).
+    path = str(mlsys_datasets.onnx_path("conv_bn_pool"))
+    prov, stages, e = build(path, target)
+    untagged = [op for op in main_func(prov.modules["kernel-ir"]).body.block.ops
+                if isinstance(op, krnl.IterateOp) and "onnx_node" not in op.attributes]
+    assert len(untagged) == 1
+    copies = [f for f in e.functions if re.fullmatch(r"main_graph_\d+_nest", f)]
+    assert len(copies) == 1 and e.functions[copies[0]] is None
+    assert "gap" in e.functions.values()
 
 
 def test_real_ptx_of_a_gpu_compile_maps_every_node():
     # target="gpu" produces PTX on a machine without a GPU; every node's kernels are found in
     # it, and the lines found for a node really are its kernel's entry and body.
     model = ck.compile(two_nodes(), target="gpu", opt_level=3)
+    p = provenance(model)
     ptx = model.stages["ptx"]
-    p = provenance({"onnx-ir": model.stages["onnx-ir"], "ptx": ptx})
     for node in ("mm", "relu"):
         lines = lines_of(ptx, p[node]["ptx"])
         assert any(".entry" in line and f"_{node}" in line for line in lines), node

@@ -17,14 +17,12 @@ import sys
 import numpy as np
 import onnxruntime as ort
 import pytest
+from ckhelpers import ort_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 import compilerkit as ck
-
-sys.path.insert(0, os.path.dirname(__file__))
-from ckhelpers import ort_run  # noqa: E402
 
 
 def one_node(node, inputs, out_type, out_shape, opset=13):
@@ -96,8 +94,7 @@ def test_int_min_divided_by_minus_one_raises_instead_of_sigfpe(dtype):
     # onnxruntime may die of SIGFPE here; compilerkit did. Run in a subprocess so a
     # regression fails this test instead of killing the test session.
     code = f"""
-import numpy as np, compilerkit as ck, sys
-sys.path.insert(0, {str(__file__.rsplit('/', 1)[0])!r})
+import numpy as np, compilerkit as ck
 from test_runtime_guards import div_model
 cm = ck.compile(div_model(np.{dtype.__name__}), asm=False)
 a = np.array([np.iinfo(np.{dtype.__name__}).min, 6, 5, 4], np.{dtype.__name__})
@@ -108,7 +105,9 @@ except ck.RunError as e:
     print("RunError:", e)
 print(cm.run(np.abs(a[1:2]).repeat(4), b)[0].tolist())
 """
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    # Run from this directory: `python -c` puts the working directory on sys.path.
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       cwd=os.path.dirname(os.path.abspath(__file__)))
     assert r.returncode == 0, r.stderr[-2000:]
     assert "RunError: node 'ratio': integer division overflows" in r.stdout
     assert r.stdout.strip().endswith("[-6, 2, 1, 3]")  # 6 / [-1, 3, 5, 2], truncated

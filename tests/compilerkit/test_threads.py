@@ -2,17 +2,13 @@
 arena of its own from the session's pool, so concurrent runs never share intermediate buffers.
 With the old single shared arena about a quarter of the results from 4 threads were wrong."""
 
-import os
-import sys
 import threading
 
 import numpy as np
+from ckhelpers import ort_run
 from onnx import TensorProto, helper, numpy_helper
 
 import compilerkit as ck
-
-sys.path.insert(0, os.path.dirname(__file__))
-from ckhelpers import ort_run  # noqa: E402
 
 
 def mlp(width=160, depth=6, seed=0):

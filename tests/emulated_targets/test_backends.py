@@ -4,7 +4,6 @@ LLVM, the "asm" stage, objects, inputs checked before emulation, bounded runs.""
 from __future__ import annotations
 
 import io
-import os
 import subprocess
 import sys
 
@@ -13,12 +12,10 @@ import mlsys_datasets
 import numpy as np
 import pytest
 from elftools.elf.elffile import ELFFile
+from emuhelpers import TARGETS, feeds_for
 
 import compilerkit as ck
 from compilerkit.backends.emulated import EmulationLimit, emulated_target
-
-sys.path.insert(0, os.path.dirname(__file__))
-from emuhelpers import TARGETS, feeds_for  # noqa: E402
 
 LENET = str(mlsys_datasets.onnx_path("lenet"))
 SHAPES = {n: list(a.shape) for n, a in feeds_for(LENET)}  # the batch dimension fixed to 1

@@ -11,18 +11,11 @@ when cross-compiling) does hold the little-endian bytes and gives wrong results.
 from __future__ import annotations
 
 import io
-import os
-import sys
 
 import numpy as np
 import pytest
 from elftools.elf.elffile import ELFFile
-
-import compilerkit as ck
-from compilerkit.backends.emulated import compile_with_host_bytes, object_bytes
-
-sys.path.insert(0, os.path.dirname(__file__))
-from emuhelpers import (  # noqa: E402
+from emuhelpers import (
     BIAS,
     OFFSETS,
     TARGETS,
@@ -30,6 +23,9 @@ from emuhelpers import (  # noqa: E402
     constants_inputs,
     constants_model,
 )
+
+import compilerkit as ck
+from compilerkit.backends.emulated import compile_with_host_bytes, object_bytes
 
 
 def _expected():

@@ -15,14 +15,9 @@ s390x and ~10 s on ppc64, shufflenet ~19 s / ~5 s; those are marked slow (CI sti
 
 from __future__ import annotations
 
-import os
-import sys
-
 import mlsys_datasets
 import pytest
-
-sys.path.insert(0, os.path.dirname(__file__))
-from emuhelpers import TARGETS, compare_with_host, light, max_difference  # noqa: E402
+from emuhelpers import TARGETS, compare_with_host, light, max_difference
 
 HEAVY = {"unet3d_tiny"}  # ~7 s emulated on s390x
 DATASETS = [pytest.param(n, marks=pytest.mark.slow) if n in HEAVY else n

@@ -4,13 +4,8 @@ in a clean compilerkit error or a match with onnxruntime: no dead process, no si
 answer, no error that is not compilerkit's own, no run-time guard firing on data onnxruntime
 accepts. `make fuzz N=2000` runs more."""
 
-import os
-import sys
-
+import fuzzlib
 import pytest
-
-sys.path.insert(0, os.path.dirname(__file__))
-import fuzzlib  # noqa: E402
 
 SAMPLE = 300  # about a minute on two busy cores
 

@@ -1,19 +1,14 @@
 """Shared fixtures: small instances of the mlsys_datasets Keras models, captured once.
 
-lmskit is imported first so the CPU is split into two logical devices before TensorFlow starts.
+The CPU is split into two logical devices (lmskit.configure_devices) before TensorFlow starts.
 """
-
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import lmskit  # noqa: F401  (must precede any TensorFlow op)
+import lmskit
 
-# The suite runs with --import-mode=importlib (no sys.path changes), so make the hand-built
-# graph helpers (lmskit_graphs.py, beside this file) importable by name.
-sys.path.insert(0, str(Path(__file__).parent))
+lmskit.configure_devices()   # before any TensorFlow op: /CPU:1 stands in for the host
 
 
 def _models():

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 import lmskit
-from lmskit.capture import CaptureError, to_graph_def
+from lmskit.tfcapture import CaptureError, to_graph_def
 
 
 def test_phases_follow_the_tape_scope(captured):

@@ -86,9 +86,11 @@ def test_unknown_policy():
 
 
 def test_swap_auto_options_are_resolved_by_autotune():
+    # The rules leave -1 ("auto") to the planner's autotune, which simulates; swap() takes values.
     g = deep_chain()
     b = max_batch_size(g, DEV, "none") + 3
-    r = lmskit.swap(g, swapout_threshold=-1, swapin_ahead=-1, swapin_groupby=-1, device=DEV,
-                    batch_size=b)
+    with pytest.raises(TypeError, match="autotune_v2"):
+        lmskit.swap(g, swapout_threshold=-1, swapin_ahead=-1, swapin_groupby=-1)
+    r = lmskit.swap(g, **autotune_v2(g, DEV, b, show_progress=False))
     assert r.options["swapout_threshold"] >= 0 and r.options["swapin_ahead"] >= 1
     assert lmskit.simulate(r, DEV, b).peak_device_bytes <= DEV.memory_bytes

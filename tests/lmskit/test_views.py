@@ -108,8 +108,8 @@ def test_studies_return_one_row_per_simulation():
 
 
 def test_a_real_lifetimes_figure_saves_as_html_and_png(tmp_path):
+    from mlsys_viz import lifetimes_and_memory
     from mlsys_workbench.figures import save_figure
-    from mlsys_workbench.viz import lifetimes_and_memory
 
     g = build([("x", "Placeholder", [], "forward", ("B", 64)),
                ("a", "Relu", ["x"], "forward", ("B", 64)),

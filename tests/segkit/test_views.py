@@ -1,4 +1,4 @@
-"""segkit.views prepares plain data; mlsys_workbench.viz.volume draws it without knowing segkit."""
+"""segkit.views prepares plain data; mlsys_viz.volume draws it without knowing segkit."""
 
 import subprocess
 import sys
@@ -8,7 +8,7 @@ import pytest
 from mlsys_datasets import em_volume
 
 import segkit
-from mlsys_workbench.viz import volume as vv
+from mlsys_viz import volume as vv
 from segkit import views
 
 
@@ -19,7 +19,7 @@ def vol():
 
 
 def test_pictures_layer_imports_no_kit():
-    code = ("import sys, mlsys_workbench.viz.volume; "
+    code = ("import sys, mlsys_viz.volume; "
             "print(any(m.split('.')[0] in ('segkit', 'lmskit', 'compilerkit') "
             "for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

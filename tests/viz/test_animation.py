@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mlsys_workbench.viz import frame_positions, lifetime_animation
+from mlsys_viz import frame_positions, lifetime_animation
 
 INTERVALS = [
     {"name": "w", "start": 0, "end": 9, "bytes": 400, "kind": "weight"},
@@ -66,7 +66,7 @@ def test_bad_input():
 # The JupyterLab control: ipywidgets Play + slider over a FigureWidget of the same animation.
 
 def test_widget_slider_spans_the_frames_and_is_linked_to_play():
-    from mlsys_workbench.viz import animation_widget
+    from mlsys_viz import animation_widget
 
     fig = lifetime_animation(INTERVALS, DEVICE, HOST, budget=1500, max_frames=6)
     box = animation_widget(fig)
@@ -82,7 +82,7 @@ def test_widget_slider_spans_the_frames_and_is_linked_to_play():
 
 
 def test_setting_the_slider_draws_that_frame():
-    from mlsys_workbench.viz import animation_widget
+    from mlsys_viz import animation_widget
 
     fig = lifetime_animation(INTERVALS, DEVICE, HOST, budget=1500, max_frames=6)
     box = animation_widget(fig)
@@ -102,7 +102,7 @@ def test_setting_the_slider_draws_that_frame():
 
 
 def test_widget_needs_frames():
-    from mlsys_workbench.viz import animation_widget
+    from mlsys_viz import animation_widget
 
     with pytest.raises(ValueError, match="no frames"):
         animation_widget(go.Figure())
@@ -127,7 +127,7 @@ def test_widget_in_a_plain_python_process():
     repo = Path(__file__).resolve().parents[2]
     script = textwrap.dedent("""
         import sys
-        from mlsys_workbench import viz
+        import mlsys_viz as viz
         iv = [{"name": "a", "start": 0, "end": 3, "bytes": 10, "kind": "activation"}]
         fig = viz.lifetime_animation(iv, [10, 10, 10, 10], [0, 5, 0, 0])
         box = viz.animation_widget(fig)

@@ -3,7 +3,7 @@ view of a rewrite, runs side by side on one time axis, and the thinned animation
 
 import plotly.graph_objects as go
 
-from mlsys_workbench.viz import (
+from mlsys_viz import (
     ScopeExplorer,
     compare_steps,
     graph_figure,

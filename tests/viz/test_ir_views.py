@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from mlsys_workbench.viz import ir_panes, ir_side_by_side, loopnest_figure
+from mlsys_viz import ir_panes, ir_side_by_side, loopnest_figure
 
 STAGES = {"onnx-ir": "module\n  %a = A\n  %b = B\nend",
           "asm": "\n".join(["a:"] + ["  x"] * 3 + ["b:"] + ["  y"] * 2 + ["data:"]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlsys_workbench.viz import collapse_scopes, graph_figure, layered_layout, levels
+from mlsys_viz import collapse_scopes, graph_figure, layered_layout, levels
 
 
 def dag(edges):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from mlsys_workbench.viz import human_bytes, lifetime_chart, lifetimes_and_memory, memory_timeline
+from mlsys_viz import human_bytes, lifetime_chart, lifetimes_and_memory, memory_timeline
 
 INTERVALS = [
     {"name": "w", "start": 0, "end": 5, "bytes": 400, "kind": "weight"},

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 SCRIPT = textwrap.dedent("""
     import json, sys
-    from mlsys_workbench import viz
+    import mlsys_viz as viz
 
     nodes = [{"id": f"s{i // 3}/op{i}", "group": "forward"} for i in range(9)]
     nodes.append({"id": "s0/Read", "group": "variable", "aside": True})

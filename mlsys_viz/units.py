@@ -1,6 +1,6 @@
 """Numbers as people read them, shared by the kits' plain-data views and the pictures.
 
-Kept apart from `viz` so that importing it pulls in no plotting library.
+Imports nothing, so a kit can use it at import time without pulling in a plotting library.
 """
 
 

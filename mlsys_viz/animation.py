@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .memory import human_bytes, lifetimes_and_memory
+from .memory import lifetimes_and_memory
+from .units import human_bytes
 
 PLAYHEAD = "#222"
 

@@ -14,9 +14,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from mlsys_workbench.units import human_bytes
-
 from .graph import PALETTE
+from .units import human_bytes
 
 KIND_COLOURS = {
     "weight": "#76b7b2",

@@ -1,0 +1,74 @@
+"""The pass registry and the per-target pipelines.
+
+Every transformation of compilerkit's IR is a named xDSL `ModulePass` defined beside the code
+it runs (onnx_passes/, lowering/, krnl_passes/). This module only lists them:
+
+    PASSES                      name -> pass class (what `python -m compilerkit.opt -p` accepts)
+    onnx_pipeline()             the ONNX IR passes, in order
+    kernel_pipeline(target, O)  lowering, then the target's Kernel IR schedule, then buffers
+    run_passes(module, passes)  apply them in order, verifying the module after each one
+
+A pipeline is a plain list of pass instances, so a notebook can print it, cut it short, or run
+one pass at a time.
+"""
+
+from __future__ import annotations
+
+from xdsl.context import Context
+from xdsl.passes import ModulePass, PassPipeline
+
+from compilerkit.krnl_passes.buffers import PlanBuffersPass
+from compilerkit.krnl_passes.gpu_map import GpuMapPass
+from compilerkit.krnl_passes.tile_matmul import TileMatmulPass
+from compilerkit.krnl_passes.unroll_small import UnrollSmallPass
+from compilerkit.lowering import LowerToKrnlPass
+from compilerkit.onnx_passes.constant_folding import ConstantFoldingPass
+from compilerkit.onnx_passes.dead_code import DeadCodePass
+from compilerkit.onnx_passes.decompose import DecomposePass
+from compilerkit.onnx_passes.shape_inference import ShapeInferencePass
+from compilerkit.onnx_passes.validate import ValidatePass
+from compilerkit.stages import verify_ir
+
+PASSES: dict[str, type[ModulePass]] = {p.name: p for p in (
+    ShapeInferencePass, ValidatePass, ConstantFoldingPass, DecomposePass, DeadCodePass,
+    LowerToKrnlPass, TileMatmulPass, UnrollSmallPass, GpuMapPass, PlanBuffersPass)}
+
+
+def onnx_pipeline() -> list[ModulePass]:
+    """ONNX IR -> optimised ONNX IR. Shape inference first (ONNX's own, per node), validation
+    of what lowering will assume, folding to a fixed point with shape inference, decomposition
+    (BatchNormalization into Conv, Gemm), folding again, dead code, and validation of what is
+    left."""
+    return [ShapeInferencePass(), ValidatePass(), ConstantFoldingPass(), DecomposePass(),
+            ConstantFoldingPass(), DeadCodePass(), ValidatePass()]
+
+
+def kernel_pipeline(target, opt_level: int, schedule=None) -> list[ModulePass]:
+    """Optimised ONNX IR -> planned Kernel IR for `target` (a backends.Target) at -O`opt_level`:
+    lowering, the target's schedule (Target.schedule_passes, or the passes `schedule` when
+    given), buffer planning."""
+    if schedule is None:
+        schedule = target.schedule_passes(opt_level)
+    return [LowerToKrnlPass(), *schedule, PlanBuffersPass()]
+
+
+def parse_pipeline(spec: str) -> list[ModulePass]:
+    """`"shape-inference,tile-matmul{simd=4}"` -> pass instances (xDSL's pipeline syntax)."""
+    return list(PassPipeline.parse_spec(
+        {name: (lambda c=cls: c) for name, cls in PASSES.items()}, spec).passes)
+
+
+def run_passes(module, passes, after_each=None) -> None:
+    """Apply `passes` to `module` in place, verifying it after every pass (a failure is a
+    ModelError naming the pass). `after_each(pass_, module)` is called after each verified pass
+    (for tracing and timing)."""
+    ctx = Context()
+    for p in passes:
+        p.apply(ctx, module)
+        verify_ir(module, f"pass {p.name!r}")
+        if after_each is not None:
+            after_each(p, module)
+
+
+__all__ = ["PASSES", "onnx_pipeline", "kernel_pipeline", "parse_pipeline",
+           "run_passes"]

@@ -1,0 +1,446 @@
+"""The stage driver: the one place that runs compilerkit's pipeline, from an ONNX model (or MLIR
+at ONNX IR or Kernel IR level) to any stage, for any target.
+
+    compile_to(stage, source, target="host", opt_level=3, input_shapes=None, max_bytes=None)
+
+    stage        compile_to returns
+    "onnx-ir"    the ONNX IR module after passes.onnx_pipeline()
+    "kernel-ir"  the Kernel IR module after passes.kernel_pipeline(target, opt_level)
+    "llvm-ir"    LLVM IR text from the target's backend, optimised at -O`opt_level`
+    "asm"/"ptx"  the target's machine code as text (its `code_stage`: "ptx" on the GPU)
+    "obj"        an ELF object file (bytes); CPU targets only
+    "lib"        a shared library at `out`, with its C header beside it (host only); the path
+    "native"     a CompiledModel: loaded, runnable, with `.stages` and `.timings`
+
+`source` is an ONNX model (a path, bytes or a ModelProto), or MLIR: a ModuleOp, its text, or a
+`.mlir` path. The level of MLIR is read from its ops (any `krnl` op, or memref arguments, make
+it Kernel IR) and the input is taken as that stage's output: ONNX IR as already optimised (run
+`python -m compilerkit.opt` for its passes), Kernel IR as already scheduled (its buffers are
+planned if they are not yet, on a copy: a caller's module is only read).
+
+`compilerkit.compile`, `compile_kernel`, `import_onnx`, `optimize_onnx`, `lower`, `to_llvm`,
+the command line (`python -m compilerkit`) and `backends.emulated.compile_with_host_bytes` are
+thin calls into `Compilation`, so they cannot drift apart. Codegen always goes through the
+target's Backend (`Backend.emit_llvm`), which is how the GPU gets kernels.
+
+Choices that change what is generated are options of this one pipeline (`Compilation(...,
+**options)`), not new pipelines: `onnx_passes` and `schedule` replace the ONNX IR passes and
+the Kernel IR schedule (a tuned schedule, an algorithm chosen by a pass); `codegen` names the
+code generator in CODEGENS; `emitter` swaps the LLVM emitter class (the endianness demo's
+HostBytesEmitter). Every stage's time goes to `.timings` and every pass's to `.pass_timings`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+
+from compilerkit.backends.base import Backend, Target, check_target_name, get_backend
+from compilerkit.dialects import onnx as onnx_d
+from compilerkit.frontend import ModelError, import_model
+from compilerkit.ir import parse_ir
+from compilerkit.onnx_passes.single_node import main_func
+from compilerkit.passes import kernel_pipeline, onnx_pipeline, parse_pipeline, run_passes
+from compilerkit.stages import Stages, verify_ir
+
+# In pipeline order. "asm" stands for the target's machine-code stage ("ptx" on the GPU).
+STAGES = ("onnx-ir", "kernel-ir", "llvm-ir", "asm", "obj", "lib", "native")
+CODE_STAGES = ("asm", "ptx")
+
+
+def llvm_codegen(kmodule, backend: Backend, emitter=None) -> str:
+    """Kernel IR -> unoptimised LLVM IR text by the target's backend (the GPU's emits kernels);
+    `emitter` (an Emitter subclass) replaces the backend's default emitter class."""
+    return backend.emit_llvm(kmodule, emitter=emitter)
+
+
+# name -> fn(kmodule, backend, emitter) -> unoptimised LLVM IR text. A new code generator (say
+# one that writes loop nests its own way) registers here and is chosen with codegen=NAME.
+CODEGENS = {"llvm": llvm_codegen}
+
+
+@dataclass
+class Options:
+    """What a Compilation may vary besides target and -O; the defaults are `compile`'s."""
+
+    input_shapes: dict | None = None  # ONNX input name -> dims, fixing dynamic dimensions
+    max_bytes: int | None = None  # the compile budget (default 2 GiB; see frontend.checks)
+    onnx_passes: list | str | None = None  # None: passes.onnx_pipeline()
+    schedule: list | str | None = None  # Kernel IR passes; None: target.schedule_passes(O)
+    codegen: str = "llvm"  # a name in CODEGENS
+    emitter: type | None = None  # an Emitter subclass for the LLVM codegen
+    asm: bool = True  # "native": list the machine-code stage in `.stages` (made on first look)
+
+
+def signature(func_op) -> tuple[list, list]:
+    """([(name, shape, numpy dtype)] of the inputs, the same of the outputs) of a main
+    function: Kernel IR's takes the inputs then the output buffers (`num_inputs` says where they
+    split); ONNX IR's takes the inputs and returns the outputs."""
+    names_in = [a.data for a in func_op.attributes["input_names"].data]
+    names_out = [a.data for a in func_op.attributes["output_names"].data]
+    args = [a.type for a in func_op.body.block.args]
+    if "num_inputs" in func_op.attributes:
+        n_in = func_op.attributes["num_inputs"].value.data
+        ins, outs = args[:n_in], args[n_in:]
+    else:
+        ins, outs = args, list(func_op.function_type.outputs.data)
+    return ([(n, tuple(t.get_shape()), onnx_d.numpy_dtype(t.element_type))
+             for n, t in zip(names_in, ins, strict=True)],
+            [(n, tuple(t.get_shape()), onnx_d.numpy_dtype(t.element_type))
+             for n, t in zip(names_out, outs, strict=True)])
+
+
+def stage_of(module: ModuleOp) -> str:
+    """"kernel-ir" when `module` holds a `krnl` op or its function takes memrefs, else
+    "onnx-ir" (read from the ops, never from printed text)."""
+    if any(op.name.startswith("krnl.") for op in module.walk()):
+        return "kernel-ir"
+    try:
+        f = main_func(module)
+    except ValueError:
+        raise ModelError("the MLIR module has no func.func: not ONNX IR or Kernel IR") from None
+    return "kernel-ir" if any(isinstance(a.type, MemRefType) for a in f.body.block.args) \
+        else "onnx-ir"
+
+
+def header_path(lib_path: str) -> str:
+    """Where `--emit lib` writes the C header: the library's path with `.h` for its extension."""
+    return os.path.abspath(os.path.splitext(lib_path)[0] + ".h")
+
+
+def text_stages(target: str = "host", source_stage: str = "model", asm: bool = True) -> list:
+    """The stage names `compile_to("native", ...)` lists in `.stages`, in order, for a source
+    at `source_stage` ("model" or "onnx-ir": all of them; "kernel-ir": from Kernel IR on)."""
+    code = get_backend(target).code_stage
+    names = ["onnx-ir", "kernel-ir", "llvm-ir"] + ([code] if asm else [])
+    return names[1:] if source_stage == "kernel-ir" else names
+
+
+def check_opt_level(opt_level) -> None:
+    if opt_level not in (0, 1, 2, 3) or isinstance(opt_level, bool):
+        raise ValueError(f"opt_level must be 0..3, got {opt_level!r}")
+
+
+class Compilation:
+    """One compile for one target at one -O: the stage methods below, in pipeline order, and
+    what they produced (`.stages`: text, lazily printed; `.timings`: stage -> seconds;
+    `.pass_timings`: [(stage, pass name, seconds)]). `run(source, stage)` chains them."""
+
+    def __init__(self, target: str | Target | Backend = "host", opt_level: int = 3, **options):
+        check_opt_level(opt_level)
+        self.opt_level = opt_level
+        self.options = Options(**options)
+        if self.options.codegen not in CODEGENS:
+            raise ValueError(f"unknown codegen {self.options.codegen!r}; available: "
+                             f"{sorted(CODEGENS)}")
+        if isinstance(target, str):
+            check_target_name(target)  # an unknown name fails here, before any work
+        elif not isinstance(target, (Target, Backend)):
+            raise TypeError(f"target must be a name, a Target or a Backend, got {target!r}")
+        # The backend is made when first needed (optimize_onnx needs none).
+        self._backend = target if isinstance(target, Backend) else None
+        self._target = target
+        self.stages = Stages()
+        self.timings = OrderedDict()
+        self.pass_timings = []
+        self.provenance = None  # provenance.Provenance of the latest run
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            self._backend = get_backend(self._target)
+        return self._backend
+
+    @property
+    def target(self) -> Target:
+        return self._target if isinstance(self._target, Target) else self.backend.target
+
+    def stage_name(self, stage: str) -> str:
+        """`stage` checked for this target: "asm"/"ptx" become the target's code stage; a
+        stage the target cannot produce is a ValueError saying what to ask for instead."""
+        name = self.target.name
+        if stage in CODE_STAGES:
+            code = self.backend.code_stage
+            if stage != code and stage == "ptx":
+                raise ValueError(f"stage 'ptx' is the GPU's; target {name!r} emits 'asm'")
+            return code
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)} "
+                             "('ptx' on the GPU)")
+        if stage == "obj" and not hasattr(self.backend, "object_code"):
+            raise ValueError(f"target {name!r} has no object file; its machine code is "
+                             f"{self.backend.code_stage!r} text")
+        if stage == "lib" and name != "host":
+            raise ValueError(f"a shared library links with the host's C compiler; for target "
+                             f"{name!r} emit an object file ('obj', --emit obj)")
+        return stage
+
+    # ---- reading the input -----------------------------------------------------------------
+    def read(self, source) -> tuple[str, object]:
+        """("model", source) for an ONNX model; ("onnx-ir" | "kernel-ir", module) for MLIR (a
+        ModuleOp, MLIR text, or a path ending in .mlir), parsed and verified."""
+        if isinstance(source, ModuleOp):
+            return stage_of(source), source
+        if isinstance(source, (str, os.PathLike)):
+            path = os.fspath(source)
+            if path.endswith(".mlir") and os.path.isfile(path):
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    return self._parse(f.read(), path)
+            if isinstance(source, str) and not os.path.exists(path) and "{" in source:
+                return self._parse(source, "<mlir text>")
+        return "model", source
+
+    def _parse(self, text: str, where: str) -> tuple[str, ModuleOp]:
+        try:
+            module = parse_ir(text)
+            module.verify()
+        except Exception as e:  # noqa: BLE001 (xDSL's parse and verify errors)
+            lines = [ln for ln in str(e).splitlines() if ln.strip() and ln.strip() != "^"]
+            at = lines[0].replace("<unknown>", where) if lines else where
+            what = lines[-1].strip() if len(lines) > 1 else type(e).__name__
+            raise ModelError(f"{at}: not valid ONNX IR or Kernel IR: {what}") from None
+        return stage_of(module), module
+
+    # ---- the stages ------------------------------------------------------------------------
+    def _passes(self, module, passes, stage: str) -> None:
+        mark = [time.perf_counter()]
+
+        def timed(p, _module):
+            now = time.perf_counter()
+            self.pass_timings.append((stage, p.name, now - mark[0]))
+            mark[0] = now
+
+        run_passes(module, passes, after_each=timed)
+
+    def import_model(self, model) -> ModuleOp:
+        """ONNX model -> ONNX IR as imported (verified)."""
+        t = time.perf_counter()
+        module = import_model(model, self.options.input_shapes, self.options.max_bytes)
+        verify_ir(module, "import")
+        self.pass_timings.append(("onnx-ir", "import", time.perf_counter() - t))
+        return module
+
+    def optimize(self, module) -> ModuleOp:
+        """The ONNX IR passes, in place."""
+        passes = self.options.onnx_passes
+        if passes is None:
+            passes = onnx_pipeline()
+        elif isinstance(passes, str):
+            passes = parse_pipeline(passes)
+        self._passes(module, passes, "onnx-ir")
+        return module
+
+    def lower(self, module) -> ModuleOp:
+        """ONNX IR -> a new, scheduled and planned Kernel IR module (`module` is unchanged)."""
+        from compilerkit.lowering import LowerToKrnlPass, lower_to_krnl
+
+        schedule = self.options.schedule
+        if isinstance(schedule, str):
+            schedule = parse_pipeline(schedule)
+        lowering, *rest = kernel_pipeline(self.target, self.opt_level, schedule)
+        assert isinstance(lowering, LowerToKrnlPass)
+        t = time.perf_counter()
+        # The lowering pass's out-of-place form: `module` stays ONNX IR, so the "onnx-ir"
+        # stage can still be printed from it after this.
+        kmodule = lower_to_krnl(module)
+        verify_ir(kmodule, f"pass {lowering.name!r}")
+        self.pass_timings.append(("kernel-ir", lowering.name, time.perf_counter() - t))
+        self._passes(kmodule, rest, "kernel-ir")
+        return kmodule
+
+    def planned(self, kmodule) -> ModuleOp:
+        """Kernel IR given as input: verified, and completed on a copy (a caller's module is
+        only read) with what it lacks: the target's mapping (Target.completion_passes) and the
+        buffer plan."""
+        from compilerkit.frontend.checks import share_checks
+        from compilerkit.krnl_passes.buffers import PlanBuffersPass
+
+        verify_ir(kmodule, "hand-edited Kernel IR")
+        passes = list(self.target.completion_passes(kmodule))
+        if "arena_bytes" not in main_func(kmodule).attributes:
+            passes.append(PlanBuffersPass())
+        if not passes:
+            return kmodule
+        copy = kmodule.clone()
+        onnx_d.share_resources(kmodule, copy)
+        share_checks(kmodule, copy)
+        self._passes(copy, passes, "kernel-ir")
+        return copy
+
+    def emit(self, kmodule) -> str:
+        """Kernel IR -> unoptimised LLVM IR text, by the chosen codegen through the backend."""
+        return CODEGENS[self.options.codegen](kmodule, self.backend, self.options.emitter)
+
+    def llvm(self, kmodule):
+        """Kernel IR -> (LLVM IR text optimised at -O, the llvmlite module)."""
+        t = time.perf_counter()
+        text, mod = self.backend.optimize(self.emit(kmodule), self.opt_level)
+        self.stages.set("llvm-ir", text)
+        self.timings["llvm-ir"] = time.perf_counter() - t
+        return text, mod
+
+    def code(self, mod) -> str:
+        return self.backend.assembly(mod, self.opt_level)
+
+    def obj(self, mod) -> bytes:
+        return self.backend.object_code(mod, self.opt_level)
+
+    def lib(self, mod, kmodule, out: str) -> str:
+        """A shared library at `out` and its C header at header_path(out); returns `out`."""
+        from compilerkit.backends.host import c_header, write_shared_library
+
+        if not out:
+            raise ValueError("stage 'lib' needs an output path (out=...)")
+        if header_path(out) == os.path.abspath(out):
+            raise ValueError(f"{out!r}: the C header would be written over the library; name "
+                             "the library e.g. model.so (the header goes beside it, model.h)")
+        write_shared_library(self.obj(mod), out)
+        ins, outs = signature(main_func(kmodule))
+        with open(header_path(out), "w") as fh:
+            fh.write(c_header([(n, s, d.name) for n, s, d in ins],
+                              [(n, s, d.name) for n, s, d in outs]))
+        return out
+
+    def native(self, kmodule, mod) -> CompiledModel:
+        """Load the optimised module: a runnable CompiledModel holding this compile's stages
+        and its provenance (which ONNX node each function of the code came from)."""
+        from compilerkit.provenance import Provenance
+
+        backend = self.backend
+        t = time.perf_counter()
+        if self.options.asm:
+            # Produced on first look-up: a second full code generation (stages.py). From the
+            # optimised text, not from `mod`: loading it runs LLVM's code generator, whose
+            # preparation passes rewrite the module in place, and the listing should be the
+            # one `compile_to("asm")` and the CLI print.
+            text = self.stages["llvm-ir"]
+            self.stages.set(backend.code_stage, lambda: backend.assembly(
+                llvm.parse_assembly(text), self.opt_level))
+        f = main_func(kmodule)
+        inputs, outputs = signature(f)
+        session = backend.session(mod, inputs, outputs)
+        self.timings[backend.code_stage] = time.perf_counter() - t
+        cm = CompiledModel(self.stages, self.timings, session, inputs, outputs,
+                           session.arena_bytes, f.attributes["naive_bytes"].value.data, mod,
+                           backend, self.opt_level, self.pass_timings)
+        if self.provenance is None or self.provenance.modules["kernel-ir"] is not kmodule:
+            self.provenance = Provenance(None, kmodule)  # native() called on its own
+        functions = getattr(backend.emitted, "functions", None)
+        self.provenance.functions = dict(functions) if functions is not None else None
+        cm.provenance = self.provenance
+        return cm
+
+    # ---- all of it -------------------------------------------------------------------------
+    def _ir_stage(self, stage: str, module, now: bool = False) -> None:
+        """The "onnx-ir" / "kernel-ir" text of `module`, printed once through the provenance
+        (which records where each node's lines are): on first access, or `now` for a
+        caller's module that may change after this call."""
+        from compilerkit.provenance import Provenance
+
+        if self.provenance is None:
+            self.provenance = Provenance()
+        self.provenance.modules[stage] = module
+        prov = self.provenance
+        self.stages.set(stage, prov.text(stage) if now else lambda: prov.text(stage))
+
+    def run(self, source, stage: str = "native", out: str | None = None):
+        """`source` through every stage up to `stage`; returns that stage's product (see the
+        module's docstring)."""
+        stage = self.stage_name(stage)
+        level, thing = self.read(source)
+        if level != "model" and self.options.input_shapes:
+            raise ValueError("input_shapes fixes the inputs of an ONNX model; an MLIR input's "
+                             "shapes are in its function type")
+        if stage == "onnx-ir" and level == "kernel-ir":
+            raise ValueError("the input is Kernel IR: it has no ONNX IR stage")
+        self.provenance = None
+        # A caller's module may change after this call: its text is printed now. The modules
+        # this compile makes (or parses) are private and printed on first access.
+        caller = isinstance(source, ModuleOp)
+        module = thing
+        if level == "model":
+            t = time.perf_counter()
+            module = self.optimize(self.import_model(thing))
+            self._ir_stage("onnx-ir", module)
+            self.timings["onnx-ir"] = time.perf_counter() - t
+        elif level == "onnx-ir":
+            if caller:
+                verify_ir(module, "building the ONNX IR given")
+            self._ir_stage("onnx-ir", module, now=caller)
+        if stage == "onnx-ir":
+            return module
+        if level == "kernel-ir":
+            kmodule = self.planned(module)  # a completed copy, or `module` itself
+            self._ir_stage("kernel-ir", kmodule, now=caller and kmodule is module)
+        else:
+            t = time.perf_counter()
+            kmodule = self.lower(module)
+            self.timings["kernel-ir"] = time.perf_counter() - t
+            self._ir_stage("kernel-ir", kmodule)
+        if stage == "kernel-ir":
+            return kmodule
+        text, mod = self.llvm(kmodule)
+        if stage == "llvm-ir":
+            return text
+        if stage == self.backend.code_stage:
+            return self.code(mod)
+        if stage == "obj":
+            return self.obj(mod)
+        if stage == "lib":
+            return self.lib(mod, kmodule, out)
+        return self.native(kmodule, mod)
+
+
+def compile_to(stage: str, source, target: str | Target | Backend = "host", opt_level: int = 3,
+               input_shapes=None, max_bytes=None, out: str | None = None, **options):
+    """`source` (ONNX model or MLIR, see the module's docstring) compiled for `target` at
+    -O`opt_level` up to `stage`; returns that stage's product. `out` is the library's path for
+    stage "lib". `options` are Options' fields (onnx_passes, schedule, codegen, emitter, asm)."""
+    c = Compilation(target, opt_level, input_shapes=input_shapes, max_bytes=max_bytes,
+                    **options)
+    return c.run(source, stage, out=out)
+
+
+class CompiledModel:
+    """A compiled model: `.run(*arrays) -> list[np.ndarray]`, `.stages` (stage -> text; the IR
+    texts of `compile` and the machine code ("asm", or "ptx" on the GPU) are generated on first
+    access), `.timings` (stage -> seconds; the machine-code entry times loading the code),
+    `.pass_timings` ([(stage, pass, seconds)]), `.arena_bytes` / `.naive_bytes` (buffer
+    planning)."""
+
+    def __init__(self, stages, timings, session, inputs, outputs, arena_bytes, naive_bytes,
+                 llvm_module, backend, opt_level, pass_timings=None):
+        self.stages = stages
+        self.timings = timings
+        self.session = session
+        self.inputs = inputs
+        self.outputs = outputs
+        self.arena_bytes = arena_bytes
+        self.naive_bytes = naive_bytes
+        self.llvm_module = llvm_module
+        self.backend = backend
+        self.opt_level = opt_level
+        self.pass_timings = pass_timings if pass_timings is not None else []
+
+    def run(self, *arrays):
+        """Run on numpy arrays; returns the outputs. Raises `InputError` for arguments that do
+        not match the signature and `RunError` for data the code cannot compute with (a
+        Gather index out of range, integer division by zero). Thread-safe: on the host each
+        call takes its own arena from a pool (see runtime.Session); emulated and GPU runs of
+        one model take turns."""
+        return self.session.run(*arrays)
+
+    __call__ = run
+
+    def __repr__(self):
+        return (f"CompiledModel(inputs={self.inputs}, outputs={self.outputs}, "
+                f"arena={self.arena_bytes} B vs naive {self.naive_bytes} B)")
+
+
+__all__ = ["compile_to", "Compilation", "CompiledModel", "Options", "STAGES", "CODEGENS",
+           "signature", "stage_of", "text_stages", "header_path"]

@@ -1,0 +1,125 @@
+// RUN: python -m compilerkit.opt --split-input-file -p unroll-small %s | filecheck %s
+// RUN: python -m compilerkit.opt --split-input-file -p 'unroll-small{max_trip=2 max_body=4}' %s | filecheck %s --check-prefix=SMALL
+// unroll-small (-O2/-O3): in every innermost loop nest, walk the emitted loops from the
+// innermost outwards and mark each for full unrolling (krnl.unroll) while its trip count is at
+// most max_trip (8) and the trips marked so far multiply to at most max_body (16); stop at the
+// first loop that fails, or at a blocked loop. Nests around a krnl.matmul are left alone.
+
+builtin.module {
+  func.func @pool_window(%x: memref<1x2x8x8xf32>, %y: memref<1x2x4x4xf32>) {
+    %n, %c, %oh, %ow, %kh, %kw = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop)
+    "krnl.iterate"(%n, %c, %oh, %ow, %kh, %kw, %n, %c, %oh, %ow, %kh, %kw) ({
+    ^bb0(%i0: index, %i1: index, %i2: index, %i3: index, %i4: index, %i5: index):
+      %v = "krnl.load"(%x, %i0, %i1, %i2, %i3) : (memref<1x2x8x8xf32>, index, index, index, index) -> f32
+      "krnl.store"(%v, %y, %i0, %i1, %i2, %i3) : (f32, memref<1x2x4x4xf32>, index, index, index, index) -> ()
+    }) {bounds = [[0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 4 : i64], [0 : i64, 4 : i64], [0 : i64, 2 : i64], [0 : i64, 2 : i64]], n_original = 6 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+    func.return
+  }
+}
+// Trips from the inside: kw 2 (body 2), kh 2 (body 4), ow 4 (body 16), oh 4 (body 64 > 16:
+// stop). With max_trip=2 max_body=4: kw, kh, and ow's trip 4 > 2 stops it.
+// CHECK-LABEL: func.func @pool_window
+// CHECK:         "krnl.unroll"(%kw)
+// CHECK-NEXT:    "krnl.unroll"(%kh)
+// CHECK-NEXT:    "krnl.unroll"(%ow)
+// CHECK-NEXT:    "krnl.iterate"
+// SMALL-LABEL: func.func @pool_window
+// SMALL:         "krnl.unroll"(%kw)
+// SMALL-NEXT:    "krnl.unroll"(%kh)
+// SMALL-NEXT:    "krnl.iterate"
+
+// -----
+builtin.module {
+  func.func @long_inner_loop(%x: memref<2x9xf32>) {
+    %i, %j = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)
+    "krnl.iterate"(%i, %j, %i, %j) ({
+    ^bb0(%a: index, %b: index):
+      %v = arith.constant 1.0 : f32
+      "krnl.store"(%v, %x, %a, %b) : (f32, memref<2x9xf32>, index, index) -> ()
+    }) {bounds = [[0 : i64, 2 : i64], [0 : i64, 9 : i64]], n_original = 2 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+    func.return
+  }
+}
+// The innermost trip is 9 > 8: nothing is marked (not even the short outer loop).
+// CHECK-LABEL: func.func @long_inner_loop
+// CHECK-NOT:     "krnl.unroll"
+// CHECK:         "krnl.iterate"
+
+// -----
+builtin.module {
+  func.func @body_cap(%x: memref<3x3x3xf32>) {
+    %i, %j, %k = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
+    "krnl.iterate"(%i, %j, %k, %i, %j, %k) ({
+    ^bb0(%a: index, %b: index, %c: index):
+      %v = arith.constant 1.0 : f32
+      "krnl.store"(%v, %x, %a, %b, %c) : (f32, memref<3x3x3xf32>, index, index, index) -> ()
+    }) {bounds = [[0 : i64, 3 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64]], n_original = 3 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+    func.return
+  }
+}
+// k: 3, j: 3 x 3 = 9 <= 16, i: 27 > 16, so two loops; with max_trip=2 none (3 > 2).
+// CHECK-LABEL: func.func @body_cap
+// CHECK:         "krnl.unroll"(%k)
+// CHECK-NEXT:    "krnl.unroll"(%j)
+// CHECK-NEXT:    "krnl.iterate"
+// SMALL-LABEL: func.func @body_cap
+// SMALL-NOT:     "krnl.unroll"
+
+// -----
+builtin.module {
+  func.func @only_innermost_nest(%x: memref<2x4xf32>) {
+    %i = "krnl.define_loops"() : () -> !krnl.loop
+    "krnl.iterate"(%i, %i) ({
+    ^bb0(%a: index):
+      %j = "krnl.define_loops"() : () -> !krnl.loop
+      "krnl.iterate"(%j, %j) ({
+      ^bb1(%b: index):
+        %v = arith.constant 1.0 : f32
+        "krnl.store"(%v, %x, %a, %b) : (f32, memref<2x4xf32>, index, index) -> ()
+      }) {bounds = [[0 : i64, 4 : i64]], n_original = 1 : i64} : (!krnl.loop, !krnl.loop) -> ()
+    }) {bounds = [[0 : i64, 2 : i64]], n_original = 1 : i64} : (!krnl.loop, !krnl.loop) -> ()
+    func.return
+  }
+}
+// The outer loop (trip 2) holds a nest: only the inner loop (trip 4) is marked.
+// CHECK-LABEL: func.func @only_innermost_nest
+// CHECK-NOT:     "krnl.unroll"(%i)
+// CHECK:         %j = "krnl.define_loops"()
+// CHECK-NEXT:    "krnl.unroll"(%j)
+// CHECK-NEXT:    "krnl.iterate"(%j, %j)
+// CHECK-NOT:     "krnl.unroll"
+
+// -----
+builtin.module {
+  func.func @matmul_nest_skipped(%a: memref<4x4xf32>, %b: memref<4x4xf32>, %c: memref<4x4xf32>) {
+    %z = arith.constant 0 : index
+    %i, %j, %k = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
+    "krnl.iterate"(%i, %j, %k, %i, %j, %k) ({
+    ^bb0(%ii: index, %jj: index, %kk: index):
+      "krnl.matmul"(%a, %b, %c, %ii, %jj, %kk, %z, %z, %z) {sizes = [4 : i64, 4 : i64, 4 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [4 : i64, 1 : i64, 4 : i64, 4 : i64], simd = 1 : i64} : (memref<4x4xf32>, memref<4x4xf32>, memref<4x4xf32>, index, index, index, index, index, index) -> ()
+    }) {bounds = [[0 : i64, 4 : i64], [0 : i64, 4 : i64], [0 : i64, 4 : i64]], n_original = 3 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+    func.return
+  }
+}
+// Trips of 4 would qualify, but the matmul nest has its own schedule (tile-matmul).
+// CHECK-LABEL: func.func @matmul_nest_skipped
+// CHECK-NOT:     "krnl.unroll"
+// CHECK:         "krnl.matmul"
+
+// -----
+builtin.module {
+  func.func @blocked_loop_stops(%x: memref<4x8xf32>) {
+    %i, %j = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)
+    %jo, %ji = "krnl.block"(%j) {tile = 4 : i64} : (!krnl.loop) -> (!krnl.loop, !krnl.loop)
+    "krnl.iterate"(%i, %j, %i, %jo, %ji) ({
+    ^bb0(%a: index, %b: index):
+      %v = arith.constant 1.0 : f32
+      "krnl.store"(%v, %x, %a, %b) : (f32, memref<4x8xf32>, index, index) -> ()
+    }) {bounds = [[0 : i64, 4 : i64], [0 : i64, 8 : i64]], n_original = 2 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+    func.return
+  }
+}
+// The innermost emitted loop is a tile loop of a blocked loop: the walk stops at once.
+// CHECK-LABEL: func.func @blocked_loop_stops
+// CHECK-NOT:     "krnl.unroll"
+// CHECK:         "krnl.iterate"(%i, %j, %i, %jo, %ji)
