@@ -6,12 +6,12 @@ machine, never typed in) -> the same new-pass-manager pipeline as the host -> an
 (`reloc="static"`, `codemodel="small"`: what `elf_loader` links) -> an `EmulatedMachine`.
 The "asm" stage is the target's assembly.
 
-Byte order (onnx-mlir issue 2851): codegen emits every constant as a *typed* LLVM global
-(`[n x float] [...]`), so LLVM writes its bytes in the target's order; inputs cross into the
-emulator as big-endian bytes and outputs come back the same way, converted to native numpy
-arrays. `compile_with_host_bytes` builds the buggy variant on purpose (constants as an `i8`
-array of the host's little-endian bytes, as onnx-mlir does when cross-compiling) so a notebook
-can show what goes wrong.
+Byte order (onnx-mlir issue 2851): codegen emits every constant as an `i8` array of its bytes
+in the target's order (big-endian here: numpy converts them); inputs cross into the emulator as
+big-endian bytes and outputs come back the same way, converted to native numpy arrays.
+`compile_with_host_bytes` builds the buggy variant on purpose (the same `i8` arrays, but of the
+host's little-endian bytes, as onnx-mlir does when cross-compiling) so a notebook can show what
+goes wrong.
 
 Every run is bounded: `session.timeout_s` (wall clock) and `session.max_instructions` (None
 turns the count off; counting costs about half the emulation speed) are plain attributes, and
@@ -25,7 +25,6 @@ from __future__ import annotations
 import threading
 
 import llvmlite.binding as llvm
-import llvmlite.ir as ir
 import numpy as np
 
 from compilerkit.backends.base import Backend, Target, init_llvm
@@ -35,7 +34,7 @@ from compilerkit.backends.emulator import (  # noqa: F401
     EmulationLimit,
     check_limits,
 )
-from compilerkit.codegen.emit import ENTRY, Emitter, mem_type
+from compilerkit.codegen.emit import ENTRY, Emitter
 from compilerkit.runtime import check_inputs, raise_for_status
 
 # name -> (triple, cpu, LLVM data-layout vector width in f32 lanes)
@@ -177,25 +176,12 @@ class EmulatedSession:
 # ---- the onnx-mlir 2851 failure mode, built on purpose ------------------------------------------
 
 class HostBytesEmitter(Emitter):
-    """Codegen that emits every non-splat constant as an `i8` array of the *host's* bytes
-    (`array.tobytes()`), which is what a cross-compiler does when it copies ONNX raw_data into
-    the image. On a big-endian target every multi-byte constant then reads byte-swapped."""
+    """Codegen that writes every constant in the *host's* byte order (little-endian, ONNX
+    raw_data's order) whatever the target, which is what a cross-compiler does when it copies
+    raw_data into the image. On a big-endian target every multi-byte constant then reads
+    byte-swapped. The only difference from the right codegen is the byte order used."""
 
-    def global_(self, op):
-        from compilerkit.dialects import onnx as onnx_d
-
-        array = onnx_d.attr_array(op.value, self.kmodule)
-        if array.dtype == np.bool_ or onnx_d.is_splat(array) and array.size > 1024:
-            return super().global_(op)
-        elem = mem_type(op.res.type.element_type)
-        raw = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes()
-        at = ir.ArrayType(ir.IntType(8), max(1, len(raw)))
-        g = ir.GlobalVariable(self.module, at, name="g_" + op.sym_name.data)
-        g.linkage = "internal"
-        g.align = 64
-        g.global_constant = True
-        g.initializer = ir.Constant(at, bytearray(raw) or bytearray(1))
-        return self.b.bitcast(g, elem.as_pointer())
+    constant_byte_order = "little"
 
 
 def compile_with_host_bytes(model, target: str = "s390x", opt_level: int = 3,

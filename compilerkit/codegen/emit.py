@@ -1,4 +1,4 @@
-"""Kernel IR -> LLVM IR with llvmlite.
+r"""Kernel IR -> LLVM IR with llvmlite.
 
 Assumes buffer planning has run (every krnl.alloc has an arena `offset`). Produces one
 C-callable entry point
@@ -14,9 +14,13 @@ garbage. `const char *main_graph_check_message(int64_t status)` names the node a
 with distinct arenas may run at once. Memrefs are flat pointers, row-major; `krnl.iterate` nests
 become counted loops (blocked loops step by the tile, inner tile loops stop at min(end, ...)),
 `krnl.matmul` becomes a register-blocked micro-kernel with `simd`-wide vectors. Constants are
-typed LLVM globals (`[n x float] [...]`), so LLVM writes them in the target's byte order; large
-splat constants are zero-initialised globals filled once by the entry function. math ops call
-compilerkit's own IR math library (mathlib.py), never libm.
+byte arrays (`[n x i8] c"\3F\80..."`) holding numpy's bytes of the weights in the *target's*
+byte order (`Target.byte_order`; onnx-mlir issue 2851 is what happens otherwise), read through a
+typed pointer: LLVM parses a byte string about 30x faster than a list of floats, which dominated
+compile time on real models. The bytes are turned into text only while the module is printed
+(`BytesConstant`), so no other copy of a weight lives in Python. Large splat constants are
+zero-initialised globals filled once by the entry function. math ops call compilerkit's own IR
+math library (mathlib.py), never libm.
 
 Provenance, as MLIR's `loc` would carry it: the nests of one ONNX node (lowering tags them
 `onnx_node`) become one function, and `Emitter.functions` records, as each function is created,
@@ -77,21 +81,63 @@ def _row_strides(dims):
     return out[::-1]
 
 
-def _const_text(array: np.ndarray, elem) -> str:
-    """LLVM constant text for a typed array, formatted in bulk with numpy (fast)."""
+_HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
+
+
+def numpy_dtype(elem) -> np.dtype:
+    """The numpy dtype of a Kernel IR element type as stored in memory (booleans: int8)."""
+    t = mem_type(elem)
+    if t == ir.FloatType():
+        return np.dtype(np.float32)
+    if t == ir.DoubleType():
+        return np.dtype(np.float64)
+    return np.dtype(f"int{t.width}")
+
+
+def constant_bytes(array: np.ndarray, elem, byte_order: str) -> np.ndarray:
+    """The bytes (a flat uint8 array) of a constant as `elem` values in `byte_order` ("little"
+    or "big"). A view of `array` when it is already stored that way (the weights on a
+    little-endian host), else one converted copy."""
+    dtype = numpy_dtype(elem).newbyteorder("<" if byte_order == "little" else ">")
     flat = np.ascontiguousarray(array).reshape(-1)
-    lt = str(mem_type(elem))
-    if flat.dtype.kind == "f":
-        # LLVM spells float constants as the hex of the double with the same value.
-        bits = flat.astype(np.float64).view(np.uint64)
-        items = np.char.add(f"{lt} 0x", np.char.zfill(np.char.upper(
-            np.char.mod("%x", bits)), 16))
-    else:
-        items = np.char.add(f"{lt} ", flat.astype(np.int64).astype(str))
-    return "[" + ", ".join(items.tolist()) + "]"
+    return flat.astype(dtype, copy=False).view(np.uint8)
+
+
+class BytesConstant(ir.Constant):
+    """An `[n x i8]` constant over a uint8 array, spelled `c"\\3F\\80..."` (every byte as two
+    hex digits) only when the module is printed and never cached: llvmlite's own bytearray
+    constant keeps a Python list of one string per byte."""
+
+    def __init__(self, data: np.ndarray):
+        super().__init__(ir.ArrayType(ir.IntType(8), data.size), None)
+        self.data = data
+
+    def get_reference(self) -> str:
+        # Built in one numpy buffer (a backslash and two hex digits per byte), then decoded.
+        n = self.data.size
+        text = np.empty(3 * n + 3, np.uint8)
+        text[:2] = np.frombuffer(b'c"', np.uint8)
+        text[-1] = ord('"')
+        escapes = text[2:-1].reshape(n, 3)
+        escapes[:, 0] = ord("\\")
+        escapes[:, 1] = _HEX[self.data >> 4]
+        escapes[:, 2] = _HEX[self.data & 15]
+        return str(text, "ascii")
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.get_reference()}"
+
+    _to_string = __str__
+
+    def __repr__(self) -> str:
+        return f"<BytesConstant [{self.data.size} x i8]>"
 
 
 class Emitter:
+    # The byte order of constants: None for the target's. "little" on a big-endian target is
+    # the onnx-mlir 2851 bug, built on purpose by backends.emulated.HostBytesEmitter.
+    constant_byte_order: str | None = None
+
     def __init__(self, kmodule, target):
         self.kmodule = kmodule
         self.target = target
@@ -167,26 +213,27 @@ class Emitter:
 
     # ---- globals ---------------------------------------------------------------------------
     def global_(self, op):
-        name = "g_" + op.sym_name.data
         t = op.res.type
         elem = t.element_type
         n = max(1, math.prod(t.get_shape()))
-        at = ir.ArrayType(mem_type(elem), n)
-        g = ir.GlobalVariable(self.module, at, name=name)
-        g.linkage = "internal"
-        g.align = 64
-        value = op.value
-        array = onnx_d.attr_array(value, self.kmodule)
+        array = onnx_d.attr_array(op.value, self.kmodule)
         if array.dtype == np.bool_:
             array = array.astype(np.int8)
-        if array.size == 0:
-            g.initializer = ir.Constant(at, None)  # an empty tensor: one unused element
-        elif onnx_d.is_splat(array) and array.size > 1024:
-            g.initializer = ir.Constant(at, None)  # zeroinitializer, filled at first run
-            self.splat_fills.append((g, array.reshape(-1)[0].item(), n, elem))
+        splat = onnx_d.is_splat(array) and array.size > 1024
+        if array.size == 0 or splat:
+            # An empty tensor (one unused element) or a splat: zeroinitializer; a splat is
+            # filled at the first run, never spelled out byte by byte.
+            init = ir.Constant(ir.ArrayType(mem_type(elem), n), None)
         else:
-            g.initializer = ir.FormattedConstant(at, _const_text(array, elem))
-            g.global_constant = True
+            order = self.constant_byte_order or self.target.byte_order
+            init = BytesConstant(constant_bytes(array, elem, order))
+        g = ir.GlobalVariable(self.module, init.type, name="g_" + op.sym_name.data)
+        g.linkage = "internal"
+        g.align = 64
+        g.initializer = init
+        g.global_constant = isinstance(init, BytesConstant)
+        if splat:
+            self.splat_fills.append((g, array.reshape(-1)[0].item(), n, elem))
         return self.b.bitcast(g, mem_type(elem).as_pointer())
 
     def _fill_fn(self, t):

@@ -29,7 +29,16 @@ import llvmlite.ir as ir
 import numpy as np
 from xdsl.dialects import func
 
-from compilerkit.codegen.emit import ENTRY, I8P, I64, Emitter, _op_label, mem_type
+from compilerkit.codegen.emit import (
+    ENTRY,
+    I8P,
+    I64,
+    Emitter,
+    _op_label,
+    constant_bytes,
+    mem_type,
+    numpy_dtype,
+)
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.krnl_passes.gpu_map import mapping_of
@@ -52,7 +61,8 @@ class Launch:
 
 @dataclass
 class ConstantPlan:
-    """The constant buffer: (offset, array) pieces and splats (offset, value, count, dtype)."""
+    """The constant buffer: (offset, bytes as a uint8 array, in the device's byte order) pieces
+    and splats (offset, value, count, dtype)."""
 
     nbytes: int
     arrays: list
@@ -60,22 +70,12 @@ class ConstantPlan:
 
     def image(self) -> np.ndarray:
         out = np.zeros(max(self.nbytes, 1), np.uint8)
-        for offset, array in self.arrays:
-            raw = np.ascontiguousarray(array).view(np.uint8).reshape(-1)
+        for offset, raw in self.arrays:
             out[offset:offset + raw.size] = raw
         for offset, value, count, dtype in self.splats:
             # Host-side fill, once per compiled model: no init kernel, nothing in the PTX.
             out[offset:offset + count * dtype.itemsize].view(dtype)[:] = value
         return out
-
-
-def _np_dtype(elem):
-    t = mem_type(elem)
-    if t == ir.FloatType():
-        return np.dtype(np.float32)
-    if t == ir.DoubleType():
-        return np.dtype(np.float64)
-    return np.dtype(f"int{t.width}")
 
 
 class GpuEmitter(Emitter):
@@ -129,7 +129,7 @@ class GpuEmitter(Emitter):
         for op in f.body.block.ops:
             if isinstance(op, krnl.GlobalOp):
                 t = op.res.type
-                dtype = _np_dtype(t.element_type)
+                dtype = numpy_dtype(t.element_type)
                 count = max(1, math.prod(t.get_shape()))
                 array = onnx_d.attr_array(op.value, self.kmodule)
                 if array.dtype == np.bool_:
@@ -137,7 +137,8 @@ class GpuEmitter(Emitter):
                 if array.size and onnx_d.is_splat(array) and array.size > 1024:
                     splats.append((nbytes, array.reshape(-1)[0].item(), count, dtype))
                 elif array.size:
-                    arrays.append((nbytes, array.astype(dtype).reshape(-1)))
+                    arrays.append((nbytes, constant_bytes(array, t.element_type,
+                                                          self.target.byte_order)))
                 self.recipes[op.res] = ("const", nbytes)
                 nbytes += (count * dtype.itemsize + ALIGN - 1) // ALIGN * ALIGN
             elif isinstance(op, krnl.AllocOp):

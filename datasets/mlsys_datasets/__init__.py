@@ -7,6 +7,10 @@
   labels, affinities: synthetic serial-section EM (``em``).
 * Committed ONNX files (``zoo``): ``ONNX_MODELS``, ``onnx_path(name)``, ``load_onnx(name)``,
   ``manifest()``; rebuilt and verified by ``python -m mlsys_datasets build|check|list``.
+* Real-weight ONNX models built on first use and cached, never downloaded (``real_weights``):
+  ``REAL_WEIGHT_MODELS``, ``real_weight_model(name, size="small"|"full") -> path``: the onnx
+  package's light architectures with seeded weights, Keras MobileNetV2 / ResNet-50 /
+  EfficientNet-B0 and a 3D U-Net.
 
 Importing the package is cheap: TensorFlow is imported only when a Keras model is first asked
 for, onnx only when a model file is loaded.
@@ -25,6 +29,7 @@ _LAZY = {
     "unet3d": "models", "keras_model": "models", "MODEL_NAMES": "models",
     "digits": "digit_images", "brats_volumes": "brats",
     "em_volume": "em", "EMVolume": "em", "affinities_from_labels": "em",
+    "real_weight_model": "real_weights", "REAL_WEIGHT_MODELS": "real_weights",
 }
 
 __all__ = ["ONNX_MODELS", "onnx_path", "load_onnx", "manifest", *_LAZY]

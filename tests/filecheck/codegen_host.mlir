@@ -121,12 +121,14 @@ func.func @const_add_exp(%x: memref<2xf32>, %y: memref<2xf32>) attributes {input
   }) {bounds = [[0 : i64, 2 : i64]], n_original = 1 : i64, onnx_node = "exp"} : (!krnl.loop, !krnl.loop) -> ()
   func.return
 }
-// A krnl.global is an internal constant aligned to 64 bytes; math.exp calls compilerkit's own
-// IR math library (ck_expf, defined in the module), never libm's expf.
+// A krnl.global is an internal constant aligned to 64 bytes: the string of its bytes in the
+// host's (little-endian) order, f32 1.5 = 0x3FC00000 -> 00 00 C0 3F, -2.0 = 0xC0000000 -> 00 00
+// 00 C0 (LLVM prints 0x3F as `?`); math.exp calls compilerkit's own IR math library (ck_expf,
+// defined in the module), never libm's expf.
 // CHECK-LABEL: // case @const_add_exp
 // CHECK:       target triple = "{{.+}}"
 // CHECK-NOT:   @expf
-// CHECK:       @g_const_0 = internal constant [2 x float] [float 1.500000e+00, float -2.000000e+00], align 64
+// CHECK:       @g_const_0 = internal constant [8 x i8] c"\00\00\C0?\00\00\00\C0", align 64
 // CHECK:       define internal i64 @main_graph_1_add(
 // CHECK:         fadd float
 // CHECK:       define internal i64 @main_graph_2_exp(
