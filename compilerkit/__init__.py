@@ -20,7 +20,7 @@ from compilerkit.frontend import ModelError, UnsupportedOpError
 from compilerkit.ir import parse_ir, print_ir
 from compilerkit.lowering import SUPPORTED
 from compilerkit.pipeline import Compilation, CompiledModel, check_opt_level, compile_to
-from compilerkit.runtime import InputError, RunError
+from compilerkit.runtime import InputError, RunError, check_num_threads
 
 __all__ = ["compile", "compile_kernel", "compile_to", "import_onnx", "optimize_onnx", "lower",
            "to_llvm", "CompiledModel",
@@ -38,14 +38,14 @@ def import_onnx(model, input_shapes=None, max_bytes=None):
 
 def optimize_onnx(module):
     """The ONNX IR passes (`passes.onnx_pipeline()`; each op validated, the IR verified after
-    each), in place; returns the module."""
+    them), in place; returns the module."""
     return Compilation().optimize(module)
 
 
 def lower(module, opt_level: int = 3, target: Target | None = None):
     """ONNX IR -> Kernel IR: lowering, the target's schedule (on CPUs: -O3 tiles matrix
-    products, -O2+ unrolls short inner loops; on the GPU: the grid mapping), buffer planning;
-    the IR verifier runs after each pass. Returns a new module: `module` stays ONNX IR."""
+    products, -O2+ unrolls short inner loops and marks parallel loops; on the GPU: the grid
+    mapping), buffer planning; the IR verifier runs after the lowering and after the schedule. Returns a new module: `module` stays ONNX IR."""
     return Compilation(target or "host", opt_level).lower(module)
 
 
@@ -56,23 +56,37 @@ def to_llvm(kmodule, target: Target | None = None) -> str:
 
 
 def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
-            asm: bool = True, max_bytes: int | None = None) -> CompiledModel:
+            asm: bool = True, max_bytes: int | None = None,
+            num_threads: int | None = None, codegen: str = "llvm") -> CompiledModel:
     """Compile an ONNX model (path, bytes or ModelProto) for `target` at -O`opt_level`.
     `max_bytes` (default 2 GiB) is the compile budget: no tensor, and not all constants
     together, may need more; a model asking for more gets a ModelError naming the op and size
-    before anything is allocated. Same as `compile_to("native", model, ...)`."""
+    before anything is allocated. `num_threads` (None: the machine's cores) is how many threads
+    the parallel loops (-O2+) use by default, kept as `.num_threads`; `run(...,
+    num_threads=n)` overrides it per call, and the answer is the same for every count.
+    `codegen` writes the machine code: "llvm" (LLVM IR, then LLVM's optimiser and code
+    generator) or "loopnest" (x86-64 AVX2 code straight from the Kernel IR nests, after
+    LoopStack; nodes it cannot write go to LLVM). Same as `compile_to("native", model, ...)`."""
     check_opt_level(opt_level)
-    return compile_to("native", model, target, opt_level, input_shapes, max_bytes, asm=asm)
+    check_num_threads(num_threads)
+    cm = compile_to("native", model, target, opt_level, input_shapes, max_bytes, asm=asm,
+                    codegen=codegen)
+    cm.num_threads = num_threads
+    return cm
 
 
 def compile_kernel(kmodule, target: str = "host", opt_level: int = 3,
-                   asm: bool = True) -> CompiledModel:
+                   asm: bool = True, num_threads: int | None = None) -> CompiledModel:
     """Compile a Kernel IR module (from `lower`, perhaps rescheduled by hand with
-    `krnl_passes.block` / `permute` / `unroll`) to native code. The module is only read."""
+    `krnl_passes.block` / `permute` / `unroll` / `krnl.parallel`) to native code. The module is
+    only read. `num_threads` as in `compile`."""
     check_opt_level(opt_level)
+    check_num_threads(num_threads)
     from compilerkit.pipeline import stage_of
 
     if stage_of(kmodule) != "kernel-ir":
         raise ValueError("compile_kernel takes Kernel IR (from `lower`); this module is ONNX "
                          "IR: use compile_to('native', module) or lower it first")
-    return compile_to("native", kmodule, target, opt_level, asm=asm)
+    cm = compile_to("native", kmodule, target, opt_level, asm=asm)
+    cm.num_threads = num_threads
+    return cm

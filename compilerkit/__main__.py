@@ -95,6 +95,7 @@ def _describe(e: BaseException) -> str:
 
 
 def _main(argv) -> int:
+    from compilerkit.ir import print_ir
     from compilerkit.pipeline import Compilation
 
     p = _Parser(prog="compilerkit", description=__doc__.splitlines()[0])
@@ -105,12 +106,17 @@ def _main(argv) -> int:
     p.add_argument("--target", default="host")
     p.add_argument("--input-shape", action="append", default=[],
                    help="NAME=D0,D1,... fixes a dynamic input shape (repeatable)")
-    p.add_argument("-o", dest="out", default="-", help="output file (default: stdout)")
+    p.add_argument("--codegen", choices=["llvm", "loopnest"], default="llvm",
+                   help="machine code from LLVM, or straight from the Kernel IR nests "
+                        "(loopnest: host x86-64 only, native/asm/llvm-ir stages)")
+    p.add_argument("-o", dest="out", default="-",
+                   help="output file (default: stdout); an IR file keeps its weights' bytes")
     args = p.parse_args(argv)
     shapes = _input_shapes(args.input_shape)
     _check_output(args)
     try:
-        compilation = Compilation(args.target, args.opt, input_shapes=shapes or None)
+        compilation = Compilation(args.target, args.opt, input_shapes=shapes or None,
+                                  codegen=args.codegen)
     except ValueError as e:
         raise CliError(f"--target: {e}") from None
     try:
@@ -124,7 +130,10 @@ def _main(argv) -> int:
         return 0
     result = compilation.run(args.model, args.emit)
     if args.emit in ("onnx-ir", "kernel-ir"):
-        result = compilation.stages[args.emit]  # the module's text, as `compile` shows it
+        # On screen, the module's text as `compile` shows it; in a file, with its weights'
+        # bytes ({-# dialect_resources #-}), so `python -m compilerkit.opt` can read it back.
+        result = (compilation.stages[args.emit] if args.out == "-"
+                  else print_ir(result, with_resources=True))
     if args.emit == "obj":
         with open(args.out, "wb") as f:
             f.write(result)

@@ -19,28 +19,32 @@ from xdsl.passes import ModulePass, PassPipeline
 
 from compilerkit.krnl_passes.buffers import PlanBuffersPass
 from compilerkit.krnl_passes.gpu_map import GpuMapPass
+from compilerkit.krnl_passes.parallel import ParallelizePass
 from compilerkit.krnl_passes.tile_matmul import TileMatmulPass
 from compilerkit.krnl_passes.unroll_small import UnrollSmallPass
 from compilerkit.lowering import LowerToKrnlPass
 from compilerkit.onnx_passes.constant_folding import ConstantFoldingPass
 from compilerkit.onnx_passes.dead_code import DeadCodePass
 from compilerkit.onnx_passes.decompose import DecomposePass
+from compilerkit.onnx_passes.fuse_conv import FuseConvPass
 from compilerkit.onnx_passes.shape_inference import ShapeInferencePass
 from compilerkit.onnx_passes.validate import ValidatePass
 from compilerkit.stages import verify_ir
 
 PASSES: dict[str, type[ModulePass]] = {p.name: p for p in (
-    ShapeInferencePass, ValidatePass, ConstantFoldingPass, DecomposePass, DeadCodePass,
-    LowerToKrnlPass, TileMatmulPass, UnrollSmallPass, GpuMapPass, PlanBuffersPass)}
+    ShapeInferencePass, ValidatePass, ConstantFoldingPass, DecomposePass, FuseConvPass,
+    DeadCodePass,
+    LowerToKrnlPass, TileMatmulPass, UnrollSmallPass, ParallelizePass, GpuMapPass,
+    PlanBuffersPass)}
 
 
 def onnx_pipeline() -> list[ModulePass]:
     """ONNX IR -> optimised ONNX IR. Shape inference first (ONNX's own, per node), validation
     of what lowering will assume, folding to a fixed point with shape inference, decomposition
-    (BatchNormalization into Conv, Gemm), folding again, dead code, and validation of what is
-    left."""
+    (BatchNormalization into Conv, Gemm), folding again, Conv fusion (Pad, per-channel
+    Mul/Add and the activation into the Conv), dead code, and validation of what is left."""
     return [ShapeInferencePass(), ValidatePass(), ConstantFoldingPass(), DecomposePass(),
-            ConstantFoldingPass(), DeadCodePass(), ValidatePass()]
+            ConstantFoldingPass(), FuseConvPass(), DeadCodePass(), ValidatePass()]
 
 
 def kernel_pipeline(target, opt_level: int, schedule=None) -> list[ModulePass]:
@@ -58,14 +62,20 @@ def parse_pipeline(spec: str) -> list[ModulePass]:
         {name: (lambda c=cls: c) for name, cls in PASSES.items()}, spec).passes)
 
 
-def run_passes(module, passes, after_each=None) -> None:
+def run_passes(module, passes, after_each=None, verify_each: bool = True) -> None:
     """Apply `passes` to `module` in place, verifying it after every pass (a failure is a
     ModelError naming the pass). `after_each(pass_, module)` is called after each verified pass
-    (for tracing and timing)."""
+    (for tracing and timing). `verify_each=False` verifies once, after the last pass (the
+    compile driver's choice: re-verifying a real model's Kernel IR after every pass took a
+    tenth of its compile); a failure then names them all (`python -m compilerkit.opt` runs
+    them one at a time)."""
     ctx = Context()
-    for p in passes:
+    for k, p in enumerate(passes):
         p.apply(ctx, module)
-        verify_ir(module, f"pass {p.name!r}")
+        if verify_each:
+            verify_ir(module, f"pass {p.name!r}")
+        elif k == len(passes) - 1:
+            verify_ir(module, "passes " + ", ".join(repr(q.name) for q in passes))
         if after_each is not None:
             after_each(p, module)
 

@@ -53,15 +53,25 @@ STAGES = ("onnx-ir", "kernel-ir", "llvm-ir", "asm", "obj", "lib", "native")
 CODE_STAGES = ("asm", "ptx")
 
 
-def llvm_codegen(kmodule, backend: Backend, emitter=None) -> str:
+def llvm_codegen(kmodule, backend: Backend, emitter=None, **how) -> str:
     """Kernel IR -> unoptimised LLVM IR text by the target's backend (the GPU's emits kernels);
-    `emitter` (an Emitter subclass) replaces the backend's default emitter class."""
-    return backend.emit_llvm(kmodule, emitter=emitter)
+    `emitter` (an Emitter subclass) replaces the backend's default emitter class; `how`:
+    external_weights=True for a JIT (see Backend.emit_llvm)."""
+    return backend.emit_llvm(kmodule, emitter=emitter, **how)
 
 
-# name -> fn(kmodule, backend, emitter) -> unoptimised LLVM IR text. A new code generator (say
-# one that writes loop nests its own way) registers here and is chosen with codegen=NAME.
-CODEGENS = {"llvm": llvm_codegen}
+# name -> fn(kmodule, backend, emitter, **how) -> unoptimised LLVM IR text. A new code generator
+# (say one that writes loop nests its own way) registers here and is chosen with codegen=NAME.
+def loopnest_codegen(kmodule, backend: Backend, emitter=None, **how) -> str:
+    """codegen="loopnest" (compilerkit/loopnest): x86-64 machine code straight from Kernel IR;
+    its LLVM IR holds only the nodes it leaves to LLVM. `Compilation.run` hands it every stage
+    after Kernel IR (loopnest.driver.finish)."""
+    from compilerkit.loopnest.driver import fallback_llvm_ir
+
+    return fallback_llvm_ir(kmodule, backend)
+
+
+CODEGENS = {"llvm": llvm_codegen, "loopnest": loopnest_codegen}
 
 
 @dataclass
@@ -108,6 +118,16 @@ def stage_of(module: ModuleOp) -> str:
         else "onnx-ir"
 
 
+def private_copy(kmodule: ModuleOp) -> ModuleOp:
+    """A clone of a Kernel IR module sharing its constants' bytes and run-time check table."""
+    from compilerkit.frontend.checks import share_checks
+
+    copy = kmodule.clone()
+    onnx_d.share_resources(kmodule, copy)
+    share_checks(kmodule, copy)
+    return copy
+
+
 def header_path(lib_path: str) -> str:
     """Where `--emit lib` writes the C header: the library's path with `.h` for its extension."""
     return os.path.abspath(os.path.splitext(lib_path)[0] + ".h")
@@ -149,6 +169,7 @@ class Compilation:
         self.timings = OrderedDict()
         self.pass_timings = []
         self.provenance = None  # provenance.Provenance of the latest run
+        self.later = None  # LaterStages of the latest JIT compile
 
     @property
     def backend(self) -> Backend:
@@ -215,7 +236,7 @@ class Compilation:
             self.pass_timings.append((stage, p.name, now - mark[0]))
             mark[0] = now
 
-        run_passes(module, passes, after_each=timed)
+        run_passes(module, passes, after_each=timed, verify_each=False)
 
     def import_model(self, model) -> ModuleOp:
         """ONNX model -> ONNX IR as imported (verified)."""
@@ -257,7 +278,6 @@ class Compilation:
         """Kernel IR given as input: verified, and completed on a copy (a caller's module is
         only read) with what it lacks: the target's mapping (Target.completion_passes) and the
         buffer plan."""
-        from compilerkit.frontend.checks import share_checks
         from compilerkit.krnl_passes.buffers import PlanBuffersPass
 
         verify_ir(kmodule, "hand-edited Kernel IR")
@@ -266,21 +286,38 @@ class Compilation:
             passes.append(PlanBuffersPass())
         if not passes:
             return kmodule
-        copy = kmodule.clone()
-        onnx_d.share_resources(kmodule, copy)
-        share_checks(kmodule, copy)
+        copy = private_copy(kmodule)
         self._passes(copy, passes, "kernel-ir")
         return copy
 
-    def emit(self, kmodule) -> str:
+    def emit(self, kmodule, **how) -> str:
         """Kernel IR -> unoptimised LLVM IR text, by the chosen codegen through the backend."""
-        return CODEGENS[self.options.codegen](kmodule, self.backend, self.options.emitter)
+        return CODEGENS[self.options.codegen](kmodule, self.backend, self.options.emitter,
+                                              **how)
 
-    def llvm(self, kmodule):
-        """Kernel IR -> (LLVM IR text optimised at -O, the llvmlite module)."""
+    def llvm(self, kmodule, jit: bool = False, private: bool = True):
+        """Kernel IR -> (LLVM IR text optimised at -O, the llvmlite module). For a JIT
+        ("native") on a backend with `jit_weights`, the weights stay out of the module and the
+        text is made on first look at `.stages` instead (LaterStages, from a copy of `kmodule`
+        unless it is `private` to this compile; None is returned); the other backends print
+        it as they optimise."""
+        backend = self.backend
         t = time.perf_counter()
-        text, mod = self.backend.optimize(self.emit(kmodule), self.opt_level)
-        self.stages.set("llvm-ir", text)
+        self.later = None
+        jit = jit and backend.jit_weights
+        ir_text = self.emit(kmodule, external_weights=True) if jit else self.emit(kmodule)
+        t_emit = time.perf_counter()
+        self.pass_timings.append(("llvm-ir", "emit", t_emit - t))
+        if jit:
+            mod = backend.optimize_module(ir_text, self.opt_level)
+            self.later = LaterStages(self, kmodule if private else private_copy(kmodule))
+            text = None
+        else:
+            text, mod = backend.optimize(ir_text, self.opt_level)
+        del ir_text
+        self.pass_timings.append(("llvm-ir", f"optimize -O{self.opt_level}",
+                                  time.perf_counter() - t_emit))
+        self.stages.set("llvm-ir", self.later.llvm_ir if jit else text)
         self.timings["llvm-ir"] = time.perf_counter() - t
         return text, mod
 
@@ -292,14 +329,15 @@ class Compilation:
 
     def lib(self, mod, kmodule, out: str) -> str:
         """A shared library at `out` and its C header at header_path(out); returns `out`."""
-        from compilerkit.backends.host import c_header, write_shared_library
+        from compilerkit.backends.host import c_header, uses_threads, write_shared_library
 
         if not out:
             raise ValueError("stage 'lib' needs an output path (out=...)")
         if header_path(out) == os.path.abspath(out):
             raise ValueError(f"{out!r}: the C header would be written over the library; name "
                              "the library e.g. model.so (the header goes beside it, model.h)")
-        write_shared_library(self.obj(mod), out)
+        threads = uses_threads(mod)
+        write_shared_library(self.obj(mod), out, threads=threads)
         ins, outs = signature(main_func(kmodule))
         with open(header_path(out), "w") as fh:
             fh.write(c_header([(n, s, d.name) for n, s, d in ins],
@@ -314,13 +352,18 @@ class Compilation:
         backend = self.backend
         t = time.perf_counter()
         if self.options.asm:
-            # Produced on first look-up: a second full code generation (stages.py). From the
-            # optimised text, not from `mod`: loading it runs LLVM's code generator, whose
-            # preparation passes rewrite the module in place, and the listing should be the
-            # one `compile_to("asm")` and the CLI print.
-            text = self.stages["llvm-ir"]
-            self.stages.set(backend.code_stage, lambda: backend.assembly(
-                llvm.parse_assembly(text), self.opt_level))
+            # Produced on first look-up: a second full code generation (stages.py). Not from
+            # `mod`: loading it runs LLVM's code generator, whose preparation passes rewrite
+            # the module in place, and the listing should be the one `compile_to("asm")` and
+            # the CLI print.
+            later = self.later
+            if later is not None:
+                later.wanted.add(backend.code_stage)
+                self.stages.set(backend.code_stage, later.code)
+            else:
+                stages = self.stages
+                self.stages.set(backend.code_stage, lambda: backend.assembly(
+                    llvm.parse_assembly(stages["llvm-ir"]), self.opt_level))
         f = main_func(kmodule)
         inputs, outputs = signature(f)
         session = backend.session(mod, inputs, outputs)
@@ -336,6 +379,27 @@ class Compilation:
         return cm
 
     # ---- all of it -------------------------------------------------------------------------
+    def loopnest_native(self, kmodule, gen) -> CompiledModel:
+        """The CompiledModel of codegen="loopnest" (`gen`: loopnest.driver.Generated)."""
+        from compilerkit.provenance import Provenance
+
+        fmain = main_func(kmodule)
+        inputs, outputs = signature(fmain)
+        session = gen.session(inputs, outputs)
+        report = gen.report
+        self.timings["asm"] = (time.perf_counter() - gen.started - report.codegen_seconds
+                               - report.llvm_seconds)
+        cm = CompiledModel(self.stages, self.timings, session, inputs, outputs,
+                           session.arena_bytes, fmain.attributes["naive_bytes"].value.data,
+                           gen.llvm_module, self.backend, self.opt_level, self.pass_timings)
+        if self.provenance is None or self.provenance.modules["kernel-ir"] is not kmodule:
+            self.provenance = Provenance(None, kmodule)
+        self.provenance.functions = dict(gen.functions)
+        cm.provenance = self.provenance
+        cm.loopnest = report
+        cm.generated = gen
+        return cm
+
     def _ir_stage(self, stage: str, module, now: bool = False) -> None:
         """The "onnx-ir" / "kernel-ir" text of `module`, printed once through the provenance
         (which records where each node's lines are): on first access, or `now` for a
@@ -384,7 +448,13 @@ class Compilation:
             self._ir_stage("kernel-ir", kmodule)
         if stage == "kernel-ir":
             return kmodule
-        text, mod = self.llvm(kmodule)
+        if self.options.codegen == "loopnest":
+            from compilerkit.loopnest.driver import finish
+
+            gen = finish(self, kmodule, stage)
+            return gen if isinstance(gen, str) else self.loopnest_native(kmodule, gen)
+        text, mod = self.llvm(kmodule, jit=stage == "native",
+                              private=not (caller and kmodule is module))
         if stage == "llvm-ir":
             return text
         if stage == self.backend.code_stage:
@@ -394,6 +464,47 @@ class Compilation:
         if stage == "lib":
             return self.lib(mod, kmodule, out)
         return self.native(kmodule, mod)
+
+
+class LaterStages:
+    """The "llvm-ir" and machine-code stages of a JIT compile, made on first look (printing a
+    large model's optimised IR took as long as the rest of its compile): `kmodule` compiled
+    again with its weights inside by a backend of its own (the JIT's keeps the record of its
+    emit), so the texts are those `compile_to("llvm-ir")` and `compile_to("asm")` give. The
+    code generator rewrites the module it reads (and a clone's use lists differ, so would its
+    register choices): it gets the module the IR text was printed from once that text is
+    made, else one of its own. A module is kept only while a stage still wants it."""
+
+    def __init__(self, compilation: Compilation, kmodule: ModuleOp):
+        self.compilation = compilation
+        self.kmodule = kmodule
+        self.module = self.backend = None
+        self.wanted = {"llvm-ir"}
+
+    def _compile(self):
+        old = self.compilation
+        again = Compilation(old.backend.for_target(old.backend.target), old.opt_level)
+        again.options = old.options
+        self.backend = again.backend
+        return self.backend.optimize_module(again.emit(self.kmodule), old.opt_level)
+
+    def _made(self, stage: str) -> None:
+        self.wanted.discard(stage)
+        if not self.wanted:
+            self.module = self.backend = self.kmodule = self.compilation = None
+
+    def llvm_ir(self) -> str:
+        self.module = self._compile()
+        text = str(self.module)
+        self._made("llvm-ir")
+        return text
+
+    def code(self) -> str:
+        mod = self.module if "llvm-ir" not in self.wanted else self._compile()
+        self.module = None
+        code = self.backend.assembly(mod, self.compilation.opt_level)
+        self._made(self.backend.code_stage)
+        return code
 
 
 def compile_to(stage: str, source, target: str | Target | Backend = "host", opt_level: int = 3,
@@ -426,13 +537,20 @@ class CompiledModel:
         self.backend = backend
         self.opt_level = opt_level
         self.pass_timings = pass_timings if pass_timings is not None else []
+        self.num_threads = None  # threads of the parallel loops; None: the machine's cores
 
-    def run(self, *arrays):
+    def run(self, *arrays, num_threads=None):
         """Run on numpy arrays; returns the outputs. Raises `InputError` for arguments that do
         not match the signature and `RunError` for data the code cannot compute with (a
         Gather index out of range, integer division by zero). Thread-safe: on the host each
         call takes its own arena from a pool (see runtime.Session); emulated and GPU runs of
-        one model take turns."""
+        one model take turns. `num_threads` overrides `.num_threads` for this call (the
+        answer is the same for every count; the GPU and the emulated targets ignore it)."""
+        from compilerkit.runtime import check_num_threads
+
+        n = check_num_threads(self.num_threads if num_threads is None else num_threads)
+        if getattr(self.session, "takes_num_threads", False):
+            return self.session.run(*arrays, num_threads=n)
         return self.session.run(*arrays)
 
     __call__ = run

@@ -197,7 +197,8 @@ FUNCTION_LINES = {"llvm-ir": llvm_function_lines, "asm": asm_function_lines,
 
 
 def node_of_symbol(symbol: str, functions: Mapping[str, str | None]) -> str | None:
-    """The node of a function in a listing, by codegen's record (`functions`). LLVM names the
+    """The node of a function in a listing, by codegen's record (`functions`; a tuple of nodes
+    for a function several nodes share). LLVM names the
     copies it derives from a function `<name>.<suffix>` (`.constprop.0`, `.specialized.1`), and
     Mach-O prefixes C symbols with `_`: those map to the function they copy."""
     for name in (symbol, symbol.split(".", 1)[0]):
@@ -210,8 +211,9 @@ def node_of_symbol(symbol: str, functions: Mapping[str, str | None]) -> str | No
 def function_ranges(stage: str, text: str,
                     functions: Mapping[str, str | None]) -> dict[str, list[tuple[int, int]]]:
     """node -> line ranges in a function-level stage ("llvm-ir", "asm" or "ptx"): the functions
-    codegen made for it (`functions`: {function: node or None}, Emitter.functions), plus the
-    lines elsewhere that name them (calls, directives)."""
+    codegen made for it (`functions`: {function: node, a tuple of the nodes sharing it, or
+    None}, Emitter.functions), plus the lines elsewhere that name them (calls, directives; a
+    shared function's calls go to all its nodes)."""
     spans = FUNCTION_LINES[stage](text)
     lines = text.splitlines()
     found: dict[str, list[int]] = {}
@@ -222,7 +224,8 @@ def function_ranges(stage: str, text: str,
         own = list(range(a, b + 1))
         word = re.compile(rf"(?<![\w.]){re.escape(fn)}(?![\w$])")
         own += [n for n, t in enumerate(lines, start=1) if not a <= n <= b and word.search(t)]
-        found.setdefault(node, []).extend(own)
+        for one in (node if isinstance(node, tuple) else (node,)):
+            found.setdefault(one, []).extend(own)
     return {k: merge(v) for k, v in found.items()}
 
 

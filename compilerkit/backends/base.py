@@ -42,13 +42,15 @@ class Target:
 
     def schedule_passes(self, opt_level: int) -> list:
         """The Kernel IR schedule for this target, as passes: on CPUs, -O3 tiles and permutes
-        matrix products for `vector_width` lanes and -O2+ unrolls short inner loops. The GPU
-        target overrides this with its grid mapping."""
+        matrix products for `vector_width` lanes, -O2+ unrolls short inner loops and marks
+        outer loops parallel (run on threads on the host, serially where the target has no
+        threads). The GPU target overrides this with its grid mapping."""
+        from compilerkit.krnl_passes.parallel import ParallelizePass
         from compilerkit.krnl_passes.tile_matmul import TileMatmulPass
         from compilerkit.krnl_passes.unroll_small import UnrollSmallPass
 
         return ([TileMatmulPass(simd=self.vector_width)] if opt_level >= 3 else []) + (
-            [UnrollSmallPass()] if opt_level >= 2 else [])
+            [UnrollSmallPass(), ParallelizePass()] if opt_level >= 2 else [])
 
     def completion_passes(self, kmodule) -> list:
         """The passes Kernel IR scheduled elsewhere (by hand, or for another target) still
@@ -62,25 +64,43 @@ class Backend:
     target: Target
     emitted = None  # the codegen Emitter of the latest emit_llvm
     code_stage = "asm"  # the name of the machine-code stage in `.stages` ("ptx" on the GPU)
+    # Whether `session` can map weights kept out of the module at load time (the host's JIT;
+    # `emit_llvm(..., external_weights=True)` leaves them in `self.external_weights`) and
+    # `optimize_module` prints nothing: then a JIT compile prints its IR only on first look.
+    jit_weights = False
+    external_weights: dict = {}  # global name -> (uint8 array, alignment) of the latest emit
 
     @classmethod
     def for_target(cls, target: Target) -> Backend:
         """The backend for `target` (a Target this class made); the GPU keeps its sm."""
         return cls()
 
-    def emit_llvm(self, kmodule, emitter=None) -> str:
+    def emit_llvm(self, kmodule, emitter=None, external_weights: bool = False) -> str:
         """Kernel IR -> unoptimised LLVM IR text for this target (the GPU overrides it).
         `emitter`: an Emitter subclass to use instead of codegen's (pipeline.Options).
         The emitter that ran stays in `self.emitted` (`.functions`: which ONNX node each
-        function came from, for provenance)."""
+        function came from, for provenance). `external_weights` (backends with `jit_weights`
+        only): the weight byte strings become `external constant` declarations and their bytes
+        go to `self.external_weights` for `session` to map, so they are never printed."""
         from compilerkit.codegen.emit import Emitter
 
         self.emitted = (emitter or Emitter)(kmodule, self.target)
         self.emitted.emit()
-        return str(self.emitted.module)
+        self.external_weights = take_weights(self.emitted.module) if external_weights else {}
+        text = str(self.emitted.module)
+        forget_weight_text(self.emitted.module)
+        return text
+
+    def optimize_module(self, llvm_ir: str, opt_level: int):
+        """LLVM IR text -> the llvmlite module optimised at -O`opt_level`, never printed (a
+        backend defines this or `optimize`)."""
+        if type(self).optimize is Backend.optimize:
+            raise NotImplementedError
+        return self.optimize(llvm_ir, opt_level)[1]
 
     def optimize(self, llvm_ir: str, opt_level: int):  # -> (optimised IR text, binding module)
-        raise NotImplementedError
+        mod = self.optimize_module(llvm_ir, opt_level)
+        return str(mod), mod
 
     def assembly(self, module) -> str:
         raise NotImplementedError
@@ -90,6 +110,42 @@ class Backend:
         `.arena_bytes`. `inputs`/`outputs` are [(name, shape, numpy dtype)]; the session checks
         arguments against them before any compiled code runs."""
         raise NotImplementedError
+
+
+def _weight_globals(module):
+    from compilerkit.codegen.emit import BytesConstant
+
+    return [g for g in module.global_values
+            if isinstance(getattr(g, "initializer", None), BytesConstant)]
+
+
+# Byte strings from this size on stay out of a JIT module. The optimiser may fold a load at a
+# constant offset from a constant it can see (a scalar, a shape, a short unrolled bias); in
+# weights this large no load has a constant offset (Kernel IR unrolls at most 16 copies of a
+# body and LLVM's unroller is off), so the optimised code is the same as with the bytes inside
+# (tests/compilerkit/test_compile_time_paths.py compares the two).
+JIT_WEIGHT_MIN_BYTES = 4096
+
+
+def take_weights(module, min_bytes: int = JIT_WEIGHT_MIN_BYTES) -> dict:
+    """Turn the weight globals of an llvmlite.ir module (BytesConstant initialisers) of at
+    least `min_bytes` into `external constant` declarations of the same type and alignment;
+    returns {name: (the uint8 array of their bytes, alignment)}."""
+    out = {}
+    for g in _weight_globals(module):
+        if g.initializer.data.size < min_bytes:
+            continue
+        out[g.name] = (g.initializer.data, g.align or 1)
+        g.initializer = None
+        g.linkage = "external"
+    return out
+
+
+def forget_weight_text(module) -> None:
+    # llvmlite caches each global's printed line: for a weight that is three characters per
+    # byte, which would stay alive with `Backend.emitted` after the text is parsed.
+    for g in _weight_globals(module):
+        g._clear_string_cache()
 
 
 # target name -> (module, class); imported on demand so a missing optional dependency (the

@@ -1,5 +1,6 @@
 """The part of the CUDA driver API that the GPU backend needs: find a device, load PTX, hold
-device buffers, copy to and from them, and launch kernels.
+device buffers, copy to and from them, and launch kernels (one by one, or replayed from a
+captured CUDA graph).
 
 It uses NVIDIA's `cuda-python` bindings (the project's `gpu` extra).  Nothing here is imported
 at package import time and nothing fails on a machine without a GPU until a device is actually
@@ -194,9 +195,9 @@ class Kernel:
     def __init__(self, ctx: Context, function, name: str):
         self.ctx, self.function, self.name = ctx, function, name
 
-    def launch(self, grid, block, args, shared_bytes: int = 0) -> None:
-        """Launch on the default stream. ``args``: (kind, value) pairs, kind one of ptr, i64,
-        i32, f32; a DeviceBuffer value passes its address."""
+    def launch(self, grid, block, args, shared_bytes: int = 0, stream=0) -> None:
+        """Launch on `stream` (0: the default stream). ``args``: (kind, value) pairs, kind one
+        of ptr, i64, i32, f32; a DeviceBuffer value passes its address."""
         values = []
         for kind, value in args:
             if kind not in _CTYPES:
@@ -210,6 +211,59 @@ class Kernel:
         grid = tuple(grid) + (1,) * (3 - len(grid))
         block = tuple(block) + (1,) * (3 - len(block))
         d = self.ctx.driver
-        _check(d, d.cuLaunchKernel(self.function, *grid, *block, shared_bytes, 0,
+        _check(d, d.cuLaunchKernel(self.function, *grid, *block, shared_bytes, stream,
                                    ctypes.addressof(pointers), 0),
                f"cuLaunchKernel({self.name}, grid={grid}, block={block})")
+
+
+class Graph:
+    """The kernel launches `record(stream)` makes, captured once into a CUDA graph and then
+    replayed by `launch` with one driver call: a model of hundreds or thousands of small
+    kernels otherwise spends most of its time in the launch call of each. The launches'
+    arguments are captured by value, so the buffers they name must stay where they are.
+
+    The graph runs on a stream of its own that does not synchronise with the default stream
+    (CU_STREAM_NON_BLOCKING: nothing on the default stream can disturb the capture), so
+    `launch` first waits for the context's earlier work (an upload from pageable memory may
+    return before its DMA has landed) and then for the replay itself: copies before and after
+    need nothing more."""
+
+    def __init__(self, ctx: Context, record):
+        d = self.driver = ctx.driver
+        self.ctx, self.graph, self.exec = ctx, None, None
+        ctx.make_current()
+        flags = int(d.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        self.stream = _check(d, d.cuStreamCreate(flags), "cuStreamCreate")
+        try:
+            mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+            _check(d, d.cuStreamBeginCapture(self.stream, mode), "cuStreamBeginCapture")
+            try:
+                record(self.stream)
+            except BaseException:
+                d.cuStreamEndCapture(self.stream)  # leave capture mode; the error is record's
+                raise
+            self.graph = _check(d, d.cuStreamEndCapture(self.stream), "cuStreamEndCapture")
+            self.exec = _check(d, d.cuGraphInstantiate(self.graph, 0), "cuGraphInstantiate")
+        except BaseException:
+            self.destroy()
+            raise
+
+    def launch(self) -> None:
+        """Replay every captured launch, in order, after the context's earlier work, and wait
+        for them."""
+        d = self.driver
+        self.ctx.synchronize()
+        _check(d, d.cuGraphLaunch(self.exec, self.stream), "cuGraphLaunch")
+        _check(d, d.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+
+    def destroy(self) -> None:
+        d = self.driver
+        if self.exec is not None:
+            _check(d, d.cuGraphExecDestroy(self.exec), "cuGraphExecDestroy")
+            self.exec = None
+        if self.graph is not None:
+            _check(d, d.cuGraphDestroy(self.graph), "cuGraphDestroy")
+            self.graph = None
+        if self.stream is not None:
+            _check(d, d.cuStreamDestroy(self.stream), "cuStreamDestroy")
+            self.stream = None

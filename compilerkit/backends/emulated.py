@@ -161,7 +161,8 @@ class EmulatedSession:
         m = self.machine
         for a, address in zip(ins, self.addresses, strict=False):
             m.write(address, a.astype(_big(a.dtype)).tobytes())
-        result = self._call(m, ENTRY, [self.pointer_array])
+        # main_graph(buffers, num_threads): no threads here, krnl.parallel loops run serially.
+        result = self._call(m, ENTRY, [self.pointer_array, 1])
         self.last_seconds = result["seconds"]
         raise_for_status(int(result["result"]), self.message)
         outs = []

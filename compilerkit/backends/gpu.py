@@ -6,7 +6,10 @@ one, otherwise the PTX targets DEFAULT_SM so a laptop still gets something to re
 raises `NoCudaDevice` ("no CUDA device found: ..."). On a device, the first `run` loads the
 module and allocates the device buffers once per compiled model (inputs, outputs, the arena,
 the constants, uploaded once); each run copies the inputs in, launches every kernel in program
-order on the default stream, and copies the outputs back.
+order, and copies the outputs back. The launches never change between runs (same kernels, same
+buffers, same outer indices), so the first run captures them into a CUDA graph and every run
+replays it with one driver call instead of one per kernel; `session.use_graph = False` launches
+kernel by kernel (the same kernels in the same order: the same answer).
 """
 
 from __future__ import annotations
@@ -121,6 +124,9 @@ class GpuSession:
         self.arena_bytes = backend.emitted.arena_bytes
         self.checks = list(backend.emitted.checks)
         self._device = None
+        self.use_graph = True  # replay the launches from a CUDA graph (see the module doc)
+        self.graph = None  # the cuda_driver.Graph, captured on the first run that uses one
+        self.graph_error = None  # why capturing failed, if it did (then use_graph is False)
         # One set of device buffers per compiled model: runs from several threads take turns.
         self._lock = threading.Lock()
 
@@ -156,17 +162,23 @@ class GpuSession:
             return self._run(ins)
 
     def _run(self, ins):
-        ctx, _, kernels, bufs, _, _, params = self._load()
+        ctx, _, _, bufs, _, _, _ = self._load()
         ctx.make_current()
         for buf, a in zip(bufs, ins, strict=False):
             if a.nbytes:
                 buf.upload(a)
-        for k, extra in self.steps:
-            launch = self.launches[k]
-            if min(launch.grid) > 0:
-                kernels[k].launch(launch.grid, launch.block,
-                                  params + [("i64", v) for v in extra])
-        ctx.synchronize()
+        if self.use_graph and self.graph is None:
+            try:
+                self.graph = cuda_driver.Graph(ctx, self._launch_all)
+            except (cuda_driver.CudaError, TypeError, ValueError) as error:
+                # A driver that cannot capture still runs the kernels one by one (the same
+                # answer); why it could not is kept for the benchmark and the curious.
+                self.use_graph, self.graph_error = False, f"{type(error).__name__}: {error}"
+        if self.use_graph:
+            self.graph.launch()
+        else:
+            self._launch_all(0)
+            ctx.synchronize()
         outs = [np.empty(shape, dtype=dtype) for _, shape, dtype in self.outputs]
         for buf, o in zip(bufs[len(ins):], outs, strict=True):
             if o.nbytes:
@@ -181,7 +193,22 @@ class GpuSession:
                     self.checks) else f"run-time check {int(status[0])} failed")
         return outs
 
+    def _launch_all(self, stream):
+        """Every kernel of the model, in program order, on `stream`."""
+        _, _, kernels, _, _, _, params = self._device
+        for k, extra in self.steps:
+            launch = self.launches[k]
+            if min(launch.grid) > 0:
+                kernels[k].launch(launch.grid, launch.block,
+                                  params + [("i64", v) for v in extra], stream=stream)
+
     def __del__(self):
+        graph = getattr(self, "graph", None)
+        if graph is not None:
+            try:
+                graph.destroy()
+            except Exception:  # the context may already be gone at interpreter exit
+                pass
         device = getattr(self, "_device", None)
         if device is not None:
             for buf in device[3] + [device[4], device[5]]:

@@ -12,10 +12,11 @@ import sys
 import tempfile
 
 import llvmlite.binding as llvm
+import numpy as np
 
 from compilerkit.backends.base import Backend, Target, init_llvm
 from compilerkit.codegen.emit import ENTRY
-from compilerkit.runtime import Session
+from compilerkit.runtime import Session, load_libgomp, openmp_defaults
 
 
 def host_target() -> Target:
@@ -30,6 +31,8 @@ def host_target() -> Target:
 
 
 class HostBackend(Backend):
+    jit_weights = True  # `session` maps weights kept out of the module (Backend.emit_llvm)
+
     def __init__(self):
         init_llvm()
         self.target = host_target()
@@ -40,7 +43,7 @@ class HostBackend(Backend):
         return llvm.Target.from_triple(t.triple).create_target_machine(
             cpu=t.cpu, features=t.features, opt=opt_level, reloc=reloc, codemodel="jitdefault")
 
-    def optimize(self, llvm_ir: str, opt_level: int):
+    def optimize_module(self, llvm_ir: str, opt_level: int):
         mod = llvm.parse_assembly(llvm_ir)
         mod.verify()
         if opt_level > 0:
@@ -54,19 +57,27 @@ class HostBackend(Backend):
             pto.loop_unrolling = False
             pb = llvm.create_pass_builder(tm, pto)
             pb.getModulePassManager().run(mod, pb)
-        return str(mod), mod
+        return mod
 
     def assembly(self, mod, opt_level: int = 3) -> str:
         return self.machine(opt_level).emit_assembly(mod)
 
     def object_code(self, mod, opt_level: int = 3) -> bytes:
+        missing = [g.name for g in mod.global_variables if g.is_declaration]
+        if missing:  # a JIT module: its weights were mapped, an object would lack them
+            raise ValueError(f"the module declares {len(missing)} weight(s) without their "
+                             f"bytes (@{missing[0]}, ...): it was built for the JIT; emit "
+                             "'obj' with compile_to('obj', ...) instead")
         return self.machine(opt_level, reloc="pic").emit_object(mod)
 
     def load(self, mod, entry: str):
+        if uses_threads(mod):
+            load_libgomp()  # the JIT links GOMP_parallel & co. against the process
         engine = llvm.create_mcjit_compiler(mod, self.machine(3))
+        weights = map_weights(engine, mod, self.external_weights or {})
         engine.finalize_object()
-        self._engines.append(engine)  # keep the code alive as long as the backend
-        fn = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))(
+        self._engines.append((engine, weights))  # keep code and weights alive with the backend
+        fn = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64)(
             engine.get_function_address(entry))
         size = ctypes.CFUNCTYPE(ctypes.c_int64)(engine.get_function_address(entry + "_arena_bytes"))
         return fn, size(), engine
@@ -85,12 +96,41 @@ def _message_reader(fn):
     return message
 
 
+def map_weights(engine, mod, weights: dict) -> list:
+    """Point the JIT's `external constant` weight declarations of `mod` at their bytes
+    (Backend.external_weights: name -> (uint8 array, alignment)), copied only where numpy's
+    buffer is less aligned than the code assumes; returns the arrays to keep alive. A global
+    with no bytes is a ValueError here (LLVM would abort the process on it)."""
+    keep = []
+    for gv in mod.global_variables:
+        if not gv.is_declaration:
+            continue
+        if gv.name not in weights:
+            raise ValueError(f"global @{gv.name} of the module has no definition and no "
+                             "weights to map: emit it again with its weights inside")
+        data, align = weights[gv.name]
+        if data.ctypes.data % align:
+            buf = np.empty(data.size + align, np.uint8)
+            start = -buf.ctypes.data % align
+            buf[start:start + data.size] = data
+            data = buf[start:start + data.size]
+        engine.add_global_mapping(gv, data.ctypes.data)
+        keep.append(data)
+    return keep
+
+
+def uses_threads(mod) -> bool:
+    """Whether an llvmlite module calls libgomp (has krnl.parallel loops)."""
+    return any(f.name == "GOMP_parallel" for f in mod.functions)
+
+
 def c_compiler() -> str | None:
     return shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
 
 
-def write_shared_library(obj: bytes, path: str) -> str:
-    """Link an object file into a shared library with the system C compiler."""
+def write_shared_library(obj: bytes, path: str, threads: bool = False) -> str:
+    """Link an object file into a shared library with the system C compiler (and libgomp
+    when the code has parallel loops, `threads`)."""
     cc = c_compiler()
     if cc is None:
         raise RuntimeError("no C compiler found (set CC); emit 'obj' instead")
@@ -98,7 +138,8 @@ def write_shared_library(obj: bytes, path: str) -> str:
         o = os.path.join(tmp, "model.o")
         with open(o, "wb") as f:
             f.write(obj)
-        subprocess.run([cc, "-shared", "-o", path, o], check=True, capture_output=True)
+        libs = ["-lgomp"] if threads else []
+        subprocess.run([cc, "-shared", "-o", path, o, *libs], check=True, capture_output=True)
     return path
 
 
@@ -114,8 +155,11 @@ def c_header(inputs, outputs, entry: str = "main_graph") -> str:
               "/* Returns 0, or the number of a run-time check that failed (a Gather index out",
               "   of range, integer division by zero or INT_MIN / -1; the outputs are then",
               f"   garbage): {entry}_check_message(status) names the node and the fault. Calls",
-              "   with distinct workspaces may run at once from several threads. */",
-              f"int64_t {entry}(void **buffers);", f"int64_t {entry}_arena_bytes(void);",
+              "   with distinct workspaces may run at once from several threads; num_threads",
+              "   (>= 1) is how many threads the parallel loops use, the answer is the same",
+              "   for every count. */",
+              f"int64_t {entry}(void **buffers, int64_t num_threads);",
+              f"int64_t {entry}_arena_bytes(void);",
               f"const char *{entry}_check_message(int64_t status);", ""]
     return "\n".join(lines)
 
@@ -124,9 +168,10 @@ class SharedLibrary:
     """Python loader for a library written by `compilerkit --emit lib`."""
 
     def __init__(self, path: str, entry: str = "main_graph"):
+        openmp_defaults()  # the library may pull in libgomp
         self.lib = ctypes.CDLL(os.path.abspath(path))
         self.fn = getattr(self.lib, entry)
-        self.fn.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        self.fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64]
         self.fn.restype = ctypes.c_int64  # 0, or the number of a failed run-time check
         size = getattr(self.lib, entry + "_arena_bytes")
         size.restype = ctypes.c_int64

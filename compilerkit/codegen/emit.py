@@ -3,14 +3,16 @@ r"""Kernel IR -> LLVM IR with llvmlite.
 Assumes buffer planning has run (every krnl.alloc has an arena `offset`). Produces one
 C-callable entry point
 
-    void main_graph(void **buffers)   // inputs..., outputs..., arena
+    int64_t main_graph(void **buffers, int64_t num_threads)   // inputs..., outputs..., arena
 
 plus `main_graph_arena_bytes()`. `main_graph` returns a status: 0, or the 1-based number of a
 run-time check that failed (`krnl.check`, e.g. a Gather index out of range, and the guards on
 integer division by zero and INT_MIN / -1, which would otherwise trap); after a failed check the
 code carries on with a safe value (a clamped index, a divisor of 1) and the outputs are
 garbage. `const char *main_graph_check_message(int64_t status)` names the node and the fault
-(NULL for 0). Every call keeps its state on the stack and in the arena it is given, so calls
+(NULL for 0). `num_threads` is how many threads the `krnl.parallel` loops use
+(parallel_iterate: libgomp on the host; serial loops on targets without threads, see
+THREADED_TARGETS). Every call keeps its state on the stack and in the arena it is given, so calls
 with distinct arenas may run at once. Memrefs are flat pointers, row-major; `krnl.iterate` nests
 become counted loops (blocked loops step by the tile, inner tile loops stop at min(end, ...)),
 `krnl.matmul` becomes a register-blocked micro-kernel with `simd`-wide vectors. Constants are
@@ -25,8 +27,9 @@ math library (mathlib.py), never libm.
 Provenance, as MLIR's `loc` would carry it: the nests of one ONNX node (lowering tags them
 `onnx_node`) become one function, and `Emitter.functions` records, as each function is created,
 the node it came from: {function name: node name, or None for the entry point and shared
-helpers (micro-kernels, fills, the math library)}. provenance.py reads it instead of parsing
-function names back.
+helpers (micro-kernels, fills, the math library)}. Nodes whose functions would be identical
+share one (see `outline`); it then maps to the tuple of those nodes, first the one it was made
+for. provenance.py reads it instead of parsing function names back.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from compilerkit.dialects import onnx as onnx_d
 from compilerkit.onnx_passes.single_node import main_func
 
 ENTRY = "main_graph"
+THREADED_TARGETS = ("host",)  # targets whose code calls libgomp for krnl.parallel loops
 I64 = ir.IntType(64)
 I8P = ir.IntType(8).as_pointer()
 
@@ -134,6 +138,9 @@ class BytesConstant(ir.Constant):
 
 
 class Emitter:
+    # Emit a node's function even when its nests' key finds one to share, and check that the
+    # code is the same (tests; see Emitter.nest_key).
+    verify_sharing = False
     # The byte order of constants: None for the target's. "little" on a big-endian target is
     # the onnx-mlir 2851 bug, built on purpose by backends.emulated.HostBytesEmitter.
     constant_byte_order: str | None = None
@@ -153,7 +160,17 @@ class Emitter:
         self.checks = []  # run-time check messages; status k means checks[k - 1] failed
         self.status = None  # the i64 status slot (an alloca) of the function being emitted
         self.node = "?"  # the ONNX node whose nests are being emitted (for messages)
-        self.functions: dict[str, str | None] = {}  # function -> its ONNX node (None: none)
+        # function -> its ONNX node (None: none; a tuple of nodes for a shared function)
+        self.functions: dict[str, str | tuple[str, ...] | None] = {}
+        # krnl.parallel loops run on libgomp's threads on the host; elsewhere (the emulated
+        # targets) the same loops run serially, which gives the same answer.
+        self.threads = target.name in THREADED_TARGETS
+        self.num_threads = None  # the i64 thread count of the function being emitted
+        # Node functions by their keys (their text's, and their nests', see outline).
+        self.shared_keys: dict = {}
+        self.bodies: dict[str, list[str]] = {}  # node function -> it and its parallel bodies
+        self.made: list[ir.Function] = []  # the functions the current outline made
+        self.n_parallel = 0  # parallel bodies of the current node function so far
 
     # ---- helpers ---------------------------------------------------------------------------
     def ptr(self, mem):
@@ -255,8 +272,9 @@ class Emitter:
     def emit(self):
         f = main_func(self.kmodule)
         args = f.body.block.args
-        fn = ir.Function(self.module, ir.FunctionType(I64, [I8P.as_pointer()]), ENTRY)
+        fn = ir.Function(self.module, ir.FunctionType(I64, [I8P.as_pointer(), I64]), ENTRY)
         self.fn = fn
+        self.num_threads = fn.args[1]
         entry = fn.append_basic_block("entry")
         self.b = ir.IRBuilder(entry)
         self.alloca_block = entry
@@ -357,6 +375,8 @@ class Emitter:
             pass  # the order is the one krnl.iterate lists (checked by the schedule helpers)
         elif isinstance(op, krnl.UnrollOp):
             self.unrolled.add(op.loop)
+        elif isinstance(op, krnl.ParallelOp):
+            pass  # read from the nest (krnl.parallel_loop) when it is emitted
         elif isinstance(op, krnl.IterateOp):
             if self.b.function is self.fn:
                 self.outline([op])
@@ -460,15 +480,151 @@ class Emitter:
     # ---- one function per top-level loop nest ----------------------------------------------
     def outline(self, nests):
         """Emit top-level krnl.iterate nests (those of one ONNX node) as one internal, noinline
-        function and call it.
+        function and call it; a node whose function would be identical to an earlier one's
+        (same shapes, same schedule) calls that one instead.
 
         LLVM's optimisation time grows faster than linearly with function size, and it also
-        pays a fixed cost per function: one function per ONNX node keeps each unit small and
-        their number low (and the asm readable, one label per node). The nests' buffers become
-        `noalias` pointer parameters: buffer planning gives buffers that are live at the same
-        time disjoint arena ranges, and views share one parameter, so the vectoriser needs no
-        run-time overlap checks. Constants are rematerialised inside.
+        pays a fixed cost per function (about 30 ms on real models): one function per ONNX node
+        keeps each unit small, and sharing identical ones (ResNet-50 repeats its blocks) keeps
+        their number low. The nests' buffers become `noalias` pointer parameters: buffer
+        planning gives buffers that are live at the same time disjoint arena ranges, and views
+        share one parameter, so the vectoriser needs no run-time overlap checks. Weights are
+        parameters too (their globals are addressed in the entry function), so convolutions
+        with different weights share code; scalar constants are rematerialised inside.
+
+        Sameness is decided twice. Before emitting, on a key of the nests (`nest_key`): a hit
+        calls the earlier function without emitting a copy. After emitting, on the function's
+        own text and its parallel bodies', its name written as a placeholder (llvmlite caches
+        that text and the module's printout reuses it, so this key costs nothing extra): it
+        catches what the first key tells apart needlessly. Identical text means identical code:
+        the check codes (whose messages name a node) are in the text, so functions whose checks
+        name different nodes never merge.
         """
+        seen, params = self.captures(nests)
+        threaded = self.threads and any(
+            isinstance(x, krnl.IterateOp) and krnl.parallel_loop(x) is not None
+            for op in nests for x in op.walk())
+        tag = nests[0].attributes.get("onnx_node")
+        node = tag.data if tag is not None else None
+        threads_arg = [self.num_threads] if threaded else []
+        nest_key = self.nest_key(nests, seen, params, threaded)
+        same = self.shared_keys.get(nest_key) if nest_key is not None else None
+        if same is not None and not self.verify_sharing:
+            self.share(same.name, node)
+            self.join_status(self.b.call(same, params + threads_arg))
+            return
+        self.n_outlined = getattr(self, "n_outlined", 0) + 1
+        name = f"{ENTRY}_{_op_label(nests[0], self.n_outlined)}"
+        extra = [I64] if threaded else []
+        fn = self.internal_function(name, [q.type for q in params] + extra)
+        saved = self.b, self.alloca_block, self.status, self.node, self.num_threads
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.alloca_block = self.b.block
+        self.status = self.new_status()
+        if threaded:
+            self.num_threads = fn.args[-1]
+        self.node = node if node is not None else "?"
+        self.made, self.n_parallel = [fn], 0  # this function and its parallel bodies
+        self.bind(seen, params, fn.args)
+        for op in nests:
+            self.iterate(op)
+        self.b.ret(self.b.load(self.status))
+        self.b, self.alloca_block, self.status, self.node, self.num_threads = saved
+        self.values.update(seen)
+        key = "\n".join(str(f).replace(f'"{name}', '"@') for f in self.made)
+        if same is not None and self.shared_keys.get(key) is not same:
+            raise AssertionError(f"codegen: the nests of node {node!r} have the key of "
+                                 f"{same.name}'s but not its code")
+        same = self.shared_keys.get(key)
+        if same is None:
+            self.shared_keys[key] = fn
+            if nest_key is not None:
+                self.shared_keys[nest_key] = fn
+            self.bodies[name] = [f.name for f in self.made]
+            for f in self.made:
+                self.functions[f.name] = node
+        else:
+            for f in self.made:  # an identical function exists: drop this one, call that one
+                del self.module.globals[f.name]
+            fn = same
+            if nest_key is not None:
+                self.shared_keys.setdefault(nest_key, fn)
+            self.share(fn.name, node)
+        self.join_status(self.b.call(fn, params + threads_arg))
+
+    def nest_key(self, nests, seen, params, threaded):
+        """A key of everything the code of `nests` depends on, read off the Kernel IR before
+        any of it is emitted (a hit skips emitting a copy): the ops in walk order (name,
+        attributes but the node tag, types, operands as the position of their definition,
+        block shapes), and for values from outside, what `captures` made of them (a constant,
+        or which parameter) or for loop handles what `self.loops` says (kind, tile, base,
+        unrolled, parallel). None (no sharing by this key) where the code would also depend
+        on something else: a global defined inside. Division guards name their node in their
+        messages, so nests with them are keyed with the node. `verify_sharing` checks it."""
+        ids: dict = {}
+
+        def value(v):
+            k = ids.get(v)
+            if k is None:
+                if isinstance(v.type, krnl.LoopType):
+                    kind, base, tile = self.loops[v]
+                    k = ("loop", kind, tile, v in self.unrolled,
+                         any(isinstance(u.operation, krnl.ParallelOp) for u in v.uses),
+                         "base" if base is v else value(base))
+                else:
+                    lv = seen[v]
+                    k = (("const", str(lv)) if isinstance(lv, ir.Constant) else
+                         ("param", next(i for i, q in enumerate(params) if q is lv)), v.type)
+                ids[v] = k
+            return k
+
+        out = [threaded]
+        for nest in nests:
+            for op in nest.walk():
+                if isinstance(op, krnl.GlobalOp):
+                    return None
+                if op.name in ("arith.divsi", "arith.remsi"):
+                    out.append(self.node_of(nests))
+                out.append((op.name, tuple((k, a) for k, a in op.attributes.items()
+                                           if k != "onnx_node"),
+                            tuple(op.properties.items()), tuple(value(o) for o in op.operands),
+                            tuple(r.type for r in op.results),
+                            tuple((tuple(a.type for a in blk.args), len(blk.ops))
+                                  for region in op.regions for blk in region.blocks)))
+                for r in op.results:
+                    ids[r] = len(ids)
+                for region in op.regions:
+                    for blk in region.blocks:
+                        for a in blk.args:
+                            ids[a] = len(ids)
+        try:
+            hash(key := tuple(out))
+        except TypeError:  # an attribute that cannot be hashed
+            return None
+        return key
+
+    @staticmethod
+    def node_of(nests):
+        tag = nests[0].attributes.get("onnx_node")
+        return tag.data if tag is not None else None
+
+    def share(self, name: str, node: str | None):
+        """Record that `node` calls the function `name` (and its parallel bodies) made for an
+        earlier node: `functions` then maps them to the tuple of their nodes, first the one
+        they were made for (a nest no node owns adds nothing)."""
+        if node is None:
+            return
+        for f in self.bodies[name]:
+            owner = self.functions[f]
+            nodes = owner if isinstance(owner, tuple) else (owner,) if owner else ()
+            if node not in nodes:
+                nodes += (node,)
+            self.functions[f] = nodes if len(nodes) > 1 else nodes[0]
+
+    def captures(self, nests):
+        """({Kernel IR value: its LLVM value} for every value `nests` use from outside,
+        [the distinct non-constant LLVM values among them]): the parameters of a function
+        made of the nests (constants are rematerialised inside)."""
         inside = set()
         for op in nests:
             for inner in op.walk():
@@ -485,38 +641,107 @@ class Emitter:
                 seen[v] = lv
                 if not isinstance(lv, ir.Constant) and all(lv is not q for q in params):
                     params.append(lv)
-        self.n_outlined = getattr(self, "n_outlined", 0) + 1
-        fn = ir.Function(self.module, ir.FunctionType(I64, [q.type for q in params]),
-                         f"{ENTRY}_{_op_label(nests[0], self.n_outlined)}")
+        return seen, params
+
+    def bind(self, seen, params, args):
+        """Inside a new function: its arguments `args` stand for `params` (see captures)."""
+        for v, lv in seen.items():
+            if not isinstance(lv, ir.Constant):
+                self.values[v] = args[next(k for k, q in enumerate(params) if q is lv)]
+
+    def internal_function(self, name, arg_types, ret=I64):
+        """An internal, noinline, nounwind function; its pointer arguments are `noalias`
+        (buffer planning keeps the buffers of one nest disjoint, views share one argument)."""
+        fn = ir.Function(self.module, ir.FunctionType(ret, arg_types), name)
         fn.linkage = "internal"
         fn.attributes.add("noinline")
         fn.attributes.add("nounwind")
         for arg in fn.args:
             if isinstance(arg.type, ir.PointerType):
                 arg.add_attribute("noalias")
-        saved = self.b, self.alloca_block, self.status, self.node
-        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
-        self.alloca_block = self.b.block
-        self.status = self.new_status()
-        tag = nests[0].attributes.get("onnx_node")
-        self.node = tag.data if tag is not None else "?"
-        self.functions[fn.name] = tag.data if tag is not None else None
-        for v, lv in seen.items():
-            if not isinstance(lv, ir.Constant):
-                self.values[v] = fn.args[next(k for k, q in enumerate(params) if q is lv)]
-        for op in nests:
-            self.iterate(op)
-        self.b.ret(self.b.load(self.status))
-        self.b, self.alloca_block, self.status, self.node = saved
-        self.values.update(seen)
-        # The node's status joins the caller's (a failed check stays reported).
-        st = self.b.call(fn, params)
+        return fn
+
+    def join_status(self, st):
+        """A callee's status joins the current function's (a failed check stays reported)."""
         cur = self.b.load(self.status)
         self.b.store(self.b.select(self.b.icmp_signed("!=", st, ir.Constant(I64, 0)), st, cur),
                      self.status)
 
+    # ---- parallel loops --------------------------------------------------------------------
+    def parallel_iterate(self, op):
+        """A nest whose outer loop is krnl.parallel, on libgomp's threads (what onnx-mlir gets
+        from OpenMP). The nest becomes one function `void body(i8 *ctx)`, ctx a struct on the
+        caller's stack: {status, threads, params...}. With more than one thread (and
+        iteration) `GOMP_parallel(body, ctx, n, 0)` runs it on n threads, each taking its
+        static chunk [t * trip / n, (t + 1) * trip / n) of the outer loop from
+        omp_get_thread_num / omp_get_num_threads; with one, the caller calls `body(ctx)`
+        itself, and it runs the whole loop. A chunk never splits a tile or an element's
+        arithmetic, so every thread count gives the same bits. Threads' statuses join with an
+        atomic max. The buffers come from ctx, so they carry no `noalias`; on the convolution
+        models measured LLVM still vectorises these loops with no run-time overlap checks
+        (the heavy GEMM tiles go to the micro-kernel, whose arguments are `noalias`)."""
+        b = self.b
+        seen, params = self.captures([op])
+        trip = _trip_count(op, self.loops)
+        i32 = ir.IntType(32)
+        ctx_t = ir.LiteralStructType([I64, I64] + [q.type for q in params])
+        field = lambda bld, c, k: bld.gep(c, [ir.Constant(i32, 0),  # noqa: E731
+                                              ir.Constant(i32, k)])
+        self.n_parallel += 1
+        body = self.internal_function(f"{b.function.name}_par{self.n_parallel}", [I8P],
+                                      ir.VoidType())
+        self.made.append(body)
+        saved = self.b, self.alloca_block, self.status
+        self.b = bb = ir.IRBuilder(body.append_basic_block("entry"))
+        self.alloca_block = bb.block
+        self.status = self.new_status()
+        ctx = bb.bitcast(body.args[0], ctx_t.as_pointer())
+        # The chunk: everything when called directly (threads = 1), else this thread's.
+        serial = bb.icmp_signed("<=", bb.load(field(bb, ctx, 1)), ir.Constant(I64, 1))
+        tid = bb.sext(bb.call(self._omp("omp_get_thread_num", i32, []), []), I64)
+        nth = bb.sext(bb.call(self._omp("omp_get_num_threads", i32, []), []), I64)
+        tid = bb.select(serial, ir.Constant(I64, 0), tid)
+        nth = bb.select(serial, ir.Constant(I64, 1), nth)
+        total = ir.Constant(I64, trip)
+        first = bb.sdiv(bb.mul(tid, total), nth)
+        last = bb.sdiv(bb.mul(bb.add(tid, ir.Constant(I64, 1)), total), nth)
+        self.bind(seen, params, [bb.load(field(bb, ctx, k + 2)) for k in range(len(params))])
+        self.iterate(op, outer_range=(first, last))
+        self.b.atomic_rmw("umax", field(self.b, ctx, 0), self.b.load(self.status), "monotonic")
+        self.b.ret_void()
+        self.b, self.alloca_block, self.status = saved
+        self.values.update(seen)
+        # The call: directly on one thread, through GOMP_parallel on more.
+        n = self.imin(self.num_threads, ir.Constant(I64, max(trip, 1)))
+        with b.goto_entry_block():
+            slot = b.alloca(ctx_t, name="par_ctx")
+        b.store(ir.Constant(I64, 0), field(b, slot, 0))
+        b.store(n, field(b, slot, 1))
+        for k, q in enumerate(params):
+            b.store(q, field(b, slot, k + 2))
+        raw = b.bitcast(slot, I8P)
+        with b.if_else(b.icmp_signed(">", n, ir.Constant(I64, 1))) as (threaded, serial):
+            with threaded:
+                gomp = self._omp("GOMP_parallel", ir.VoidType(),
+                                 [body.type, I8P, i32, i32])
+                b.call(gomp, [body, raw, b.trunc(n, i32), ir.Constant(i32, 0)])
+            with serial:
+                b.call(body, [raw])
+        self.join_status(b.load(field(b, slot, 0)))
+
+    def _omp(self, name, ret, args):
+        """A libgomp function, declared once."""
+        if name in self.module.globals:
+            return self.module.globals[name]
+        return ir.Function(self.module, ir.FunctionType(ret, args), name)
+
     # ---- loops -----------------------------------------------------------------------------
-    def iterate(self, op):
+    def iterate(self, op, outer_range=None):
+        """Emit a nest as counted loops. `outer_range` = (first, last): only those iterations
+        of the outermost loop (a parallel chunk); a krnl.parallel nest on a target with threads
+        goes through parallel_iterate."""
+        if outer_range is None and self.threads and krnl.parallel_loop(op) is not None:
+            return self.parallel_iterate(op)
         original = list(op.original)
         bounds = op.bound_list()
         emitted = [self.loops[h] + (h,) for h in op.emitted]
@@ -542,6 +767,12 @@ class Emitter:
             else:
                 lo_v, hi_v = ir.Constant(I64, lo), ir.Constant(I64, hi)
                 step = tile if kind == "outer" else 1
+                if pos == 0 and outer_range is not None:
+                    first, last = outer_range
+                    lo_v = self.b.add(ir.Constant(I64, lo), self.b.mul(first, ir.Constant(
+                        I64, step)))
+                    hi_v = self.imin(self.b.add(ir.Constant(I64, lo), self.b.mul(
+                        last, ir.Constant(I64, step))), ir.Constant(I64, hi))
 
             def body(iv):
                 env.setdefault(k, {})[kind] = iv
@@ -577,6 +808,13 @@ class Emitter:
                 ((i0, tm, m), (j0, tn, n), (k0, tk, kk))]
         b.call(kernel, [a, bm, c, i0, ends[0], j0, ends[1], k0, ends[2], a_off, b_off, c_off,
                         C(sa_r), C(sa_k), C(ldb), C(ldc)])
+
+
+def _trip_count(it, loops) -> int:
+    """Iterations of a nest's outermost emitted loop (`loops`: the Emitter's handle table)."""
+    kind, base, tile = loops[it.emitted[0]]
+    lo, hi = it.bound_list()[list(it.original).index(base)]
+    return max(0, -(-(hi - lo) // tile)) if kind == "outer" else max(0, hi - lo)
 
 
 def _op_groups(block):

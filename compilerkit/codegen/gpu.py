@@ -170,8 +170,10 @@ class GpuEmitter(Emitter):
         elif not extra:  # a nest lowering added on its own (the inner nests of a split keep
             self.node = "?"  # their outer nest's node)
         if mapping.kind == "split":
-            self.split(it, n, mapping)
-            return None
+            plan = self.split(it, n, prelude, suffix, extra)
+            if not extra:
+                self.steps += list(_expand(plan, ()))
+            return plan
         name = f"{ENTRY}_{_op_label(it, n)}{suffix}"
         params = [I8P] * (self.n_args + 2) + [I64] * len(extra)
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), params), name)
@@ -217,23 +219,21 @@ class GpuEmitter(Emitter):
             self.module.add_named_metadata("nvvm.annotations", [
                 fn, ir.MetaDataString(self.module, f"reqntid{axis}"), ir.Constant(I32, size)])
 
-    def split(self, it, n: int, mapping):
+    def split(self, it, n: int, prelude=(), suffix: str = "", extra=()):
         """The outer loops run on the host: each inner nest is one kernel taking the outer
-        induction variables as i64 parameters, launched once per outer point, in order."""
+        induction variables (those of every enclosing split too) as i64 parameters, launched
+        once per outer point, in order. An inner nest that is itself split (Conv: batch x
+        group around its panels) nests the same way. Returns the launch plan: (bounds, items),
+        each item a kernel index or an inner plan."""
         body = list(it.body.block.ops)
-        prelude = [op for op in body if op.name.startswith("arith.")]
+        own = [op for op in body if op.name.startswith("arith.")]
         for op in body:
-            if not isinstance(op, krnl.IterateOp) and op not in prelude:
+            if not isinstance(op, krnl.IterateOp) and op not in own:
                 self.op(op)  # loop handles and schedule ops: no code
-        args = list(it.body.block.args)
-        kernels = [self.kernel(op, n, prelude, suffix=f"_{k}", extra=args)
-                   for k, op in enumerate(x for x in body if isinstance(x, krnl.IterateOp))]
-        if any(k is None for k in kernels):
-            raise NotImplementedError("gpu: a split nest inside a split nest")
-        bounds = it.bound_list()
-        for point in np.ndindex(*[hi - lo for lo, hi in bounds]):
-            values = tuple(lo + int(v) for (lo, _), v in zip(bounds, point, strict=True))
-            self.steps += [(k, values) for k in kernels]
+        prelude, extra = list(prelude) + own, list(extra) + list(it.body.block.args)
+        items = [self.kernel(op, n, prelude, suffix=f"{suffix}_{k}", extra=extra)
+                 for k, op in enumerate(x for x in body if isinstance(x, krnl.IterateOp))]
+        return it.bound_list(), items
 
     # ---- elementwise, reductions, everything else: flat 1-D threads ------------------------
     def flat(self, it, mapping):
@@ -379,6 +379,19 @@ class GpuEmitter(Emitter):
         b.store(b.load(acc), c_ptr)
         b.branch(done_bb)
         b.position_at_end(done_bb)
+
+
+def _expand(plan, outer: tuple):
+    """A split's launch plan -> (kernel index, i64 arguments) steps in program order: for every
+    outer point (row-major), its items in order, inner plans expanded in turn."""
+    bounds, items = plan
+    for point in np.ndindex(*[hi - lo for lo, hi in bounds]):
+        values = outer + tuple(lo + int(v) for (lo, _), v in zip(bounds, point, strict=True))
+        for item in items:
+            if isinstance(item, int):
+                yield item, values
+            else:
+                yield from _expand(item, values)
 
 
 def emit_gpu(kmodule, target) -> GpuEmitter:

@@ -8,9 +8,30 @@
 
 Sizes and strides are run-time arguments, so one function serves every Conv/Gemm/MatMul tile:
 LLVM optimises it once instead of once per op (inlining a vectorised kernel into each op made
--O3 compile times grow with the number of layers). The body is register-blocked: 4 rows x
-2 vectors of `simd` lanes of accumulators, each B row vector is loaded once per k and used by
-4 rows; leftover rows use 1-row blocks, leftover columns scalar dot products.
+-O3 compile times grow with the number of layers).
+
+The body follows onnxruntime's MLAS SGEMM (sgemm.cpp, SgemmKernelFma3.S):
+- the tile's panel of B (k x n) is packed into a stack buffer, NR = 2 vectors wide: strip s
+  holds B[k, j0 + s*NR : j0 + (s+1)*NR] for every k, contiguous, so the inner loop reads B
+  sequentially from L1/L2 whatever `ldb` is (a power-of-two ldb no longer thrashes one cache
+  set). The last, narrower strip is zero-padded. Packing pays only when several row blocks
+  reuse the panel (rows >= PACK_MIN_ROWS); otherwise full strips read B in place.
+- a register block of MR = 6 rows x NR columns: 12 vector accumulators, 2 B vectors and 1
+  broadcast of A fill AVX2's 16 ymm registers; each k does 2 vector loads, 6 broadcasts and
+  12 FMAs. Row blocks walk the whole panel (A's 6 rows stay in L1, the panel in L2), leftover
+  rows take 4-, 2- and 1-row blocks; a narrow column strip works on a copy of C's corner.
+- the panel is at most PANEL elements (128 KiB of f32): a larger tile is cut into pieces of
+  at most KMAX k and PANEL / k columns, so a hand-written tile of any size cannot overflow the
+  stack. The buffer is per call, on the stack: concurrent calls from threads share nothing.
+- two shapes take their own path, as in MLAS: one row (x @ W, a classifier's MatMul) streams
+  B's rows 4 at a time into the C row (`one_row`); one contiguous column (W @ x, a 1x1 conv on
+  1x1 pixels) takes dot products along k (`dot_rows`).
+
+Every C element is a chain of fused multiply-adds over k in increasing order, starting from
+the value C holds: packing, blocking and vector width do not change a single bit (AVX2 and
+AVX-512 hosts, 4-lane s390x/ppc64 targets agree bit for bit). The one exception, the
+one-column dot products, sums in an order fixed in bytes (DOT_LANES), the same on every
+target.
 """
 
 from __future__ import annotations
@@ -18,7 +39,12 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 I64 = ir.IntType(64)
-MR, NV = 4, 2  # accumulator block: MR rows x NV vectors (6 rows measured no faster)
+MR, NV = 6, 2  # accumulator block: MR rows x NV vectors (MLAS's FMA3 kernel: 6 x 16 floats)
+ROW_TAILS = (4, 2, 1)  # blocks for the rows left over after the 6-row blocks
+PANEL = 32768  # packed-B elements on the stack (128 KiB of f32, 256 KiB of f64)
+KMAX = 2048  # longest k run packed at once (and at most PANEL / NR)
+DOT_LANES = 32  # bytes of A and B per vector in the N = 1 dot products (fixed: see dot_rows)
+PACK_MIN_ROWS = 4 * MR  # fewer rows read B in place (measured: packing pays from ~4 row blocks)
 
 
 def counted_loop(b: ir.IRBuilder, lo, hi, step, body):
@@ -51,8 +77,14 @@ def _fmuladd(module, vt):
     return ir.Function(module, ir.FunctionType(vt, [vt, vt, vt]), name)
 
 
+def lanes_for(elem_t, simd: int) -> int:
+    """Vector lanes for `elem_t` on a target with `simd` f32 lanes: the same register width."""
+    return simd if elem_t == ir.FloatType() else max(1, simd // 2)
+
+
 def matmul_kernel(module: ir.Module, elem_t, simd: int) -> ir.Function:
-    """The shared kernel for `elem_t` (float or double) with `simd` lanes (built on first use)."""
+    """The shared kernel for `elem_t` (float or double) with `simd` f32 lanes (built on first
+    use)."""
     name = f"ck_matmul_{'f32' if elem_t == ir.FloatType() else 'f64'}_v{simd}"
     if name in module.globals:
         return module.globals[name]
@@ -63,76 +95,319 @@ def matmul_kernel(module: ir.Module, elem_t, simd: int) -> ir.Function:
     fn.attributes.add("nounwind")
     for k in range(3):
         fn.args[k].add_attribute("noalias")  # C never overlaps A or B (distinct buffers)
-    a, bm, c, i0, i1, j0, j1, k0, k1, a_off, b_off, c_off, sa_r, sa_k, ldb, ldc = fn.args
-    entry = fn.append_basic_block("entry")
-    b = ir.IRBuilder(entry)
-    C = lambda v: ir.Constant(I64, v)  # noqa: E731
-    vt = ir.VectorType(elem_t, simd)
-    vp = vt.as_pointer()
-    fma = _fmuladd(module, vt)
-    scalar_fma = _fmuladd(module, elem_t)
+    _Body(module, fn, elem_t, lanes_for(elem_t, simd)).emit()
+    return fn
 
-    def alloca(t):
-        # Accumulators live in entry-block allocas; SROA turns them into registers.
-        with b.goto_block(entry):
-            b.position_at_start(entry)
-            return b.alloca(t)
 
-    def a_at(row, k):
-        return b.load(b.gep(a, [b.add(a_off, b.add(b.mul(row, sa_r), b.mul(k, sa_k)))]))
+class _Body:
+    """Emits the kernel's body into `fn` (see the module docstring for the algorithm)."""
 
-    def rows_block(rows, ii):
-        accs = [[alloca(vt) for _ in range(NV)] for _ in range(rows)]
+    def __init__(self, module, fn, elem_t, lanes):
+        self.fn, self.elem = fn, elem_t
+        self.lanes, self.nr = lanes, NV * lanes
+        self.vt = ir.VectorType(elem_t, lanes)
+        self.fma = _fmuladd(module, self.vt)
+        self.scalar_fma = _fmuladd(module, elem_t)
+        self.entry = fn.append_basic_block("entry")
+        self.b = ir.IRBuilder(self.entry)
+        self.esize = 4 if elem_t == ir.FloatType() else 8
 
-        def cols(jj):
-            cptrs = [[b.bitcast(b.gep(c, [b.add(c_off, b.add(
-                b.mul(b.add(ii, C(r)), ldc), b.add(jj, C(v * simd))))]), vp)
-                for v in range(NV)] for r in range(rows)]
+    def c(self, v):
+        return ir.Constant(I64, v)
+
+    def alloca(self, t, count=None, align=None):
+        # Fixed-size allocas in the entry block: SROA turns the accumulators into registers,
+        # and the packed panel is one stack frame slot (no stack growth inside loops).
+        b = self.b
+        with b.goto_block(self.entry):
+            b.position_at_start(self.entry)
+            out = b.alloca(t, size=count)
+            if align:
+                out.align = align
+            return out
+
+    def vload(self, ptr, align):
+        return self.b.load(self.b.bitcast(ptr, self.vt.as_pointer()), align=align)
+
+    def vstore(self, val, ptr, align):
+        self.b.store(val, self.b.bitcast(ptr, self.vt.as_pointer()), align=align)
+
+    def emit(self):
+        b, c = self.b, self.c
+        (self.A, self.B, self.C, i0, i1, j0, j1, k0, k1, self.a_off, self.b_off, self.c_off,
+         self.sa_r, self.sa_k, self.ldb, self.ldc) = self.fn.args
+        self.i0, self.i1 = i0, i1
+        self.panel = self.alloca(self.elem, c(PANEL + self.nr), align=64)
+        self.ctile = self.alloca(self.elem, c(MR * self.nr), align=64)
+        self.pack = b.icmp_signed(">=", b.sub(i1, i0), c(PACK_MIN_ROWS))
+        with b.if_then(b.icmp_signed("==", b.sub(i1, i0), c(1))):
+            self.one_row(k0, k1, j0, j1)
+            b.ret_void()
+        column = b.and_(b.icmp_signed("==", b.sub(j1, j0), c(1)),
+                        b.and_(b.icmp_signed("==", self.sa_k, c(1)),
+                               b.icmp_signed("==", self.ldb, c(1))))
+        with b.if_then(column):
+            self.dot_rows(k0, k1, j0)
+            b.ret_void()
+        kmax = min(KMAX, PANEL // self.nr)
+
+        def k_piece(kb):
+            kc = self.imin(b.sub(k1, kb), c(kmax))
+            # Columns per piece: as many whole strips as fit the panel with this k (>= 1).
+            ncb = b.mul(self.imax(b.sdiv(b.sdiv(c(PANEL), kc), c(self.nr)), c(1)), c(self.nr))
+            counted_loop(b, j0, j1, ncb, lambda jb: self.piece(kb, kc, jb,
+                                                               self.imin(b.sub(j1, jb), ncb)))
+
+        counted_loop(b, k0, k1, c(kmax), k_piece)
+        b.ret_void()
+
+    def one_row(self, k0, k1, j0, j1):
+        """A single row (x @ W, as a classifier's MatMul): C[j0:j1] += A[k] * B[k, j0:j1] for
+        k in order, streaming B's rows front to back (as MLAS's M = 1 kernel) while the C row
+        stays in L1. Each C element still sees its k in increasing order."""
+        b, c, lanes = self.b, self.c, self.lanes
+        a_row = b.add(self.a_off, b.mul(self.i0, self.sa_r))
+        c_row = b.add(self.c_off, b.mul(self.i0, self.ldc))
+
+        def ks(k, unroll):
+            # `unroll` rows of B per pass over C: C's vector stays in a register across them.
+            kus = [b.add(k, c(u)) for u in range(unroll)]
+            ss = [b.load(b.gep(self.A, [b.add(a_row, b.mul(ku, self.sa_k))])) for ku in kus]
+            splats = [self.splat(s) for s in ss]
+            b_rows = [b.add(self.b_off, b.mul(ku, self.ldb)) for ku in kus]
+
+            def vec(j):
+                cp = b.gep(self.C, [b.add(c_row, j)])
+                acc = self.vload(cp, self.esize)
+                for splat, b_row in zip(splats, b_rows, strict=True):
+                    bv = self.vload(b.gep(self.B, [b.add(b_row, j)]), self.esize)
+                    acc = b.call(self.fma, [splat, bv, acc])
+                self.vstore(acc, cp, self.esize)
+
+            jv = counted_loop(b, j0, b.sub(j1, c(lanes - 1)), c(lanes), vec)
+
+            def scalar(j):
+                cp = b.gep(self.C, [b.add(c_row, j)])
+                acc = b.load(cp)
+                for s, b_row in zip(ss, b_rows, strict=True):
+                    acc = b.call(self.scalar_fma, [s, b.load(b.gep(self.B, [b.add(b_row, j)])),
+                                                   acc])
+                b.store(acc, cp)
+
+            counted_loop(b, jv, j1, c(1), scalar)
+
+        kv = counted_loop(b, k0, b.sub(k1, c(3)), c(4), lambda k: ks(k, 4))
+        counted_loop(b, kv, k1, c(1), lambda k: ks(k, 1))
+
+    def dot_rows(self, k0, k1, j):
+        """One contiguous column of B and C (a 1x1 conv on 1x1 pixels, W @ x): C[r, j] +=
+        A[r, k0:k1] . B[k0:k1, j], vectorised along k as MLAS does for N = 1, 4 rows at a time.
+        The sum order is fixed by DOT_LANES, not by the target's `simd`: 2 vectors of
+        DOT_LANES bytes of partial sums per row, added to each other, halved down to one
+        value, added to C, then the k left over (fewer than 2 vectors) as fused multiply-adds;
+        every target computes the same bits."""
+        b, c = self.b, self.c
+        lanes = DOT_LANES // self.esize
+        dvt = ir.VectorType(self.elem, lanes)
+        fma = _fmuladd(self.fn.module, dvt)
+        k_vec = b.add(k0, b.mul(b.sdiv(b.sub(k1, k0), c(2 * lanes)), c(2 * lanes)))
+
+        def load(ptr):
+            return b.load(b.bitcast(ptr, dvt.as_pointer()), align=self.esize)
+
+        def rows_of(rows, ii):
+            a_rows = [b.add(self.a_off, b.mul(b.add(ii, c(r)), self.sa_r)) for r in range(rows)]
+            accs = [[self.alloca(dvt) for _ in range(2)] for _ in range(rows)]
             for r in range(rows):
-                for v in range(NV):
-                    b.store(b.load(cptrs[r][v], align=4), accs[r][v])
+                for v in range(2):
+                    b.store(ir.Constant(dvt, [0.0] * lanes), accs[r][v])
 
             def ks(k):
-                brow = b.add(b_off, b.mul(k, ldb))
-                bvs = [b.load(b.bitcast(b.gep(bm, [b.add(brow, b.add(jj, C(v * simd)))]), vp),
-                              align=4) for v in range(NV)]
+                bvs = [load(b.gep(self.B, [b.add(self.b_off, b.add(k, c(v * lanes)))]))
+                       for v in range(2)]
                 for r in range(rows):
-                    s = a_at(b.add(ii, C(r)), k)
-                    splat = b.shuffle_vector(
-                        b.insert_element(ir.Constant(vt, None), s, C(0)),
-                        ir.Constant(vt, None),
-                        ir.Constant(ir.VectorType(ir.IntType(32), simd), None))
-                    for v in range(NV):
-                        b.store(b.call(fma, [splat, bvs[v], b.load(accs[r][v])]), accs[r][v])
+                    for v in range(2):
+                        av = load(b.gep(self.A, [b.add(a_rows[r], b.add(k, c(v * lanes)))]))
+                        b.store(b.call(fma, [av, bvs[v], b.load(accs[r][v])]), accs[r][v])
 
-            counted_loop(b, k0, k1, C(1), ks)
+            counted_loop(b, k0, k_vec, c(2 * lanes), ks)
             for r in range(rows):
-                for v in range(NV):
-                    b.store(b.load(accs[r][v]), cptrs[r][v], align=4)
+                v = b.fadd(b.load(accs[r][0]), b.load(accs[r][1]))
+                width = lanes
+                while width > 1:
+                    width //= 2
+                    lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(ir.IntType(32), width),
+                                                            list(range(width))))
+                    hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(ir.IntType(32), width),
+                                                            list(range(width, 2 * width))))
+                    v = b.fadd(lo, hi)
+                cp = b.gep(self.C, [b.add(self.c_off, b.add(b.mul(b.add(ii, c(r)), self.ldc), j))])
+                acc = self.alloca(self.elem)
+                b.store(b.fadd(b.load(cp), b.extract_element(v, ir.Constant(ir.IntType(32), 0))),
+                        acc)
 
-        jv = counted_loop(b, j0, b.sub(j1, C(NV * simd - 1)), C(NV * simd), cols)
+                def tail(k, r=r, acc=acc):
+                    av = b.load(b.gep(self.A, [b.add(a_rows[r], k)]))
+                    bv = b.load(b.gep(self.B, [b.add(self.b_off, k)]))
+                    b.store(b.call(self.scalar_fma, [av, bv, b.load(acc)]), acc)
 
-        def scalar_col(j):
-            # Columns left over after the vector blocks: one dot product each.
-            for r in range(rows):
-                row = b.add(ii, C(r))
-                cp = b.gep(c, [b.add(c_off, b.add(b.mul(row, ldc), j))])
-                acc = alloca(elem_t)
-                b.store(b.load(cp), acc)
-
-                def ks(k, row=row, acc=acc):
-                    bv = b.load(b.gep(bm, [b.add(b_off, b.add(b.mul(k, ldb), j))]))
-                    # fmuladd, as in the vector blocks: a C element is then rounded the same
-                    # whichever block holds it, so results do not depend on `simd` (AVX2 vs
-                    # AVX-512 hosts, 4-lane s390x/ppc64 targets agree bit for bit).
-                    b.store(b.call(scalar_fma, [a_at(row, k), bv, b.load(acc)]), acc)
-
-                counted_loop(b, k0, k1, C(1), ks)
+                counted_loop(b, k_vec, k1, c(1), tail)
                 b.store(b.load(acc), cp)
 
-        counted_loop(b, jv, j1, C(1), scalar_col)
+        ii = counted_loop(b, self.i0, b.sub(self.i1, c(3)), c(4), lambda ii: rows_of(4, ii))
+        counted_loop(b, ii, self.i1, c(1), lambda ii: rows_of(1, ii))
 
-    iv = counted_loop(b, i0, b.sub(i1, C(MR - 1)), C(MR), lambda ii: rows_block(MR, ii))
-    counted_loop(b, iv, i1, C(1), lambda ii: rows_block(1, ii))
-    b.ret_void()
-    return fn
+    def splat(self, s):
+        b, vt = self.b, self.vt
+        return b.shuffle_vector(
+            b.insert_element(ir.Constant(vt, None), s, ir.Constant(ir.IntType(32), 0)),
+            ir.Constant(vt, None), ir.Constant(ir.VectorType(ir.IntType(32), self.lanes), None))
+
+    def imin(self, x, y):
+        return self.b.select(self.b.icmp_signed("<", x, y), x, y)
+
+    def imax(self, x, y):
+        return self.b.select(self.b.icmp_signed(">", x, y), x, y)
+
+    def piece(self, kb, kc, jb, nc):
+        """C[i0:i1, jb:jb+nc] += A[i0:i1, kb:kb+kc] @ B[kb:kb+kc, jb:jb+nc]."""
+        b, c, nr = self.b, self.c, self.nr
+        nfull = b.sdiv(nc, c(nr))
+        tail = b.sub(nc, b.mul(nfull, c(nr)))
+        strip = b.mul(kc, c(nr))  # elements of one packed strip
+        # Pack the full strips when the rows repay it, the narrow last strip always (zero
+        # padding lets it use the full-width register block).
+        with b.if_then(self.pack):
+            self.pack_full(kb, kc, jb, nfull, strip)
+        with b.if_then(b.icmp_signed(">", tail, c(0))):
+            self.pack_strip(kb, kc, b.add(jb, b.mul(nfull, c(nr))), tail, b.mul(nfull, strip))
+        ii = counted_loop(b, self.i0, b.sub(self.i1, c(MR - 1)), c(MR),
+                          lambda ii: self.row_block(MR, ii, kb, kc, jb, nfull, tail, strip))
+        # Leftover rows (< MR): at most one block each of 4, 2 and 1 rows.
+        for r in ROW_TAILS:
+            cur = ii
+            more = b.icmp_signed("<=", b.add(cur, c(r)), self.i1)
+            pre = b.block
+            with b.if_then(more):
+                self.row_block(r, cur, kb, kc, jb, nfull, tail, strip)
+                grown = b.add(cur, c(r))
+                then_block = b.block
+            ii = b.phi(I64)
+            ii.add_incoming(grown, then_block)
+            ii.add_incoming(cur, pre)
+
+    def pack_full(self, kb, kc, jb, nfull, strip):
+        """panel[s*strip + k*NR + x] = B[kb + k, jb + s*NR + x] for the nfull full strips,
+        walking B's rows front to back (row segments read in order stream from memory; a
+        strip-by-strip walk reads one cache line per row and waits on each)."""
+        b, c, nr = self.b, self.c, self.nr
+
+        def row(k):
+            src = b.add(self.b_off, b.add(b.mul(b.add(kb, k), self.ldb), jb))
+            dst = b.mul(k, c(nr))
+
+            def one(s):
+                for v in range(NV):
+                    o = c(v * self.lanes)
+                    self.vstore(self.vload(b.gep(self.B, [b.add(b.add(src, b.mul(s, c(nr))), o)]),
+                                           self.esize),
+                                b.gep(self.panel, [b.add(b.add(dst, b.mul(s, strip)), o)]),
+                                self.esize * self.lanes)
+
+            counted_loop(b, c(0), nfull, c(1), one)
+
+        counted_loop(b, c(0), kc, c(1), row)
+
+    def pack_strip(self, kb, kc, j, width, dest):
+        """panel[dest + k*NR + x] = B[kb + k, j + x] for x < width, 0 for width <= x < NR."""
+        b, c = self.b, self.c
+        full = b.icmp_signed("==", width, c(self.nr))
+
+        def row(k):
+            src = b.add(self.b_off, b.add(b.mul(b.add(kb, k), self.ldb), j))
+            dst = b.add(dest, b.mul(k, c(self.nr)))
+            with b.if_else(full) as (then, other):
+                with then:
+                    for v in range(NV):
+                        o = c(v * self.lanes)
+                        self.vstore(self.vload(b.gep(self.B, [b.add(src, o)]), self.esize),
+                                    b.gep(self.panel, [b.add(dst, o)]), self.esize * self.lanes)
+                with other:
+                    for x in range(self.nr):
+                        inside = b.icmp_signed("<", c(x), width)
+                        # Clamped address: never reads past the row, the value is then masked.
+                        at = b.add(src, self.imin(c(x), b.sub(width, c(1))))
+                        val = b.select(inside, b.load(b.gep(self.B, [at])),
+                                       ir.Constant(self.elem, 0.0))
+                        b.store(val, b.gep(self.panel, [b.add(dst, c(x))]))
+
+        counted_loop(b, c(0), kc, c(1), row)
+
+    def row_block(self, rows, ii, kb, kc, jb, nfull, tail, strip):
+        """Rows ii..ii+rows over every strip of the piece."""
+        b, c, nr = self.b, self.c, self.nr
+        a_rows = [b.add(self.a_off, b.add(b.mul(b.add(ii, c(r)), self.sa_r),
+                                          b.mul(kb, self.sa_k))) for r in range(rows)]
+        c_row = b.add(self.c_off, b.mul(ii, self.ldc))
+
+        def full_strip(s):
+            j = b.add(jb, b.mul(s, c(nr)))
+            packed = b.gep(self.panel, [b.mul(s, strip)])
+            direct = b.gep(self.B, [b.add(self.b_off, b.add(b.mul(kb, self.ldb), j))])
+            bptr = b.select(self.pack, packed, direct)
+            bstride = b.select(self.pack, c(nr), self.ldb)
+            self.micro(rows, a_rows, kc, bptr, bstride, b.gep(self.C, [b.add(c_row, j)]),
+                       self.ldc)
+
+        counted_loop(b, c(0), nfull, c(1), full_strip)
+        with b.if_then(b.icmp_signed(">", tail, c(0))):
+            # The narrow strip: work on a copy of C's corner, then write back `tail` columns.
+            j = b.add(jb, b.mul(nfull, c(nr)))
+            self.corner(rows, c_row, j, tail, to_tile=True)
+            bptr = b.gep(self.panel, [b.mul(nfull, strip)])
+            # At most one vector of columns left (49 = 3 x 16 + 1): one vector per row.
+            with b.if_else(b.icmp_signed("<=", tail, c(self.lanes))) as (narrow, wide):
+                with narrow:
+                    self.micro(rows, a_rows, kc, bptr, c(nr), self.ctile, c(nr), nv=1)
+                with wide:
+                    self.micro(rows, a_rows, kc, bptr, c(nr), self.ctile, c(nr))
+            self.corner(rows, c_row, j, tail, to_tile=False)
+
+    def corner(self, rows, c_row, j, width, to_tile):
+        b, c = self.b, self.c
+
+        def col(x):
+            for r in range(rows):
+                cp = b.gep(self.C, [b.add(c_row, b.add(b.mul(c(r), self.ldc), b.add(j, x)))])
+                tp = b.gep(self.ctile, [b.add(c(r * self.nr), x)])
+                if to_tile:
+                    b.store(b.load(cp), tp)
+                else:
+                    b.store(b.load(tp), cp)
+
+        counted_loop(b, c(0), width, c(1), col)
+
+    def micro(self, rows, a_rows, kc, bptr, bstride, cptr, cstride, nv=NV):
+        """The register block: C[r, 0:nv*lanes] (at cptr, row stride cstride) +=
+        sum_k A[r, k] * Bstrip[k, 0:nv*lanes] (at bptr, row stride bstride), k in [0, kc)."""
+        b, c, vt = self.b, self.c, self.vt
+        accs = [[self.alloca(vt) for _ in range(nv)] for _ in range(rows)]
+        cps = [[b.gep(cptr, [b.add(b.mul(c(r), cstride), c(v * self.lanes))])
+                for v in range(nv)] for r in range(rows)]
+        for r in range(rows):
+            for v in range(nv):
+                b.store(self.vload(cps[r][v], self.esize), accs[r][v])
+
+        def ks(k):
+            brow = b.gep(bptr, [b.mul(k, bstride)])
+            bvs = [self.vload(b.gep(brow, [c(v * self.lanes)]), self.esize) for v in range(nv)]
+            for r in range(rows):
+                splat = self.splat(b.load(b.gep(self.A, [b.add(a_rows[r],
+                                                                b.mul(k, self.sa_k))])))
+                for v in range(nv):
+                    b.store(b.call(self.fma, [splat, bvs[v], b.load(accs[r][v])]), accs[r][v])
+
+        counted_loop(b, c(0), kc, c(1), ks)
+        for r in range(rows):
+            for v in range(nv):
+                self.vstore(b.load(accs[r][v]), cps[r][v], self.esize)

@@ -13,7 +13,8 @@ variables, in order), then the loops to emit, in nesting order, after `block`/`p
 A blocked loop's induction variable is outer+inner when both are emitted, the tile start when
 only the outer loop is (the body then works on a whole tile, e.g. with `krnl.matmul`).
 `krnl.permute`'s map gives, for each loop operand, its depth in the nest; the emitted order in
-`krnl.iterate` must agree with it (the verifier checks).
+`krnl.iterate` must agree with it (the verifier checks). `"krnl.parallel"(%o)`, placed last
+before the nest, runs the outermost emitted loop's iterations on threads (ParallelOp).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, ParametrizedAttribute, Region, TypeAttribute
+from xdsl.ir import Attribute, Block, Dialect, ParametrizedAttribute, Region, TypeAttribute
 from xdsl.irdl import (
     IRDLOperation,
     attr_def,
@@ -115,6 +116,49 @@ class UnrollOp(IRDLOperation):
 
     def __init__(self, loop):
         super().__init__(operands=[loop])
+
+
+@irdl_op_definition
+class ParallelOp(IRDLOperation):
+    """Run this loop's iterations on a thread pool (onnx-mlir's krnl.parallel): each thread
+    takes a static chunk of them. Placed last before its krnl.iterate, after block / permute /
+    unroll, as in onnx-mlir. The loop must be the outermost one the nest emits (a full or a
+    tile loop, not unrolled), the nest may not sit inside another parallel loop, and its
+    iterations must write disjoint memory (`parallel_conflict` says why not); the verifier
+    checks all three. Targets without a thread runtime (the emulated ones, the GPU) run the
+    loop serially: the answer does not depend on the thread count."""
+
+    name = "krnl.parallel"
+    loop = operand_def(LoopType)
+
+    def __init__(self, loop):
+        super().__init__(operands=[loop])
+
+    def verify_(self):
+        nests = list({id(u.operation): u.operation for u in self.loop.uses
+                      if isinstance(u.operation, IterateOp)
+                      and self.loop in u.operation.emitted}.values())
+        if len(nests) != 1:
+            raise VerifyException("krnl.parallel names a loop that no krnl.iterate emits")
+        it = nests[0]
+        if it.emitted[0] is not self.loop:
+            raise VerifyException("krnl.parallel: only the outermost loop a krnl.iterate "
+                                  "emits can run in parallel")
+        owner = self.loop.owner
+        if isinstance(owner, BlockOp) and self.loop is owner.inner:
+            raise VerifyException("krnl.parallel: an inner tile loop cannot run in parallel")
+        if any(isinstance(u.operation, UnrollOp) for u in self.loop.uses):
+            raise VerifyException("krnl.parallel: a loop cannot be both unrolled and parallel")
+        outer = it.parent_op()
+        while outer is not None:
+            if isinstance(outer, IterateOp) and parallel_loop(outer) is not None:
+                raise VerifyException("krnl.parallel: the nest is already inside a parallel "
+                                      "loop")
+            outer = outer.parent_op()
+        why = parallel_conflict(it, 0)
+        if why is not None:
+            raise VerifyException(f"krnl.parallel: iterations of the loop may touch the same "
+                                  f"memory: {why}")
 
 
 @irdl_op_definition
@@ -417,13 +461,154 @@ class GpuMapAttr(ParametrizedAttribute):
                 IntAttr(entries["block"]), IntAttr(entries["tile"])]
 
 
+def parallel_loop(it: IterateOp):
+    """The krnl.parallel op on `it`'s outermost emitted loop, or None."""
+    if not it.emitted:
+        return None
+    return next((u.operation for u in it.emitted[0].uses
+                 if isinstance(u.operation, ParallelOp)), None)
+
+
+def _loop_arg(it: IterateOp, pos: int):
+    """(block argument, span) of the emitted loop at `pos`: the induction variable of its
+    original loop, and how many consecutive values of it one iteration stands for (the tile
+    of an outer tile loop whose inner loop is not emitted, else None: one)."""
+    h = it.emitted[pos]
+    tile = None
+    while isinstance(h.owner, BlockOp):
+        if h is h.owner.outer and h.owner.inner not in it.emitted:
+            tile = h.owner.tile.value.data
+        h = h.owner.loop
+    original = list(it.original)
+    if h not in original:
+        return None, None
+    return it.body.block.args[original.index(h)], tile
+
+
+def _root(v):
+    """The buffer a memref value views (through krnl.reshape)."""
+    while isinstance(v.owner, ReshapeOp):
+        v = v.owner.source
+    return v
+
+
+def _defined_in(v, it) -> bool:
+    """Whether value `v` is defined inside `it`'s body (an op or a block argument there)."""
+    op = v.owner.parent_op() if isinstance(v.owner, Block) else v.owner
+    while op is not None:
+        if op is it:
+            return True
+        op = op.parent_op()
+    return False
+
+
+def _same(u, v) -> bool:
+    """Whether index values u and v are the same expression (one SSA value, or the same op
+    on the same operands: lowering may spell one index twice)."""
+    if u is v:
+        return True
+    a, b = u.owner, v.owner
+    if isinstance(a, Block) or isinstance(b, Block) or a.name != b.name:
+        return False
+    if a.name == "arith.constant":
+        return a.value == b.value
+    return (len(a.operands) == len(b.operands) and a.properties == b.properties
+            and all(_same(x, y) for x, y in zip(a.operands, b.operands, strict=True)))
+
+
+def _fixed(v, it) -> bool:
+    """Whether `v` has one value for the whole nest `it`: defined outside it, or integer
+    arithmetic inside it on such values (lowering recomputes offsets in the body)."""
+    if not _defined_in(v, it):
+        return True
+    op = v.owner
+    if isinstance(op, Block) or op.name not in ("arith.constant", "arith.addi", "arith.subi",
+                                                   "arith.muli", "arith.index_cast"):
+        return False
+    return all(_fixed(w, it) for w in op.operands)
+
+
+def _follows(v, arg, it) -> bool:
+    """Whether index `v` takes a different value for every value of `arg` whatever the nest's
+    other loops do: arg itself, arg + (a value fixed for the whole nest), arg * (a nonzero
+    constant), and such sums of those."""
+    if v is arg:
+        return True
+    op = v.owner
+    if isinstance(op, Block) or op.name not in ("arith.addi", "arith.muli"):
+        return False
+    x, y = op.operands
+    fixed = lambda w: _fixed(w, it)  # noqa: E731
+    if op.name == "arith.addi":
+        return (_follows(x, arg, it) and fixed(y)) or (_follows(y, arg, it) and fixed(x))
+    nonzero = lambda w: (not isinstance(w.owner, Block) and w.owner.name == "arith.constant"  # noqa: E731
+                         and w.owner.value.value.data != 0)
+    return (_follows(x, arg, it) and nonzero(y)) or (_follows(y, arg, it) and nonzero(x))
+
+
+def parallel_conflict(it: IterateOp, pos: int) -> str | None:
+    """None when different iterations of the emitted loop at `pos` of `it` write disjoint
+    memory and read nothing another iteration writes, else why not. Conservative: every
+    buffer the nest writes must be indexed, in one dimension of every access to it, by one and
+    the same expression that takes a different value for each iteration of the loop (the
+    induction variable, plus an offset fixed for the nest, times a constant); a krnl.matmul
+    writes whole tiles of C, so the loop must give its i (rows) or j (columns) with a tile no
+    wider than what one iteration spans, and its C offset fixed for the nest. Nests with
+    run-time checks (krnl.check, integer division) stay serial: which failure a run reports
+    would depend on the thread count."""
+    arg, step = _loop_arg(it, pos)
+    if arg is None:
+        return "the loop is not one of the nest's original loops"
+    accesses: dict = {}  # buffer -> [(memref value, index operands, writes?)]
+    for op in it.body.walk():
+        if isinstance(op, CheckOp) or op.name in ("arith.divsi", "arith.remsi"):
+            return f"the nest has a run-time check ({op.name})"
+        if isinstance(op, LoadOp):
+            accesses.setdefault(_root(op.memref), []).append((op.memref, list(op.indices), 0))
+        elif isinstance(op, StoreOp):
+            accesses.setdefault(_root(op.memref), []).append((op.memref, list(op.indices), 1))
+        elif isinstance(op, MatMulOp):
+            tm, tn, _ = ints_of(op.tile)
+            if op.i is arg and tm <= (step or 1):
+                dim = "rows"
+            elif op.j is arg and tn <= (step or 1):
+                dim = "columns"
+            else:
+                return "a krnl.matmul whose C tile does not follow the loop"
+            if not _fixed(op.c_off, it):
+                return "a krnl.matmul whose C offset changes inside the nest"
+            accesses.setdefault(_root(op.c), []).append((op.c, dim, 1))
+            accesses.setdefault(_root(op.a), []).append((op.a, None, 0))
+            accesses.setdefault(_root(op.b), []).append((op.b, None, 0))
+    for buf, uses in accesses.items():
+        if not any(w for _, _, w in uses):
+            continue  # read only
+        name = buf.name_hint or "a buffer"
+        if len({id(m) for m, _, _ in uses}) > 1:
+            return f"%{name} is accessed through two views"
+        if any(isinstance(ix, str) for _, ix, _ in uses):
+            kinds = {ix if isinstance(ix, str) else "element" for _, ix, _ in uses}
+            if len(kinds) > 1:
+                return f"%{name} is written as a krnl.matmul tile and accessed otherwise"
+            continue
+        if any(ix is None for _, ix, _ in uses):
+            return f"%{name} is written and also read as a whole"
+        first = uses[0][1]
+        common = {d for d, v in enumerate(first) if _follows(v, arg, it)}
+        for _, ix, _ in uses[1:]:
+            common &= {d for d in common if _same(ix[d], first[d])}
+        if not common:
+            return f"%{name} is written at indices that do not all follow the loop"
+    return None
+
+
 def ints_of(attr: ArrayAttr) -> list[int]:
     return [a.value.data for a in attr.data]
 
 
 KRNL = Dialect(
     "krnl",
-    [DefineLoopsOp, BlockOp, PermuteOp, UnrollOp, IterateOp, LoadOp, StoreOp, GlobalOp,
-     AllocOp, ReshapeOp, MatMulOp, CheckOp],
+    [DefineLoopsOp, BlockOp, PermuteOp, UnrollOp, ParallelOp, IterateOp, LoadOp, StoreOp,
+     GlobalOp, AllocOp, ReshapeOp, MatMulOp, CheckOp],
     [LoopType, GpuMapAttr],
 )

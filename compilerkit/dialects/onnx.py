@@ -149,7 +149,15 @@ def attr_array(attr, module: ModuleOp | None = None) -> np.ndarray:
     """The numpy value of a dense or dense_resource attribute (little surprise: a copy-free view
     for resources, which may be read-only broadcasts for splats)."""
     if isinstance(attr, DenseResourceAttr):
-        return resources(module)[attr.resource_handle.data]
+        handle = attr.resource_handle.data
+        table = resources(module)
+        if handle not in table:
+            # Text printed without its `{-# dialect_resources #-}` section names bytes it lacks.
+            raise ValueError(f"constant dense_resource<{handle}> has no bytes in this module: "
+                             f"the IR text was printed without its dialect_resources section "
+                             f"(write it with print_ir(module, with_resources=True), or "
+                             f"`python -m compilerkit MODEL --emit onnx-ir -o FILE`)")
+        return table[handle]
     shape = attr.get_shape()
     dtype = numpy_dtype(attr.get_element_type())
     values = attr.get_values()

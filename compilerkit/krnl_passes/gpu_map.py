@@ -22,9 +22,11 @@ elements, matmul on a nest without a krnl.matmul, ...), so an edited mapping nev
 
 A loop may become threads only when its iterations are independent: every memref the nest
 writes (krnl.store, krnl.matmul's C) is indexed, in every store and every load of it inside the
-nest, by that loop's induction variable itself at one fixed position, so two iterations never
-touch the same element. Reductions therefore keep their reduction loops sequential inside a
-thread and in their original order, so sums are added in the same order as on the host.
+nest, by that loop's induction variable at one fixed position (the variable itself, or plus
+the same terms in every access, terms that do not change inside the nest: a Conv panel's first
+column, a padding shift), so two iterations never touch the same element. Reductions
+therefore keep their reduction loops sequential inside a thread and in their original order,
+so sums are added in the same order as on the host.
 Only whole (unblocked) loops are mapped. Assumes buffers of one nest are distinct unless one is
 a `krnl.reshape` view of another (views are traced to their root and then refused).
 """
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import Float32Type, Float64Type
 from xdsl.passes import ModulePass
 
@@ -96,16 +99,57 @@ def _accesses(it):
     return seen, written
 
 
-def _independent(iv, seen, written) -> bool:
+def _invariant(v, it):
+    """A key naming `v` when it is the same in every iteration of nest `it` (defined outside
+    it, or index arithmetic inside it on such values: a group's first channel), else None.
+    Equal keys: equal values."""
+    if not it.is_ancestor(v.owner):
+        return ("value", id(v))
+    op = v.owner
+    if isinstance(op, arith.ConstantOp):
+        return ("const", str(op.value))
+    if isinstance(op, (arith.AddiOp, arith.MuliOp)):
+        keys = [_invariant(x, it) for x in op.operands]
+        if None not in keys:
+            return (op.name, *sorted(keys, key=repr))
+    return None
+
+
+def _offset_by(v, iv, it):
+    """When index `v` is `iv` plus terms that are the same in every iteration of nest `it` (a
+    panel's first column, a padding shift), the sorted keys of those terms, else None.
+    Distinct iterations of `iv` then give distinct values of `v`."""
+    terms = []
+    while v is not iv:
+        op = v.owner
+        if not isinstance(op, arith.AddiOp):
+            return None
+        rhs, lhs = _invariant(op.rhs, it), _invariant(op.lhs, it)
+        if rhs is not None:
+            v, term = op.lhs, rhs
+        elif lhs is not None:
+            v, term = op.rhs, lhs
+        else:
+            return None
+        terms.append(term)
+    return tuple(sorted(terms, key=repr))
+
+
+def _independent(iv, seen, written, it) -> bool:
+    """Iterations of `iv` touch disjoint elements of every written memref: each of its stores
+    and loads indexes one fixed position by `iv` plus the same invariant offset (out[i] and
+    out[i - 1] in one nest is a dependence between iterations, not independence)."""
     for r in written:
         mems, idx = seen[r]
         if len(mems) != 1 or any(ix is None for ix in idx):
             return False
-        positions = None
+        offsets = None  # position -> the offset every access so far has there
         for ix in idx:
-            here = {p for p, v in enumerate(ix) if v is iv}
-            positions = here if positions is None else positions & here
-        if not positions:
+            here = {p: key for p, v in enumerate(ix)
+                    if (key := _offset_by(v, iv, it)) is not None}
+            offsets = here if offsets is None else {
+                p: key for p, key in offsets.items() if here.get(p) == key}
+        if not offsets:
             return False
     return True
 
@@ -148,7 +192,7 @@ def plan(it: krnl.IterateOp) -> Mapping:
     args = list(it.body.block.args)
     par = tuple(p for p, h in enumerate(original)
                 if h in emitted and bounds[p][1] > bounds[p][0]
-                and _independent(args[p], seen, written))
+                and _independent(args[p], seen, written, it))
     if par:
         total = 1
         for p in par:
@@ -204,7 +248,7 @@ def mapping_of(it: krnl.IterateOp) -> Mapping:
                 raise ModelError(f"{what}: loop {p} is blocked; only whole loops become threads")
             if bounds[p][1] <= bounds[p][0]:
                 raise ModelError(f"{what}: loop {p} has no iterations")
-            if not _independent(args[p], seen, written):
+            if not _independent(args[p], seen, written, it):
                 raise ModelError(f"{what}: iterations of loop {p} write the same elements (a "
                                  "reduction or an indirect index): as threads they would race")
         return Mapping("flat", loops, block=attr.block.data)

@@ -1,14 +1,34 @@
 """Lowering of MaxPool / AveragePool (1-D/2-D/3-D: pads, auto_pad, strides, dilations,
 ceil_mode, count_include_pad) and GlobalAveragePool / GlobalMaxPool to Kernel IR.
 
-One krnl.iterate over (output position, kernel position) accumulates into the output; reads
-outside the input are the padding value (-inf for max, 0 for average) through guarded loads.
-AveragePool then divides by the window's element count, computed with index arithmetic:
-the window clipped to the padded input (count_include_pad) or to the input itself.
+Pooling is Conv's direct schedule without weights (conv.py), and shares its helpers:
+
+- A padded pool first copies the input planes of each batch entry into a scratch buffer
+  [C, padded spatial...] whose border holds the padding value (`conv._scratch`, zeroed, then
+  set to -inf for max; `conv._copy_in`), so every tap reads without a guard. The scratch is
+  indexed by channel, so the copy and the pooling nests can run their channel loop on threads.
+  A padded MaxPool with a stride on the last axis splits that axis by column phase instead
+  (`_phase_split`), so its taps read consecutive elements too.
+- One nest over (channel, output positions) per batch entry after the copy (over the whole
+  output when nothing is padded and x is read in place), the last output axis innermost: its
+  body folds the window's taps, unrolled in kernel order, into one value that starts at the
+  reduction's identity (-inf, or 0), divides it by the window's element count (AveragePool)
+  and stores it once. The innermost loop walks an output row, whose loads are consecutive
+  (stride 1) or evenly spaced (stride s), so LLVM vectorises it across output positions.
+- A window of more than MAX_TAPS taps unrolls only its trailing kernel axes; the leading ones
+  become loops outside the output positions, and the running value lives in the output buffer.
+
+Every output sums (or takes the max of) its taps in the kernel's row-major order starting from
+the identity, padding included (padding adds 0.0 or maxes with -inf), as before the scratch
+buffer: the results are bit for bit those of a plain loop over the window.
 The divisor is a constant buffer computed here (window_counts), as onnxruntime counts: taps that
 land in the input, or in the padded input when count_include_pad (a dilated window counts its
 taps, not its span). The output shape (ceil_mode) comes from shape inference, which drops
 windows that would start in the right padding (shape_inference.pool_output_size).
+
+GlobalAveragePool / GlobalMaxPool reduce each (batch entry, channel) plane, read as one flat
+axis, in order: a chunk of up to MAX_TAPS consecutive elements is summed unrolled into a value
+(the whole plane at once for ResNet's 7 x 7), chunks accumulate in the output.
 """
 
 from __future__ import annotations
@@ -20,11 +40,28 @@ import numpy as np
 
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
+from compilerkit.lowering import conv as conv_
 from compilerkit.lowering.builder import KernelBuilder, memref_type, shape
-from compilerkit.lowering.conv import conv_geometry
+from compilerkit.lowering.conv import MAX_TAPS, conv_geometry
 from compilerkit.lowering.matmul import fill
 
 _COUNTS = itertools.count()
+
+
+class _Window(conv_._Conv):
+    """A pool's sizes in the names Conv's helpers read (`_scratch`, `_copy_in`, `reach`,
+    `guarded`): one group holding all C channels, no weights."""
+
+    def __init__(self, x, out_dims, k_sp, st, dil, pads):
+        xs = shape(x)
+        self.x, self.w, self.bias, self.act = x, None, None, None
+        self.n, self.c_in, self.in_sp = xs[0], xs[1], list(xs[2:])
+        self.oc, self.cg, self.k_sp = xs[1], xs[1], list(k_sp)
+        self.out_sp = list(out_dims[2:])
+        self.groups, self.ocg = 1, xs[1]
+        self.st, self.dil, self.pads = list(st), list(dil), list(pads)
+        self.r = len(k_sp)
+        self.elem = x.type.element_type
 
 
 def window_counts(op, in_sp, out_sp, st, dil, pads):
@@ -51,39 +88,138 @@ def window_counts(op, in_sp, out_sp, st, dil, pads):
     return total
 
 
+def _split_unrolled(dims) -> int:
+    """How many trailing axes of `dims` to unroll: as many as keep the product <= MAX_TAPS
+    (at least one; the leading axes become loops)."""
+    n, prod = 0, 1
+    for d in reversed(dims):
+        if n and prod * d > MAX_TAPS:
+            break
+        n, prod = n + 1, prod * d
+    return n
+
+
 def lower_pool(b: KernelBuilder, op, ins, module=None):
     kind = onnx_d.op_type(op)
     is_max = kind == "MaxPool"
     if len(op.results) > 1 and op.results[1].uses:
         raise NotImplementedError("MaxPool's Indices output is not supported")
     x = ins[0]
-    xs = shape(x)
-    out_dims = onnx_d.shape_of(op.results[0])
+    out_dims = list(onnx_d.shape_of(op.results[0]))
     k_sp = onnx_d.get_attr(op, "kernel_shape")
-    in_sp, out_sp = list(xs[2:]), list(out_dims[2:])
+    in_sp, out_sp = list(shape(x)[2:]), out_dims[2:]
     st, dil, pads = conv_geometry(op, in_sp, k_sp, out_sp)
-    r = len(k_sp)
-    elem = op.results[0].type.element_type
+    win = _Window(x, out_dims, k_sp, st, dil, pads)
+    r, elem = win.r, win.elem
+    identity = -math.inf if is_max else 0.0
+    fold = "max" if is_max else "add"
     out = b.alloc(out_dims, elem)
-    fill(b, out, -math.inf if is_max else 0.0)
-    with b.nest(list(out_dims) + list(k_sp)) as ivs:
-        lead, os_, ks = ivs[:2], ivs[2:2 + r], ivs[2 + r:]
-        spatial = [b.affine([(o, st[d]), (kk, dil[d])], -pads[d])
-                   for d, (o, kk) in enumerate(zip(os_, ks, strict=True))]
-        v = b.guarded_load(x, lead + spatial, -math.inf if is_max else 0.0)
-        dst = lead + os_
-        b.store(b.binary("max" if is_max else "add", b.load(out, dst), v), out, dst)
-    if not is_max and math.prod(out_dims) > 0:
+    if math.prod(out_dims) == 0:
+        return [out]
+    # A padded strided MaxPool copies its input anyway: into column phases (_phase_split).
+    phased = is_max and st[-1] > 1 and any(win.guarded(d) for d in range(r))
+    if phased:
+        scratch = _phase_split(b, win, identity)
+    else:
+        scratch = conv_._scratch(b, win)  # zero-bordered ...
+        if scratch is not None and is_max:
+            fill(b, scratch, identity)  # ... and -inf-bordered for max
+    count = None
+    if not is_max:
         # Every window's element count is known at compile time: a constant buffer over the
         # output positions (exact for dilations and ceil_mode windows that hang over the end).
-        count = window_counts(op, in_sp, out_sp, st, dil, pads)
-        dtype = onnx_d.numpy_dtype(elem)
+        cnt = window_counts(op, in_sp, out_sp, st, dil, pads)
         name = f"pool_count_{next(_COUNTS)}"
-        g = b.add(krnl.GlobalOp(name, onnx_d.dense_attr(count.astype(dtype), module, name),
-                                memref_type(count.shape, elem)))
+        count = b.add(krnl.GlobalOp(name, onnx_d.dense_attr(
+            cnt.astype(onnx_d.numpy_dtype(elem)), module, name), memref_type(cnt.shape, elem)))
+    n_unroll = _split_unrolled(k_sp)
+    looped, unrolled = list(k_sp[:r - n_unroll]), list(k_sp[r - n_unroll:])
+    def tap(nn, c, pos, kl, ku):
+        """The input at o * s + k * d (padded coordinates) for the kernel position given by kl
+        (loop variables, leading axes) and ku (numbers, trailing axes)."""
+        at = []
+        for d, p in enumerate(pos):
+            if d < len(kl):
+                at.append(b.affine([(p, st[d]), (kl[d], dil[d])]))
+            elif phased and d == r - 1:  # column o*s + k*d: phase (k*d) % s, o + (k*d) // s
+                kd = ku[d - len(kl)] * dil[d]
+                at += [b.index(kd % st[d]), b.affine([(p, 1)], kd // st[d])]
+            else:
+                at.append(b.affine([(p, st[d])], ku[d - len(kl)] * dil[d]))
+        if scratch is not None:
+            return b.load(scratch, [c] + at)
+        return b.load(x, [nn, c] + at)  # nothing padded: every pad is 0
+
+    def window(nn, c, pos, kl, acc):
+        """acc folded with the taps of the unrolled kernel axes, in kernel order."""
+        for ku in itertools.product(*(range(k) for k in unrolled)):
+            acc = b.binary(fold, acc, tap(nn, c, pos, kl, ku))
+        return acc
+
+    def pool_planes(nn, c, pos):
+        acc = window(nn, c, pos, [], b.const(identity, elem))
+        if count is not None:
+            acc = b.binary("div", acc, b.load(count, pos))
+        b.store(acc, out, [nn, c] + pos)
+
+    if scratch is None and not looped:  # x read in place: one nest over the whole output
         with b.nest(out_dims) as ivs:
-            b.store(b.binary("div", b.load(out, ivs), b.load(g, ivs[2:])), out, ivs)
+            pool_planes(ivs[0], ivs[1], ivs[2:])
+        return [out]
+    with b.nest([win.n]) as (nn,):
+        if phased:
+            _copy_phases(b, win, scratch, nn)
+        elif scratch is not None:
+            conv_._copy_in(b, win, scratch, nn, b.index(0))  # all C planes: one group
+        if not looped:
+            with b.nest([win.c_in] + out_sp) as ivs:
+                pool_planes(nn, ivs[0], ivs[1:])
+            return [out]
+        # A big window: the leading kernel axes loop outside the output positions, the value
+        # runs through out[nn] (still in kernel order per output).
+        with b.nest([win.c_in] + out_sp) as ivs:
+            b.store(b.const(identity, elem), out, [nn] + ivs)
+        with b.nest([win.c_in] + looped + out_sp) as ivs:
+            c, kl, pos = ivs[0], ivs[1:1 + len(looped)], ivs[1 + len(looped):]
+            at = [nn, c] + pos
+            b.store(window(nn, c, pos, kl, b.load(out, at)), out, at)
+        if count is not None:
+            with b.nest([win.c_in] + out_sp) as ivs:
+                at = [nn] + ivs
+                b.store(b.binary("div", b.load(out, at), b.load(count, ivs[1:])), out, at)
     return [out]
+
+
+def _extent(win: _Window, d: int) -> int:
+    """The padded input's length on axis d, far enough for every tap (as conv._scratch)."""
+    return max(win.pads[d] + win.in_sp[d], win.reach(d))
+
+
+def _phase_split(b: KernelBuilder, win: _Window, identity):
+    """Strided MaxPool: a buffer [C, padded spatial..., s, ceil(padded width / s)] holding the
+    padded input with its last axis split by column phase (column j*s + p at [p, j]), border
+    and tail at the padding value. A tap's column o*s + k*d is then phase (k*d) % s, position
+    o + (k*d) // s: consecutive over the output row, so the max vectorises (with stride-s loads
+    LLVM kept it scalar: its NaN-propagating max costs two compares and two selects a lane)."""
+    s = win.st[-1]
+    dims = [win.c_in] + [_extent(win, d) for d in range(win.r - 1)]
+    scratch = b.alloc(dims + [s, -(-_extent(win, win.r - 1) // s)], win.elem)
+    fill(b, scratch, identity)
+    return scratch
+
+
+def _copy_phases(b: KernelBuilder, win: _Window, scratch, nn):
+    """x[nn] into the phase-split buffer: one nest per input column phase q (columns j*s + q,
+    padded column j*s + q + pad: phase (q + pad) % s, position j + (q + pad) // s), reading
+    every s-th element and writing consecutively."""
+    s, pad, width = win.st[-1], win.pads[-1], win.in_sp[-1]
+    for q in range(min(s, width)):
+        with b.nest([win.c_in] + win.in_sp[:-1] + [-(-(width - q) // s)]) as ivs:
+            c, rows, j = ivs[0], ivs[1:-1], ivs[-1]
+            v = b.load(win.x, [nn, c] + rows + [b.affine([(j, s)], q)])
+            at = [b.affine([(i, 1)], win.pads[d]) for d, i in enumerate(rows)]
+            phase = [b.index((q + pad) % s), b.affine([(j, 1)], (q + pad) // s)]
+            b.store(v, scratch, [c] + at + phase)
 
 
 def lower_global_pool(b: KernelBuilder, op, ins):
@@ -91,14 +227,35 @@ def lower_global_pool(b: KernelBuilder, op, ins):
     x = ins[0]
     xs = shape(x)
     elem = op.results[0].type.element_type
-    out = b.alloc(onnx_d.shape_of(op.results[0]), elem)
-    fill(b, out, -math.inf if is_max else 0.0)
-    zeros = [b.index(0)] * (len(xs) - 2)
-    with b.nest(xs) as ivs:
-        dst = ivs[:2] + zeros
-        b.store(b.binary("max" if is_max else "add", b.load(out, dst), b.load(x, ivs)), out, dst)
+    out_dims = onnx_d.shape_of(op.results[0])
+    out = b.alloc(out_dims, elem)
+    n, c, size = xs[0], xs[1], math.prod(xs[2:])
+    if n * c == 0:
+        return [out]
+    identity = -math.inf if is_max else 0.0
+    fold = "max" if is_max else "add"
+    flat = b.view(x, [n, c, size])
+    res = b.view(out, [n, c])
+    # chunk: the largest divisor of the plane size up to MAX_TAPS, summed unrolled
+    chunk = max((d for d in range(1, min(size, MAX_TAPS) + 1) if size % d == 0), default=1)
+
+    def fold_chunk(ivs, base, acc):
+        for t in range(chunk):
+            at = b.affine([(base, chunk)], t) if base is not None else b.index(t)
+            acc = b.binary(fold, acc, b.load(flat, ivs + [at]))
+        return acc
+
+    def finish(acc):
+        return acc if is_max else b.binary("div", acc, b.const(float(size), elem))
+
+    if size == 0 or chunk == size:
+        with b.nest([n, c]) as ivs:
+            b.store(finish(fold_chunk(ivs, None, b.const(identity, elem))), res, ivs)
+        return [out]
+    fill(b, res, identity)
+    with b.nest([n, c, size // chunk]) as ivs:
+        b.store(fold_chunk(ivs[:2], ivs[2], b.load(res, ivs[:2])), res, ivs[:2])
     if not is_max:
-        n = math.prod(xs[2:])
-        with b.nest(shape(out)) as ivs:
-            b.store(b.binary("div", b.load(out, ivs), b.const(float(n), elem)), out, ivs)
+        with b.nest([n, c]) as ivs:
+            b.store(finish(b.load(res, ivs)), res, ivs)
     return [out]

@@ -2,6 +2,8 @@
 ONNX op highlights the lines it produced in the Kernel IR, LLVM IR and assembly panes; the same
 view saved as HTML works on its own from a file:// URL."""
 
+import re
+
 import numpy as np
 import pytest
 from onnx import helper, numpy_helper
@@ -62,8 +64,10 @@ def test_choosing_an_op_highlights_its_lines_in_every_pane(lab, page, tmp_path):
     assert 'onnx_node = "lenet_1/conv2_1/BiasAdd"' in after["kernel-ir"]["text"]
     assert '"krnl.matmul"' in after["kernel-ir"]["text"]
     assert "define internal" in after["llvm-ir"]["text"]
-    assert "@main_graph_4_lenet_1_conv2_1_BiasAdd(" in after["llvm-ir"]["text"]
-    assert "main_graph_4_lenet_1_conv2_1_BiasAdd:" in after["asm"]["text"]
+    # Node functions are numbered in graph order after the ONNX passes (fuse-conv folds the
+    # activations into the convolutions), so only the name's tail is fixed.
+    assert re.search(r"@main_graph_\d+_lenet_1_conv2_1_BiasAdd\(", after["llvm-ir"]["text"])
+    assert re.search(r"main_graph_\d+_lenet_1_conv2_1_BiasAdd:", after["asm"]["text"])
     assert "onnx.MaxPool" not in after["onnx-ir"]["text"]  # the old selection went away
     for stage, pane in after.items():
         assert pane["visible"], f"{stage}: the highlighted lines were not scrolled into view"
@@ -78,7 +82,7 @@ def test_choosing_an_op_highlights_its_lines_in_every_pane(lab, page, tmp_path):
     chosen = select.evaluate("s => s.options[s.selectedIndex].textContent")
     assert chosen == "lenet_1/logits_1/Softmax  (Softmax)"  # the select follows the click
     soft = panes(page)
-    assert "main_graph_16_lenet_1_logits_1_Softmax" in soft["asm"]["text"]
+    assert re.search(r"main_graph_\d+_lenet_1_logits_1_Softmax", soft["asm"]["text"])
 
     # The graphs (the ONNX model, the ONNX IR before and after the passes, node counts in the
     # titles) and the loop-nest pictures of the hand schedule rendered too (boxes are layout
@@ -91,14 +95,16 @@ def test_choosing_an_op_highlights_its_lines_in_every_pane(lab, page, tmp_path):
     hand.screenshot(path=str(tmp_path / "loopnest_hand.png"))
     titles = [plots.nth(k).locator(".gtitle").text_content() for k in range(3)]
     assert "24 ONNX nodes" in titles[0]
-    assert "6 highlighted fold away" in titles[1] and "30 ops" in titles[2]
+    # Folded: the six ops of the shape subgraph and the two Relus fuse-conv moves into the Convs.
+    assert "8 highlighted fold away" in titles[1] and "28 ops" in titles[2]
     plots.nth(1).scroll_into_view_if_needed()
     plots.nth(1).screenshot(path=str(tmp_path / "onnx_ir_folding.png"))
 
 
 def small_model():
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
-             helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    # Relu before the Conv: after it, fuse-conv would fold it into the convolution.
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "w"], ["y"], name="conv")]
     w = numpy_helper.from_array(np.ones((2, 1, 3, 3), np.float32), "w")
     graph = helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info("x", 1, [1, 1, 6, 6])],
@@ -117,6 +123,6 @@ def test_exported_view_works_from_a_file(page, tmp_path):
     lit = panes(page)
     assert [p["lit"] > 0 for p in lit.values()] == [True] * 4
     assert "arith.maximumf" in lit["kernel-ir"]["text"]
-    assert "main_graph_2_relu" in lit["llvm-ir"]["text"]
+    assert re.search(r"main_graph_\d+_relu", lit["llvm-ir"]["text"])
     assert "conv" not in lit["onnx-ir"]["text"].replace("relu", "")
     page.screenshot(path=str(tmp_path / "ir_view_file.png"))

@@ -84,7 +84,8 @@ def test_header_never_overwrites_the_library(model, tmp_path, capsys):
     lib = tmp_path / "relu.so"
     assert main([model, "--input-shape", "x=2,4", "--emit", "lib", "-o", str(lib)]) == 0
     assert lib.read_bytes()[:4] == b"\x7fELF"
-    assert "int64_t main_graph(void **buffers);" in (tmp_path / "relu.h").read_text()
+    header = (tmp_path / "relu.h").read_text()
+    assert "int64_t main_graph(void **buffers, int64_t num_threads);" in header
     # A name without an extension: the header is NAME.h, the library keeps its name.
     bare = tmp_path / "relu_lib"
     assert main([model, "--input-shape", "x=2,4", "--emit", "lib", "-o", str(bare)]) == 0
@@ -267,3 +268,33 @@ def test_cli_and_compile_print_the_same_stages(affine, capsys, target):
         status, text, err = emit(capsys, affine, target, stage)
         assert status == 0, err
         assert text == cm.stages[stage], stage
+
+
+def test_ir_file_keeps_its_weights_and_reads_back(tmp_path, capsys):
+    """An IR file written by the command line carries its weights' bytes, so the opt tool can
+    lower it; the same text without them is refused with a message naming the constant."""
+    from compilerkit.opt import main as opt_main
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((64, 32)).astype(np.float32)  # big enough to be a dense_resource
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 32])],
+        [helper.make_tensor("w", TensorProto.FLOAT, [64, 32], w.ravel())])
+    path = tmp_path / "mm.onnx"
+    path.write_bytes(helper.make_model(
+        g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    ir_file = tmp_path / "mm.mlir"
+    assert main([str(path), "--emit", "onnx-ir", "-o", str(ir_file)]) == 0
+    text = ir_file.read_text()
+    assert "dense_resource<" in text and "dialect_resources" in text
+    assert opt_main(["-p", "lower-to-krnl", str(ir_file)]) == 0
+    assert "krnl.matmul" in capsys.readouterr().out
+    assert main([str(path), "--emit", "onnx-ir"]) == 0  # on screen: no hex blobs
+    shown = capsys.readouterr().out
+    assert "dense_resource<" in shown and "dialect_resources" not in shown
+    bare = tmp_path / "bare.mlir"
+    bare.write_text(shown)
+    assert opt_main(["-p", "lower-to-krnl", str(bare)]) == 1
+    assert "has no bytes in this module" in capsys.readouterr().err

@@ -234,7 +234,7 @@ def test_bad_combinations(model):
     with pytest.raises(ValueError, match="input_shapes"):
         compile_to("llvm-ir", kir, input_shapes={"x": [2, 4]})
     with pytest.raises(ValueError, match="unknown codegen"):
-        compile_to("llvm-ir", model, codegen="loopnest")
+        compile_to("llvm-ir", model, codegen="no-such-codegen")
     with pytest.raises(ValueError, match="GpuEmitter"):
         from compilerkit.backends.emulated import HostBytesEmitter
 

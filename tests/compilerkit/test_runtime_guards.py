@@ -146,7 +146,7 @@ def test_shared_library_reports_the_same_errors(tmp_path):
                         str(lib)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     header = (tmp_path / "gather.h").read_text()
-    assert "int64_t main_graph(void **buffers);" in header
+    assert "int64_t main_graph(void **buffers, int64_t num_threads);" in header
     assert "main_graph_check_message(int64_t status)" in header
     cm = ck.compile(gather_model(), asm=False)
     session = SharedLibrary(str(lib)).session(cm.inputs, cm.outputs)

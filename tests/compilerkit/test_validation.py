@@ -406,7 +406,9 @@ def test_a_result_type_written_by_hand_in_onnx_ir_is_checked_at_lowering():
 
 
 def test_every_stage_verifies(monkeypatch):
-    # The stage driver verifies the import and passes.run_passes every pass it runs.
+    # The stage driver verifies the import and, once per stage, the IR after that stage's passes
+    # (verifying after every pass doubled compile time on real models); the message names every
+    # pass of the stage so a verifier error still points at the passes that ran.
     import compilerkit.passes
     import compilerkit.pipeline
     from compilerkit.stages import verify_ir as real
@@ -416,9 +418,9 @@ def test_every_stage_verifies(monkeypatch):
         monkeypatch.setattr(module, "verify_ir", lambda m, s: (stages.append(s), real(m, s)))
     m = make_model([N("Relu", ["x"], ["y"])], [("x", np.zeros((2, 3), F32))], ["y"])
     ck.compile(m, asm=False)
-    assert stages == ["import"] + [f"pass {p.name!r}" for p in compilerkit.passes.onnx_pipeline()] \
-        + ["pass 'lower-to-krnl'", "pass 'tile-matmul'", "pass 'unroll-small'",
-           "pass 'plan-buffers'"]
+    onnx_names = ", ".join(repr(p.name) for p in compilerkit.passes.onnx_pipeline())
+    assert stages == ["import", f"passes {onnx_names}", "pass 'lower-to-krnl'",
+                      "passes 'tile-matmul', 'unroll-small', 'parallelize', 'plan-buffers'"]
 
 
 # ---- found by the fuzz suite ---------------------------------------------------------------------

@@ -168,6 +168,46 @@ func.func @split_shared_scratch(%x: memref<2x4xf32>, %y: memref<2x4xf32>) attrib
 // CHECK-NOT:   define ptx_kernel void @main_graph_1_outer
 
 // -----
+func.func @split_inside_split(%x: memref<2x8xf32>, %y: memref<2x8xf32>) attributes {input_names = ["x"], output_names = ["y"], num_inputs = 1 : i64, arena_bytes = 64 : i64, naive_bytes = 64 : i64} {
+  %scratch = "krnl.alloc"() {offset = 0 : i64} : () -> memref<4xf32>
+  %n = "krnl.define_loops"() {onnx_node = "conv"} : () -> !krnl.loop
+  "krnl.iterate"(%n, %n) ({
+  ^bb0(%nn: index):
+    %p = "krnl.define_loops"() : () -> !krnl.loop
+    "krnl.iterate"(%p, %p) ({
+    ^bb1(%jp: index):
+      %c4 = arith.constant 4 : index
+      %q0 = arith.muli %jp, %c4 : index
+      %j1 = "krnl.define_loops"() : () -> !krnl.loop
+      "krnl.iterate"(%j1, %j1) ({
+      ^bb2(%a: index):
+        %at = arith.addi %q0, %a : index
+        %v = "krnl.load"(%x, %nn, %at) : (memref<2x8xf32>, index, index) -> f32
+        "krnl.store"(%v, %scratch, %a) : (f32, memref<4xf32>, index) -> ()
+      }) {bounds = [[0 : i64, 4 : i64]], n_original = 1 : i64, gpu_map = #krnl.gpu_map<flat, loops = [0], block = 32>} : (!krnl.loop, !krnl.loop) -> ()
+      %j2 = "krnl.define_loops"() : () -> !krnl.loop
+      "krnl.iterate"(%j2, %j2) ({
+      ^bb3(%b: index):
+        %w = "krnl.load"(%scratch, %b) : (memref<4xf32>, index) -> f32
+        %bt = arith.addi %q0, %b : index
+        "krnl.store"(%w, %y, %nn, %bt) : (f32, memref<2x8xf32>, index, index) -> ()
+      }) {bounds = [[0 : i64, 4 : i64]], n_original = 1 : i64, gpu_map = #krnl.gpu_map<flat, loops = [0], block = 32>} : (!krnl.loop, !krnl.loop) -> ()
+    }) {bounds = [[0 : i64, 2 : i64]], n_original = 1 : i64, gpu_map = #krnl.gpu_map<split, loops = [0]>} : (!krnl.loop, !krnl.loop) -> ()
+  }) {bounds = [[0 : i64, 2 : i64]], n_original = 1 : i64, onnx_node = "conv", gpu_map = #krnl.gpu_map<split, loops = [0]>} : (!krnl.loop, !krnl.loop) -> ()
+  func.return
+}
+// A split inside a split (Conv: batch x group around panels that share a column buffer):
+// each innermost nest is one kernel named by its path (nest_0_0, nest_0_1), taking the indices of
+// both enclosing splits as trailing i64s (n, then the panel), and the panel's first column
+// (panel * 4) is recomputed inside it.
+// CHECK-LABEL: // case @split_inside_split
+// CHECK:       define ptx_kernel void @main_graph_1_nest_0_0(ptr noalias %{{.*}}, ptr noalias %{{.*}}, ptr noalias %{{.*}}, ptr noalias %{{.*}}, i64 %[[N:[.0-9a-z]+]], i64 %[[P:[.0-9a-z]+]])
+// CHECK:         mul i64 %[[P]], 4
+// CHECK:       define ptx_kernel void @main_graph_1_nest_0_1(ptr noalias %{{.*}}, ptr noalias %{{.*}}, ptr noalias %{{.*}}, ptr noalias %{{.*}}, i64 %[[N2:[.0-9a-z]+]], i64 %[[P2:[.0-9a-z]+]])
+// CHECK:         mul i64 %[[P2]], 4
+// CHECK-NOT:   define ptx_kernel
+
+// -----
 func.func @racing_map_refused(%x: memref<4x100xf32>, %y: memref<4xf32>) attributes {input_names = ["x"], output_names = ["y"], num_inputs = 1 : i64, arena_bytes = 0 : i64, naive_bytes = 0 : i64} {
   %i, %j = "krnl.define_loops"() {onnx_node = "rowsum"} : () -> (!krnl.loop, !krnl.loop)
   "krnl.iterate"(%i, %j, %i, %j) ({

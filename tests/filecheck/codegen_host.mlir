@@ -1,8 +1,8 @@
 // RUN: python %S/split_cases.py compilerkit %s --emit llvm-ir --target host -O0 | filecheck %s
 // Code generation for the host (the machine's own triple), Kernel IR in, LLVM IR out, at -O0
 // so the IR is the emitter's own: the entry point `main_graph` (whatever the Kernel IR function
-// is called) takes one array of pointers (inputs, outputs, then the arena) and returns a
-// status; each ONNX node's nest is an internal noinline function named after the node, called
+// is called) takes one array of pointers (inputs, outputs, then the arena) and the thread count
+// of its parallel loops, and returns a status; each ONNX node's nest is an internal noinline function named after the node, called
 // in program order; intermediate buffers are the arena plus their planned offset;
 // `main_graph_arena_bytes` returns the plan's size and `main_graph_check_message` maps a failed
 // run-time check's number to its text. The split_cases.py harness prints `// case @NAME`
@@ -24,7 +24,7 @@ func.func @relu_2x4(%x: memref<2x4xf32>, %y: memref<2x4xf32>) attributes {input_
 // CHECK-LABEL: // case @relu_2x4
 // CHECK:       target triple = "{{.+}}"
 // CHECK-NOT:   {{nvptx|s390x}}
-// CHECK:       define i64 @main_graph(ptr %[[ARGS:.*]]) {
+// CHECK:       define i64 @main_graph(ptr %[[ARGS:[^,]*]], i64 %{{.*}}) {
 // CHECK:         getelementptr ptr, ptr %[[ARGS]], i64 0
 // CHECK:         getelementptr ptr, ptr %[[ARGS]], i64 1
 // CHECK:         call i64 @main_graph_1_relu(ptr
@@ -76,7 +76,7 @@ func.func @div_guarded(%x: memref<4xi32>, %d: memref<4xi32>, %y: memref<4xi32>) 
 // CHECK-LABEL: // case @div_guarded
 // CHECK:       target triple = "{{.+}}"
 // CHECK:       @check_message_1 = internal constant [43 x i8] c"node 'div' (Div): integer division by zero\00"
-// CHECK:       define i64 @main_graph(ptr %[[ARGS:.*]]) {
+// CHECK:       define i64 @main_graph(ptr %[[ARGS:[^,]*]], i64 %{{.*}}) {
 // CHECK:         %[[AP:.*]] = getelementptr ptr, ptr %[[ARGS]], i64 3
 // CHECK-NEXT:    %[[ARENA:.*]] = load ptr, ptr %[[AP]]
 // CHECK:         %[[T0:.*]] = getelementptr i8, ptr %[[ARENA]], i64 64
@@ -171,3 +171,49 @@ func.func @unrolled_window(%x: memref<6xf32>, %y: memref<2xf32>) attributes {inp
 // CHECK:         fadd float
 // CHECK-NOT:     phi i64
 // CHECK:         ret i64
+
+// -----
+func.func @shared_parallel(%x: memref<4x8xf32>, %y: memref<4x8xf32>) attributes {input_names = ["x"], output_names = ["y"], num_inputs = 1 : i64, arena_bytes = 128 : i64, naive_bytes = 128 : i64} {
+  %t = "krnl.alloc"() {offset = 0 : i64} : () -> memref<4x8xf32>
+  %i, %j = "krnl.define_loops"() {onnx_node = "a"} : () -> (!krnl.loop, !krnl.loop)
+  "krnl.parallel"(%i) : (!krnl.loop) -> ()
+  "krnl.iterate"(%i, %j, %i, %j) ({
+  ^bb0(%p: index, %q: index):
+    %v = "krnl.load"(%x, %p, %q) : (memref<4x8xf32>, index, index) -> f32
+    %one = arith.constant 1.0 : f32
+    %r = arith.addf %v, %one : f32
+    "krnl.store"(%r, %t, %p, %q) : (f32, memref<4x8xf32>, index, index) -> ()
+  }) {bounds = [[0 : i64, 4 : i64], [0 : i64, 8 : i64]], n_original = 2 : i64, onnx_node = "a"} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+  %k, %l = "krnl.define_loops"() {onnx_node = "b"} : () -> (!krnl.loop, !krnl.loop)
+  "krnl.parallel"(%k) : (!krnl.loop) -> ()
+  "krnl.iterate"(%k, %l, %k, %l) ({
+  ^bb0(%p: index, %q: index):
+    %v = "krnl.load"(%t, %p, %q) : (memref<4x8xf32>, index, index) -> f32
+    %one = arith.constant 1.0 : f32
+    %r = arith.addf %v, %one : f32
+    "krnl.store"(%r, %y, %p, %q) : (f32, memref<4x8xf32>, index, index) -> ()
+  }) {bounds = [[0 : i64, 4 : i64], [0 : i64, 8 : i64]], n_original = 2 : i64, onnx_node = "b"} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+  func.return
+}
+// Two nodes with the same code (same shapes, a parallel outer loop) call one function: its
+// buffers are parameters, so node b passes (t, y) where node a passed (x, t). The parallel nest
+// is one function `body(ctx)`, ctx = {status, threads, x, t}: GOMP_parallel runs it on the
+// threads, and with one thread the node calls it directly; no other wrapper is made.
+// CHECK-LABEL: // case @shared_parallel
+// CHECK:       define i64 @main_graph(ptr %{{.*}}, i64 %[[N:[^)]*]]) {
+// CHECK:         call i64 @main_graph_1_a(ptr %[[X:[^,]*]], ptr %[[T:[^,]*]], i64 %[[N]])
+// CHECK:         call i64 @main_graph_1_a(ptr %[[T]], ptr %[[Y:[^,]*]], i64 %[[N]])
+// CHECK-NOT:   define {{.*}}@main_graph_2_b
+// CHECK:       define internal i64 @main_graph_1_a(ptr noalias %[[A:[^,]*]], ptr noalias %[[B:[^,]*]], i64 %{{.*}})
+// CHECK:         alloca { i64, i64, ptr, ptr }
+// CHECK:         store ptr %[[A]], ptr
+// CHECK:         store ptr %[[B]], ptr
+// CHECK:         call void @GOMP_parallel(ptr @main_graph_1_a_par1, ptr %[[CTX:[^,]*]], i32 %{{.*}}, i32 0)
+// CHECK:         call void @main_graph_1_a_par1(ptr %[[CTX]])
+// CHECK:       define internal void @main_graph_1_a_par1(ptr noalias %{{.*}})
+// CHECK:         call i32 @omp_get_thread_num()
+// CHECK:         call i32 @omp_get_num_threads()
+// CHECK:         atomicrmw umax
+// CHECK-NOT:   define {{.*}}@main_graph_{{.*}}_omp
+// CHECK-NOT:   define {{.*}}@main_graph_2_b
+// CHECK:       define i64 @main_graph_arena_bytes()

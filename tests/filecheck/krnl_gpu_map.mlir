@@ -164,3 +164,86 @@ builtin.module {
 // CHECK:           {bounds = {{\[\[}}0 : i64, 4 : i64]], n_original = 1 : i64, onnx_node = "fill", gpu_map = #krnl.gpu_map<flat, loops = [0], block = 32>}
 // CHECK:           {bounds = {{\[\[}}0 : i64, 4 : i64]], n_original = 1 : i64, onnx_node = "drain", gpu_map = #krnl.gpu_map<flat, loops = [0], block = 32>}
 // CHECK:         {bounds = {{\[\[}}0 : i64, 2 : i64]], n_original = 1 : i64, onnx_node = "outer", gpu_map = #krnl.gpu_map<split, loops = [0]>}
+
+// -----
+builtin.module {
+  func.func @offset_index_is_parallel(%x: memref<8xf32>, %y: memref<12xf32>, %q0: index) {
+    %i = "krnl.define_loops"() : () -> !krnl.loop
+    "krnl.iterate"(%i, %i) ({
+    ^bb0(%a: index):
+      %c3 = arith.constant 3 : index
+      %at = arith.addi %q0, %a : index
+      %at3 = arith.addi %at, %c3 : index
+      %v = "krnl.load"(%x, %a) : (memref<8xf32>, index) -> f32
+      %s = "krnl.load"(%y, %at3) : (memref<12xf32>, index) -> f32
+      %t = arith.addf %s, %v : f32
+      "krnl.store"(%t, %y, %at3) : (f32, memref<12xf32>, index) -> ()
+    }) {bounds = [[0 : i64, 8 : i64]], n_original = 1 : i64, onnx_node = "panel"} : (!krnl.loop, !krnl.loop) -> ()
+    func.return
+  }
+}
+// y[q0 + i + 3]: the loop variable plus terms that are the same in every iteration (a Conv
+// panel's first column, a padding shift), in the load and the store alike: distinct i touch
+// distinct elements, so i becomes threads.
+// CHECK-LABEL: func.func @offset_index_is_parallel
+// CHECK:         gpu_map = #krnl.gpu_map<flat, loops = [0], block = 32>
+
+// -----
+builtin.module {
+  func.func @shifted_read_of_the_output_stays_serial(%y: memref<9xf32>) {
+    %i = "krnl.define_loops"() : () -> !krnl.loop
+    "krnl.iterate"(%i, %i) ({
+    ^bb0(%a: index):
+      %c1 = arith.constant 1 : index
+      %next = arith.addi %a, %c1 : index
+      %v = "krnl.load"(%y, %a) : (memref<9xf32>, index) -> f32
+      "krnl.store"(%v, %y, %next) : (f32, memref<9xf32>, index) -> ()
+    }) {bounds = [[0 : i64, 8 : i64]], n_original = 1 : i64, onnx_node = "scan"} : (!krnl.loop, !krnl.loop) -> ()
+    func.return
+  }
+}
+// y[i + 1] = y[i]: iteration i reads what iteration i - 1 wrote. Both indices are i plus an
+// invariant, but not the same one, so i is not independent: serial.
+// CHECK-LABEL: func.func @shifted_read_of_the_output_stays_serial
+// CHECK:         gpu_map = #krnl.gpu_map<serial>
+// CHECK-NOT:     #krnl.gpu_map<flat
+
+// -----
+builtin.module {
+  func.func @split_inside_split(%x: memref<2x8xf32>, %y: memref<2x8xf32>) {
+    %scratch = "krnl.alloc"() {offset = 0 : i64} : () -> memref<4xf32>
+    %n = "krnl.define_loops"() : () -> !krnl.loop
+    "krnl.iterate"(%n, %n) ({
+    ^bb0(%nn: index):
+      %p = "krnl.define_loops"() : () -> !krnl.loop
+      "krnl.iterate"(%p, %p) ({
+      ^bb1(%jp: index):
+        %c4 = arith.constant 4 : index
+        %q0 = arith.muli %jp, %c4 : index
+        %j1 = "krnl.define_loops"() : () -> !krnl.loop
+        "krnl.iterate"(%j1, %j1) ({
+        ^bb2(%a: index):
+          %at = arith.addi %q0, %a : index
+          %v = "krnl.load"(%x, %nn, %at) : (memref<2x8xf32>, index, index) -> f32
+          "krnl.store"(%v, %scratch, %a) : (f32, memref<4xf32>, index) -> ()
+        }) {bounds = [[0 : i64, 4 : i64]], n_original = 1 : i64} : (!krnl.loop, !krnl.loop) -> ()
+        %j2 = "krnl.define_loops"() : () -> !krnl.loop
+        "krnl.iterate"(%j2, %j2) ({
+        ^bb3(%b: index):
+          %w = "krnl.load"(%scratch, %b) : (memref<4xf32>, index) -> f32
+          %bt = arith.addi %q0, %b : index
+          "krnl.store"(%w, %y, %nn, %bt) : (f32, memref<2x8xf32>, index, index) -> ()
+        }) {bounds = [[0 : i64, 4 : i64]], n_original = 1 : i64} : (!krnl.loop, !krnl.loop) -> ()
+      }) {bounds = [[0 : i64, 2 : i64]], n_original = 1 : i64} : (!krnl.loop, !krnl.loop) -> ()
+    }) {bounds = [[0 : i64, 2 : i64]], n_original = 1 : i64, onnx_node = "conv"} : (!krnl.loop, !krnl.loop) -> ()
+    func.return
+  }
+}
+// Conv's GEMM schedule: batch x group around panels, each panel reusing one column buffer.
+// Both the outer nest and the panel nest are split (the launch order is batch, panel, inner
+// nest); the inner nests index by their loop plus the panel's first column: flat.
+// CHECK-LABEL: func.func @split_inside_split
+// CHECK:             gpu_map = #krnl.gpu_map<flat, loops = [0], block = 32>
+// CHECK:             gpu_map = #krnl.gpu_map<flat, loops = [0], block = 32>
+// CHECK:           gpu_map = #krnl.gpu_map<split, loops = [0]>
+// CHECK:         onnx_node = "conv", gpu_map = #krnl.gpu_map<split, loops = [0]>

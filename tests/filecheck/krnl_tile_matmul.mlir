@@ -1,9 +1,11 @@
 // RUN: python -m compilerkit.opt --split-input-file -p tile-matmul %s | filecheck %s
 // RUN: python -m compilerkit.opt --split-input-file -p 'tile-matmul{simd=4}' %s | filecheck %s --check-prefix=SIMD4
 // tile-matmul (the -O3 matmul schedule): every (i, j, k) nest whose body is one krnl.matmul
-// with tile [1, 1, 1] is blocked by (TM, TN, TK) = (min(64, M), min(128, N), min(256, K))
-// (TILE in the pass's docstring), permuted to (j_o, k_o, i_o) (GotoBLAS order), the inner tile
-// loops are no longer emitted and the matmul works on whole tiles with `simd` lanes.
+// with tile [1, 1, 1] is blocked by (TM, TN, TK) chosen from the sizes (tile_sizes in the
+// pass's docstring: for large ones (480, 128, 256), all of N when the K-tile x N panel fits
+// 32768 elements, each clamped to its dimension), permuted to (j_o, k_o, i_o) (GotoBLAS
+// order), the inner tile loops are no longer emitted and the matmul works on whole tiles with
+// `simd` lanes.
 // krnl.permute's map gives each loop (in order i_o, i_i, j_o, j_i, k_o, k_i) its depth in
 // the new order j_o, k_o, i_o, i_i, j_i, k_i: [2, 3, 0, 4, 1, 5].
 
@@ -18,22 +20,23 @@ builtin.module {
     func.return
   }
 }
-// M, N, K = 100, 300, 520 all exceed the tile: (64, 128, 256). k is blocked first, then j, i.
+// M, N, K = 100, 300, 520: K and N exceed (TN, TK) = (128, 256) (300 x 256 > 32768: no
+// single panel), M = 100 is below TM = 480, so one i tile. k is blocked first, then j, i.
 // CHECK-LABEL: func.func @tile_large
 // CHECK:         %i, %j, %k = "krnl.define_loops"()
 // CHECK-NEXT:    %[[KO:[0-9a-z_]+]], %[[KI:[0-9a-z_]+]] = "krnl.block"(%k) {tile = 256 : i64}
 // CHECK-NEXT:    %[[JO:[0-9a-z_]+]], %[[JI:[0-9a-z_]+]] = "krnl.block"(%j) {tile = 128 : i64}
-// CHECK-NEXT:    %[[IO:[0-9a-z_]+]], %[[II:[0-9a-z_]+]] = "krnl.block"(%i) {tile = 64 : i64}
+// CHECK-NEXT:    %[[IO:[0-9a-z_]+]], %[[II:[0-9a-z_]+]] = "krnl.block"(%i) {tile = 100 : i64}
 // CHECK-NEXT:    "krnl.permute"(%[[IO]], %[[II]], %[[JO]], %[[JI]], %[[KO]], %[[KI]]) {map = [2 : i64, 3 : i64, 0 : i64, 4 : i64, 1 : i64, 5 : i64]}
 // CHECK-NEXT:    "krnl.iterate"(%i, %j, %k, %[[JO]], %[[KO]], %[[IO]]) ({
 // CHECK-NEXT:    ^bb0(%ii: index, %jj: index, %kk: index):
 // CHECK-NEXT:      "krnl.matmul"(%a, %b, %c, %ii, %jj, %kk, %z, %z, %z)
-// CHECK-SAME:      sizes = [100 : i64, 300 : i64, 520 : i64], tile = [64 : i64, 128 : i64, 256 : i64]
+// CHECK-SAME:      sizes = [100 : i64, 300 : i64, 520 : i64], tile = [100 : i64, 128 : i64, 256 : i64]
 // CHECK-SAME:      simd = 8 : i64
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 100 : i64], [0 : i64, 300 : i64], [0 : i64, 520 : i64]], n_original = 3 : i64}
 // SIMD4-LABEL: func.func @tile_large
 // SIMD4:         "krnl.matmul"
-// SIMD4-SAME:    tile = [64 : i64, 128 : i64, 256 : i64]
+// SIMD4-SAME:    tile = [100 : i64, 128 : i64, 256 : i64]
 // SIMD4-SAME:    simd = 4 : i64
 
 // -----
@@ -48,7 +51,7 @@ builtin.module {
     func.return
   }
 }
-// M, N, K = 16, 40, 24 are below (64, 128, 256): one tile is the whole matrix.
+// M, N, K = 16, 40, 24 are below (480, 128, 256): one tile is the whole matrix.
 // CHECK-LABEL: func.func @tile_clamped_to_sizes
 // CHECK:         "krnl.block"(%k) {tile = 24 : i64}
 // CHECK-NEXT:    "krnl.block"(%j) {tile = 40 : i64}

@@ -35,7 +35,8 @@ func.func @relu_i32(%x: tensor<3xi32>) -> tensor<3xi32> attributes {input_names 
 // CHECK:         bounds = {{\[\[}}0 : i64, 3 : i64]]
 
 // -----
-// Sigmoid(x) = 1 / (1 + exp(-x)).
+// Sigmoid(x) = 1 / (1 + exp(-x)), computed with e = exp(-|x|) as x < 0 ? e / (1 + e) : 1 / (1 + e)
+// (no overflow of exp for x < -88.7, where the answer is still a subnormal float).
 func.func @sigmoid(%x: tensor<3xf32>) -> tensor<3xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
   %y = "onnx.Sigmoid"(%x) {onnx_node_name = "sig"} : (tensor<3xf32>) -> tensor<3xf32>
   func.return %y : tensor<3xf32>
@@ -45,10 +46,15 @@ func.func @sigmoid(%x: tensor<3xf32>) -> tensor<3xf32> attributes {input_names =
 // CHECK:         ^bb0([[I:%[0-9]+]]: index):
 // CHECK-NEXT:      [[V:%[0-9]+]] = "krnl.load"([[X]], [[I]])
 // CHECK-NEXT:      [[ONE:%[0-9]+]] = arith.constant 1.000000e+00 : f32
-// CHECK-NEXT:      [[N:%[0-9]+]] = arith.negf [[V]] : f32
+// CHECK-NEXT:      [[A:%[0-9]+]] = math.absf [[V]] : f32
+// CHECK-NEXT:      [[N:%[0-9]+]] = arith.negf [[A]] : f32
 // CHECK-NEXT:      [[E:%[0-9]+]] = math.exp [[N]] : f32
 // CHECK-NEXT:      [[D:%[0-9]+]] = arith.addf [[ONE]], [[E]] : f32
-// CHECK-NEXT:      [[R:%[0-9]+]] = arith.divf [[ONE]], [[D]] : f32
+// CHECK-NEXT:      [[S:%[0-9]+]] = arith.divf [[ONE]], [[D]] : f32
+// CHECK-NEXT:      [[Z:%[0-9]+]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:      [[NEG:%[0-9]+]] = arith.cmpf olt, [[V]], [[Z]] : f32
+// CHECK-NEXT:      [[ES:%[0-9]+]] = arith.mulf [[E]], [[S]] : f32
+// CHECK-NEXT:      [[R:%[0-9]+]] = arith.select [[NEG]], [[ES]], [[S]] : f32
 // CHECK-NEXT:      "krnl.store"([[R]], [[Y]], [[I]])
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 3 : i64]]
 

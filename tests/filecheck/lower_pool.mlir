@@ -1,130 +1,154 @@
 // RUN: python -m compilerkit.opt --split-input-file -p lower-to-krnl %s | filecheck %s
-// Pooling (lowering/pool.py): the output starts at the reduction's identity (-inf for max, 0
-// for average); one krnl.iterate over (output position, kernel tap) folds x at
-// o * stride + k * dilation - pad_begin into it, a tap in the padding reading the identity
-// through a guarded load. AveragePool then divides by a constant buffer of window counts
-// (krnl.global): taps inside x, or inside the padded x with count_include_pad.
+// Pooling (lowering/pool.py): one nest over the output positions (per batch entry, after a
+// copy, when the pool is padded), the last output axis innermost; its body folds the window's taps, unrolled in kernel order, into
+// one value starting at the reduction's identity (-inf for max, 0 for average), divides it by
+// the window's count (AveragePool: a krnl.global of counts, taps inside x or inside the padded x
+// with count_include_pad) and stores it once. A padded pool first copies x[n] into a scratch
+// buffer [C, padded spatial] whose border holds the padding value, so no tap is guarded; a
+// padded strided MaxPool splits the scratch's last axis by column phase instead.
 
-// MaxPool 2x2, stride 2 on [1, 1, 4, 4] -> [1, 1, 2, 2] (the Indices output absent: none);
-// -inf is 0xff800000 in f32.
+// MaxPool 2x2, stride 2 on [1, 1, 4, 4] -> [1, 1, 2, 2] (the Indices output absent: none):
+// nothing padded, so one nest over the output reads x at (2 oh + kh, 2 ow + kw) directly; -inf
+// is 0xff800000.
 func.func @maxpool_2x2_s2(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x2x2xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
   %y, %idx = "onnx.MaxPool"(%x) {kernel_shape = [2, 2], strides = [2, 2], onnx_node_name = "mp"} : (tensor<1x1x4x4xf32>) -> (tensor<1x1x2x2xf32>, none)
   func.return %y : tensor<1x1x2x2xf32>
 }
 // CHECK-LABEL: func.func @maxpool_2x2_s2(
 // CHECK-SAME:    [[X:%[0-9]+]]: memref<1x1x4x4xf32>, [[Y:%[0-9]+]]: memref<1x1x2x2xf32>)
-// CHECK:         [[NINF:%[0-9]+]] = arith.constant 0xff800000 : f32
-// CHECK-NEXT:    "krnl.store"([[NINF]], [[Y]],
-// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 2 : i64]]
-// CHECK:         ^bb0([[N:%[0-9]+]]: index, [[C:%[0-9]+]]: index, [[OH:%[0-9]+]]: index, [[OW:%[0-9]+]]: index, [[KH:%[0-9]+]]: index, [[KW:%[0-9]+]]: index):
+// CHECK-NOT:     krnl.alloc
+// CHECK:         "krnl.define_loops"() {{.*}} -> (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop)
+// CHECK:         ^bb0([[N:%[0-9]+]]: index, [[C:%[0-9]+]]: index, [[OH:%[0-9]+]]: index, [[OW:%[0-9]+]]: index):
+// CHECK-NEXT:      [[NINF:%[0-9]+]] = arith.constant 0xff800000 : f32
 // CHECK-NEXT:      [[S:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:      [[T:%[0-9]+]] = arith.muli [[OH]], [[S]] : index
-// CHECK-NEXT:      [[H:%[0-9]+]] = arith.addi [[T]], [[KH]] : index
+// CHECK-NEXT:      [[H:%[0-9]+]] = arith.muli [[OH]], [[S]] : index
 // CHECK-NEXT:      [[S2:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:      [[T2:%[0-9]+]] = arith.muli [[OW]], [[S2]] : index
-// CHECK-NEXT:      [[W:%[0-9]+]] = arith.addi [[T2]], [[KW]] : index
-// The guard (n < 1, c < 1, row and column < 4) and the clamped address (n, c to 0; row and
-// column into [0, 3]): a stride-2 window never leaves x here, but the guard is emitted anyway.
-// CHECK-NEXT:      [[Z:%[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:      arith.cmpi sge, [[N]], [[Z]] : index
-// CHECK-NEXT:      [[L1:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:      arith.cmpi slt, [[N]], [[L1]] : index
-// CHECK-NEXT:      arith.andi
-// CHECK-NEXT:      arith.cmpi sge, [[C]], [[Z]] : index
-// CHECK-NEXT:      [[L1B:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:      arith.cmpi slt, [[C]], [[L1B]] : index
-// CHECK-NEXT:      arith.andi
-// CHECK-NEXT:      arith.andi
-// CHECK-NEXT:      arith.cmpi sge, [[H]], [[Z]] : index
-// CHECK-NEXT:      [[L4:%[0-9]+]] = arith.constant 4 : index
-// CHECK-NEXT:      arith.cmpi slt, [[H]], [[L4]] : index
-// CHECK-NEXT:      arith.andi
-// CHECK-NEXT:      arith.andi
-// CHECK-NEXT:      arith.cmpi sge, [[W]], [[Z]] : index
-// CHECK-NEXT:      [[L4B:%[0-9]+]] = arith.constant 4 : index
-// CHECK-NEXT:      arith.cmpi slt, [[W]], [[L4B]] : index
-// CHECK-NEXT:      arith.andi
-// CHECK-NEXT:      [[OK:%[0-9]+]] = arith.andi
-// CHECK-NEXT:      [[Z1:%[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:      [[NLO:%[0-9]+]] = arith.maxsi [[N]], [[Z1]] : index
-// CHECK-NEXT:      [[N0:%[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:      [[NC:%[0-9]+]] = arith.minsi [[NLO]], [[N0]] : index
-// CHECK-NEXT:      [[Z2:%[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:      [[CLO:%[0-9]+]] = arith.maxsi [[C]], [[Z2]] : index
-// CHECK-NEXT:      [[C0:%[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:      [[CC:%[0-9]+]] = arith.minsi [[CLO]], [[C0]] : index
-// CHECK-NEXT:      [[Z3:%[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:      [[HLO:%[0-9]+]] = arith.maxsi [[H]], [[Z3]] : index
-// CHECK-NEXT:      [[H3:%[0-9]+]] = arith.constant 3 : index
-// CHECK-NEXT:      [[HC:%[0-9]+]] = arith.minsi [[HLO]], [[H3]] : index
-// CHECK-NEXT:      [[Z4:%[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:      [[WLO:%[0-9]+]] = arith.maxsi [[W]], [[Z4]] : index
-// CHECK-NEXT:      [[W3:%[0-9]+]] = arith.constant 3 : index
-// CHECK-NEXT:      [[WC:%[0-9]+]] = arith.minsi [[WLO]], [[W3]] : index
-// CHECK-NEXT:      [[V:%[0-9]+]] = "krnl.load"([[X]], [[NC]], [[CC]], [[HC]], [[WC]])
-// CHECK-NEXT:      [[PAD:%[0-9]+]] = arith.constant 0xff800000 : f32
-// CHECK-NEXT:      [[G:%[0-9]+]] = arith.select [[OK]], [[V]], [[PAD]] : f32
-// CHECK-NEXT:      [[OLD:%[0-9]+]] = "krnl.load"([[Y]], [[N]], [[C]], [[OH]], [[OW]])
-// CHECK-NEXT:      [[M:%[0-9]+]] = arith.maximumf [[OLD]], [[G]] : f32
-// CHECK-NEXT:      "krnl.store"([[M]], [[Y]], [[N]], [[C]], [[OH]], [[OW]])
-// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 2 : i64], [0 : i64, 2 : i64], [0 : i64, 2 : i64]]
-// CHECK-NOT:     krnl.global
+// CHECK-NEXT:      [[W:%[0-9]+]] = arith.muli [[OW]], [[S2]] : index
+// CHECK-NEXT:      [[V:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[C]], [[H]], [[W]])
+// CHECK-NEXT:      [[M:%[0-9]+]] = arith.maximumf [[NINF]], [[V]] : f32
+// Tap (0, 1): column 2 ow + 1.
+// CHECK:           [[W1:%[0-9]+]] = arith.addi {{%[0-9]+}}, {{%[0-9]+}} : index
+// CHECK-NEXT:      [[V1:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[C]], {{%[0-9]+}}, [[W1]])
+// CHECK-NEXT:      [[M1:%[0-9]+]] = arith.maximumf [[M]], [[V1]] : f32
+// CHECK-COUNT-2:   arith.maximumf
+// CHECK-NEXT:      "krnl.store"({{%[0-9]+}}, [[Y]], [[N]], [[C]], [[OH]], [[OW]])
+// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 2 : i64]]
+// CHECK-NOT:     arith.select
 // CHECK:         func.return
 
 // -----
-// MaxPool 3x3, pads 1, stride 1 on [1, 1, 3, 3] -> [1, 1, 3, 3]: row oh + kh - 1, guarded to
-// [0, 3); a padded tap reads -inf.
+// MaxPool 3x3, pads 1, stride 1 on [1, 1, 3, 3] -> [1, 1, 3, 3]: a [1, 5, 5] scratch, zeroed
+// (conv._scratch) then set to -inf; x lands at (h + 1, w + 1); tap (kh, kw) reads the scratch
+// at (oh + kh, ow + kw): nine unguarded loads.
 func.func @maxpool_pads(%x: tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
   %y, %idx = "onnx.MaxPool"(%x) {kernel_shape = [3, 3], pads = [1, 1, 1, 1], onnx_node_name = "mp"} : (tensor<1x1x3x3xf32>) -> (tensor<1x1x3x3xf32>, none)
   func.return %y : tensor<1x1x3x3xf32>
 }
 // CHECK-LABEL: func.func @maxpool_pads(
-// CHECK:         arith.constant 0xff800000 : f32
-// CHECK-NEXT:    "krnl.store"
-// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64]]
-// CHECK:         ^bb0({{%[0-9]+}}: index, {{%[0-9]+}}: index, [[OH:%[0-9]+]]: index, {{%[0-9]+}}: index, [[KH:%[0-9]+]]: index, {{%[0-9]+}}: index):
-// CHECK-NEXT:      [[T:%[0-9]+]] = arith.addi [[OH]], [[KH]] : index
-// CHECK-NEXT:      [[M1:%[0-9]+]] = arith.constant -1 : index
-// CHECK-NEXT:      [[H:%[0-9]+]] = arith.addi [[T]], [[M1]] : index
-// CHECK:           arith.cmpi sge, [[H]], {{%[0-9]+}} : index
-// CHECK-NEXT:      [[L3:%[0-9]+]] = arith.constant 3 : index
-// CHECK-NEXT:      arith.cmpi slt, [[H]], [[L3]] : index
-// CHECK:           [[PAD:%[0-9]+]] = arith.constant 0xff800000 : f32
-// CHECK-NEXT:      arith.select {{%[0-9]+}}, {{%[0-9]+}}, [[PAD]] : f32
-// CHECK:         bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64]]
+// CHECK-SAME:    [[X:%[0-9]+]]: memref<1x1x3x3xf32>, [[Y:%[0-9]+]]: memref<1x1x3x3xf32>)
+// CHECK:         [[P:%[0-9]+]] = "krnl.alloc"() {{.*}} -> memref<1x5x5xf32>
+// CHECK:         arith.constant 0.000000e+00 : f32
+// CHECK:         [[NINF:%[0-9]+]] = arith.constant 0xff800000 : f32
+// CHECK-NEXT:    "krnl.store"([[NINF]], [[P]],
+// CHECK:         ^bb0([[N:%[0-9]+]]: index):
+// CHECK:         ^bb0([[CC:%[0-9]+]]: index, [[H:%[0-9]+]]: index, [[W:%[0-9]+]]: index):
+// CHECK:           [[V:%[0-9]+]] = "krnl.load"([[X]], [[N]], {{%[0-9]+}}, [[H]], [[W]])
+// CHECK-NEXT:      [[ONE:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:      [[H1:%[0-9]+]] = arith.addi [[H]], [[ONE]] : index
+// CHECK-NEXT:      [[ONE2:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:      [[W1:%[0-9]+]] = arith.addi [[W]], [[ONE2]] : index
+// CHECK-NEXT:      "krnl.store"([[V]], [[P]], [[CC]], [[H1]], [[W1]])
+// CHECK:         ^bb0([[C:%[0-9]+]]: index, [[OH:%[0-9]+]]: index, [[OW:%[0-9]+]]: index):
+// CHECK-NEXT:      [[I:%[0-9]+]] = arith.constant 0xff800000 : f32
+// CHECK-NEXT:      [[T:%[0-9]+]] = "krnl.load"([[P]], [[C]], [[OH]], [[OW]])
+// CHECK-NEXT:      [[M:%[0-9]+]] = arith.maximumf [[I]], [[T]] : f32
+// CHECK-NEXT:      [[K1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:      [[OW1:%[0-9]+]] = arith.addi [[OW]], [[K1]] : index
+// CHECK-NEXT:      [[T1:%[0-9]+]] = "krnl.load"([[P]], [[C]], [[OH]], [[OW1]])
+// CHECK-NEXT:      arith.maximumf [[M]], [[T1]] : f32
+// CHECK-COUNT-7:   arith.maximumf
+// CHECK-NEXT:      "krnl.store"({{%[0-9]+}}, [[Y]], [[N]], [[C]], [[OH]], [[OW]])
+// CHECK-NOT:     arith.select
+
+// -----
+// MaxPool 3x3, stride 2, pads 1 on [1, 1, 5, 5] -> [1, 1, 3, 3] (ResNet's stem pool): the
+// padded row is 7 long, split into 2 phases of 4 ([1, 7, 2, 4], all -inf); input column w sits
+// at padded column w + 1: phase (w + 1) % 2, position (w + 1) // 2. Tap (kh, kw) reads row
+// 2 oh + kh, phase kw % 2, position ow + kw // 2: consecutive along the output row.
+func.func @maxpool_s2_pads_phases(%x: tensor<1x1x5x5xf32>) -> tensor<1x1x3x3xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
+  %y, %idx = "onnx.MaxPool"(%x) {kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1], onnx_node_name = "mp"} : (tensor<1x1x5x5xf32>) -> (tensor<1x1x3x3xf32>, none)
+  func.return %y : tensor<1x1x3x3xf32>
+}
+// CHECK-LABEL: func.func @maxpool_s2_pads_phases(
+// CHECK-SAME:    [[X:%[0-9]+]]: memref<1x1x5x5xf32>, [[Y:%[0-9]+]]: memref<1x1x3x3xf32>)
+// CHECK:         [[P:%[0-9]+]] = "krnl.alloc"() {{.*}} -> memref<1x7x2x4xf32>
+// CHECK:         [[NINF:%[0-9]+]] = arith.constant 0xff800000 : f32
+// CHECK-NEXT:    "krnl.store"([[NINF]], [[P]],
+// CHECK:         ^bb0([[N:%[0-9]+]]: index):
+// Even input columns 2j: phase 1, position j (3 of them).
+// CHECK:         ^bb0([[C0:%[0-9]+]]: index, [[H0:%[0-9]+]]: index, [[J0:%[0-9]+]]: index):
+// CHECK-NEXT:      [[S0:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:      [[W0:%[0-9]+]] = arith.muli [[J0]], [[S0]] : index
+// CHECK-NEXT:      [[V0:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[C0]], [[H0]], [[W0]])
+// CHECK-NEXT:      [[R1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:      [[HP:%[0-9]+]] = arith.addi [[H0]], [[R1]] : index
+// CHECK-NEXT:      [[PH1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:      "krnl.store"([[V0]], [[P]], [[C0]], [[HP]], [[PH1]], [[J0]])
+// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 5 : i64], [0 : i64, 3 : i64]]
+// Odd input columns 2j + 1: phase 0, position j + 1 (2 of them).
+// CHECK:         ^bb0([[C1:%[0-9]+]]: index, [[H1:%[0-9]+]]: index, [[J1:%[0-9]+]]: index):
+// CHECK:           [[PH0:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:      [[ONE:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:      [[Q1:%[0-9]+]] = arith.addi [[J1]], [[ONE]] : index
+// CHECK-NEXT:      "krnl.store"({{%[0-9]+}}, [[P]], [[C1]], {{%[0-9]+}}, [[PH0]], [[Q1]])
+// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 5 : i64], [0 : i64, 2 : i64]]
+// CHECK:         ^bb0([[C:%[0-9]+]]: index, [[OH:%[0-9]+]]: index, [[OW:%[0-9]+]]: index):
+// CHECK-NEXT:      [[I:%[0-9]+]] = arith.constant 0xff800000 : f32
+// CHECK-NEXT:      [[S:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:      [[R:%[0-9]+]] = arith.muli [[OH]], [[S]] : index
+// CHECK-NEXT:      [[F0:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:      [[T0:%[0-9]+]] = "krnl.load"([[P]], [[C]], [[R]], [[F0]], [[OW]])
+// CHECK-NEXT:      [[M0:%[0-9]+]] = arith.maximumf [[I]], [[T0]] : f32
+// CHECK:           [[F1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:      [[T1:%[0-9]+]] = "krnl.load"([[P]], [[C]], {{%[0-9]+}}, [[F1]], [[OW]])
+// CHECK-NEXT:      [[M1:%[0-9]+]] = arith.maximumf [[M0]], [[T1]] : f32
+// CHECK:           [[F2:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:      [[K:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:      [[OW1:%[0-9]+]] = arith.addi [[OW]], [[K]] : index
+// CHECK-NEXT:      [[T2:%[0-9]+]] = "krnl.load"([[P]], [[C]], {{%[0-9]+}}, [[F2]], [[OW1]])
+// CHECK-NEXT:      arith.maximumf [[M1]], [[T2]] : f32
+// CHECK-COUNT-6:   arith.maximumf
+// CHECK-NEXT:      "krnl.store"({{%[0-9]+}}, [[Y]], [[N]], [[C]], [[OH]], [[OW]])
 
 // -----
 // AveragePool 2x2, stride 2, pads 1 on [1, 1, 3, 3]: out = (3 + 2 - 2) / 2 + 1 = 2 per axis.
 // Per axis, window 0 covers rows -1, 0 (1 inside x), window 1 rows 1, 2 (2 inside); with
-// count_include_pad = 0 the divisors are the products [[1, 2], [2, 4]]. Padding reads 0.
+// count_include_pad = 0 the divisors are the products [[1, 2], [2, 4]]. The scratch is
+// [1, 4, 4], zero-bordered; the sum starts at 0 and takes the taps in kernel order.
 func.func @avgpool_exclude_pad(%x: tensor<1x1x3x3xf32>) -> tensor<1x1x2x2xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
   %y = "onnx.AveragePool"(%x) {kernel_shape = [2, 2], strides = [2, 2], pads = [1, 1, 1, 1], onnx_node_name = "ap"} : (tensor<1x1x3x3xf32>) -> tensor<1x1x2x2xf32>
   func.return %y : tensor<1x1x2x2xf32>
 }
 // CHECK-LABEL: func.func @avgpool_exclude_pad(
 // CHECK-SAME:    [[X:%[0-9]+]]: memref<1x1x3x3xf32>, [[Y:%[0-9]+]]: memref<1x1x2x2xf32>)
+// CHECK:         [[P:%[0-9]+]] = "krnl.alloc"() {{.*}} -> memref<1x4x4xf32>
 // CHECK:         [[Z:%[0-9]+]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:    "krnl.store"([[Z]], [[Y]],
-// CHECK:         ^bb0({{%[0-9]+}}: index, {{%[0-9]+}}: index, [[OH:%[0-9]+]]: index, {{%[0-9]+}}: index, [[KH:%[0-9]+]]: index, {{%[0-9]+}}: index):
-// CHECK-NEXT:      [[S2:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:      [[T:%[0-9]+]] = arith.muli [[OH]], [[S2]] : index
-// CHECK-NEXT:      [[T1:%[0-9]+]] = arith.addi [[T]], [[KH]] : index
-// CHECK-NEXT:      [[M1:%[0-9]+]] = arith.constant -1 : index
-// CHECK-NEXT:      [[H:%[0-9]+]] = arith.addi [[T1]], [[M1]] : index
-// CHECK:           arith.cmpi sge, [[H]], {{%[0-9]+}} : index
-// CHECK-NEXT:      [[L3:%[0-9]+]] = arith.constant 3 : index
-// CHECK-NEXT:      arith.cmpi slt, [[H]], [[L3]] : index
-// CHECK:           [[PAD:%[0-9]+]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:      [[G:%[0-9]+]] = arith.select {{%[0-9]+}}, {{%[0-9]+}}, [[PAD]] : f32
-// CHECK-NEXT:      [[OLD:%[0-9]+]] = "krnl.load"([[Y]],
-// CHECK-NEXT:      arith.addf [[OLD]], [[G]] : f32
+// CHECK-NEXT:    "krnl.store"([[Z]], [[P]],
+// CHECK-NOT:     0xff800000
 // CHECK:         [[CNT:%[0-9]+]] = "krnl.global"() {sym_name = "pool_count_{{[0-9]+}}", value = dense<{{\[\[}}1.000000e+00, 2.000000e+00], [2.000000e+00, 4.000000e+00]]> : tensor<2x2xf32>
 // CHECK-SAME:      -> memref<2x2xf32>
-// CHECK:         ^bb0([[N:%[0-9]+]]: index, [[C:%[0-9]+]]: index, [[I:%[0-9]+]]: index, [[J:%[0-9]+]]: index):
-// CHECK-NEXT:      [[S:%[0-9]+]] = "krnl.load"([[Y]], [[N]], [[C]], [[I]], [[J]])
-// CHECK-NEXT:      [[D:%[0-9]+]] = "krnl.load"([[CNT]], [[I]], [[J]])
-// CHECK-NEXT:      [[Q:%[0-9]+]] = arith.divf [[S]], [[D]] : f32
-// CHECK-NEXT:      "krnl.store"([[Q]], [[Y]], [[N]], [[C]], [[I]], [[J]])
+// CHECK:         ^bb0([[N:%[0-9]+]]: index):
+// CHECK:         "krnl.store"({{%[0-9]+}}, [[P]],
+// CHECK:         ^bb0([[C:%[0-9]+]]: index, [[OH:%[0-9]+]]: index, [[OW:%[0-9]+]]: index):
+// CHECK-NEXT:      [[ZERO:%[0-9]+]] = arith.constant 0.000000e+00 : f32
+// CHECK:           [[T0:%[0-9]+]] = "krnl.load"([[P]], [[C]],
+// CHECK-NEXT:      [[S0:%[0-9]+]] = arith.addf [[ZERO]], [[T0]] : f32
+// CHECK:           [[T1:%[0-9]+]] = "krnl.load"([[P]], [[C]],
+// CHECK-NEXT:      [[S1:%[0-9]+]] = arith.addf [[S0]], [[T1]] : f32
+// CHECK-COUNT-2:   arith.addf
+// CHECK-NEXT:      [[D:%[0-9]+]] = "krnl.load"([[CNT]], [[OH]], [[OW]])
+// CHECK-NEXT:      [[Q:%[0-9]+]] = arith.divf {{%[0-9]+}}, [[D]] : f32
+// CHECK-NEXT:      "krnl.store"([[Q]], [[Y]], [[N]], [[C]], [[OH]], [[OW]])
 
 // -----
 // The same pool with count_include_pad = 1: every window lies inside the padded input
@@ -139,93 +163,112 @@ func.func @avgpool_include_pad(%x: tensor<1x1x3x3xf32>) -> tensor<1x1x2x2xf32> a
 // -----
 // AveragePool 3 (1-D), stride 1, ceil_mode, pads [0, 1] on [1, 1, 4]: windows start at 0, 1, 2
 // (out = ceil((4 + 1 - 3) / 1) + 1 = 3); the last one covers 2, 3, 4 and 4 is padding: counts
-// [3, 3, 2] without count_include_pad.
+// [3, 3, 2] without count_include_pad. The scratch row is 5 long (x at 0..3, a 0 at 4).
 func.func @avgpool_1d_end_pad(%x: tensor<1x1x4xf32>) -> tensor<1x1x3xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
   %y = "onnx.AveragePool"(%x) {kernel_shape = [3], pads = [0, 1], ceil_mode = 1 : i64, onnx_node_name = "ap1"} : (tensor<1x1x4xf32>) -> tensor<1x1x3xf32>
   func.return %y : tensor<1x1x3xf32>
 }
 // CHECK-LABEL: func.func @avgpool_1d_end_pad(
 // CHECK-SAME:    [[X:%[0-9]+]]: memref<1x1x4xf32>, [[Y:%[0-9]+]]: memref<1x1x3xf32>)
-// CHECK:         [[Z:%[0-9]+]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:    "krnl.store"([[Z]], [[Y]],
-// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64], [0 : i64, 3 : i64]]
-// CHECK:         ^bb0([[N:%[0-9]+]]: index, [[C:%[0-9]+]]: index, [[O:%[0-9]+]]: index, [[K:%[0-9]+]]: index):
-// CHECK-NEXT:      [[P:%[0-9]+]] = arith.addi [[O]], [[K]] : index
-// CHECK:           arith.cmpi sge, [[P]], {{%[0-9]+}} : index
-// CHECK-NEXT:      [[L4:%[0-9]+]] = arith.constant 4 : index
-// CHECK-NEXT:      arith.cmpi slt, [[P]], [[L4]] : index
-// CHECK-NEXT:      arith.andi
-// CHECK-NEXT:      [[OK:%[0-9]+]] = arith.andi
-// CHECK:           arith.maxsi [[P]], {{%[0-9]+}} : index
-// CHECK-NEXT:      [[L3:%[0-9]+]] = arith.constant 3 : index
-// CHECK-NEXT:      [[PC:%[0-9]+]] = arith.minsi {{%[0-9]+}}, [[L3]] : index
-// CHECK-NEXT:      [[V:%[0-9]+]] = "krnl.load"([[X]], {{%[0-9]+}}, {{%[0-9]+}}, [[PC]])
-// CHECK-NEXT:      [[PAD:%[0-9]+]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:      [[G:%[0-9]+]] = arith.select [[OK]], [[V]], [[PAD]] : f32
-// CHECK-NEXT:      [[OLD:%[0-9]+]] = "krnl.load"([[Y]], [[N]], [[C]], [[O]])
-// CHECK-NEXT:      [[S:%[0-9]+]] = arith.addf [[OLD]], [[G]] : f32
-// CHECK-NEXT:      "krnl.store"([[S]], [[Y]], [[N]], [[C]], [[O]])
-// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64]]
-// CHECK-NEXT:    [[CNT:%[0-9]+]] = "krnl.global"() {sym_name = "pool_count_{{[0-9]+}}", value = dense<[3.000000e+00, 3.000000e+00, 2.000000e+00]> : tensor<3xf32>
-// CHECK:         ^bb0([[N2:%[0-9]+]]: index, [[C2:%[0-9]+]]: index, [[O2:%[0-9]+]]: index):
-// CHECK-NEXT:      [[T:%[0-9]+]] = "krnl.load"([[Y]], [[N2]], [[C2]], [[O2]])
-// CHECK-NEXT:      [[D:%[0-9]+]] = "krnl.load"([[CNT]], [[O2]])
-// CHECK-NEXT:      [[Q:%[0-9]+]] = arith.divf [[T]], [[D]] : f32
-// CHECK-NEXT:      "krnl.store"([[Q]], [[Y]], [[N2]], [[C2]], [[O2]])
-// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64], [0 : i64, 3 : i64]]
+// CHECK:         [[P:%[0-9]+]] = "krnl.alloc"() {{.*}} -> memref<1x5xf32>
+// CHECK:         [[CNT:%[0-9]+]] = "krnl.global"() {sym_name = "pool_count_{{[0-9]+}}", value = dense<[3.000000e+00, 3.000000e+00, 2.000000e+00]> : tensor<3xf32>
+// CHECK:         ^bb0([[N:%[0-9]+]]: index):
+// CHECK:         ^bb0([[CC:%[0-9]+]]: index, [[I:%[0-9]+]]: index):
+// CHECK:           [[V:%[0-9]+]] = "krnl.load"([[X]], [[N]], {{%[0-9]+}}, [[I]])
+// CHECK-NEXT:      "krnl.store"([[V]], [[P]], [[CC]], [[I]])
+// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 4 : i64]]
+// CHECK:         ^bb0([[C:%[0-9]+]]: index, [[O:%[0-9]+]]: index):
+// CHECK-NEXT:      [[ZERO:%[0-9]+]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:      [[T0:%[0-9]+]] = "krnl.load"([[P]], [[C]], [[O]])
+// CHECK-NEXT:      [[S0:%[0-9]+]] = arith.addf [[ZERO]], [[T0]] : f32
+// CHECK-NEXT:      [[K1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:      [[O1:%[0-9]+]] = arith.addi [[O]], [[K1]] : index
+// CHECK-NEXT:      [[T1:%[0-9]+]] = "krnl.load"([[P]], [[C]], [[O1]])
+// CHECK-NEXT:      [[S1:%[0-9]+]] = arith.addf [[S0]], [[T1]] : f32
+// CHECK-NEXT:      [[K2:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:      [[O2:%[0-9]+]] = arith.addi [[O]], [[K2]] : index
+// CHECK-NEXT:      [[T2:%[0-9]+]] = "krnl.load"([[P]], [[C]], [[O2]])
+// CHECK-NEXT:      [[S2:%[0-9]+]] = arith.addf [[S1]], [[T2]] : f32
+// CHECK-NEXT:      [[D:%[0-9]+]] = "krnl.load"([[CNT]], [[O]])
+// CHECK-NEXT:      [[Q:%[0-9]+]] = arith.divf [[S2]], [[D]] : f32
+// CHECK-NEXT:      "krnl.store"([[Q]], [[Y]], [[N]], [[C]], [[O]])
+// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 3 : i64]]
 
 // -----
 // AveragePool, auto_pad SAME_LOWER, kernel 2, count_include_pad on [1, 1, 4] -> [1, 1, 4]: the
-// total padding (4 - 1) + 2 - 4 = 1 goes at the beginning; window 0 is (pad, x[0]), 2 taps
-// counted with count_include_pad, so all counts are 2; the position is o + k - 1.
+// total padding (4 - 1) + 2 - 4 = 1 goes at the beginning (x at scratch position 1); window 0
+// is (pad, x[0]), 2 taps counted with count_include_pad, so all counts are 2.
 func.func @avgpool_same_lower_include_pad(%x: tensor<1x1x4xf32>) -> tensor<1x1x4xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
   %y = "onnx.AveragePool"(%x) {kernel_shape = [2], auto_pad = "SAME_LOWER", count_include_pad = 1 : i64, onnx_node_name = "ap"} : (tensor<1x1x4xf32>) -> tensor<1x1x4xf32>
   func.return %y : tensor<1x1x4xf32>
 }
 // CHECK-LABEL: func.func @avgpool_same_lower_include_pad(
-// CHECK:         ^bb0({{%[0-9]+}}: index, {{%[0-9]+}}: index, [[O:%[0-9]+]]: index, [[K:%[0-9]+]]: index):
-// CHECK-NEXT:      [[T:%[0-9]+]] = arith.addi [[O]], [[K]] : index
-// CHECK-NEXT:      [[M1:%[0-9]+]] = arith.constant -1 : index
-// CHECK-NEXT:      arith.addi [[T]], [[M1]] : index
+// CHECK:         "krnl.alloc"() {{.*}} -> memref<1x5xf32>
 // CHECK:         "krnl.global"() {sym_name = "pool_count_{{[0-9]+}}", value = dense<2.000000e+00> : tensor<4xf32>
+// CHECK:         ^bb0({{%[0-9]+}}: index, [[I:%[0-9]+]]: index):
+// CHECK:           [[ONE:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:      arith.addi [[I]], [[ONE]] : index
 
 // -----
-// GlobalAveragePool on [1, 2, 3, 4]: sums into y[n, c, 0, 0], then divides by 3 * 4 = 12.
+// GlobalAveragePool on [1, 2, 3, 4]: each plane, read flat (12 elements), summed unrolled in
+// order from 0 in a value, divided by 3 * 4 = 12, stored once.
 func.func @global_avgpool(%x: tensor<1x2x3x4xf32>) -> tensor<1x2x1x1xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
   %y = "onnx.GlobalAveragePool"(%x) {onnx_node_name = "gap"} : (tensor<1x2x3x4xf32>) -> tensor<1x2x1x1xf32>
   func.return %y : tensor<1x2x1x1xf32>
 }
 // CHECK-LABEL: func.func @global_avgpool(
 // CHECK-SAME:    [[X:%[0-9]+]]: memref<1x2x3x4xf32>, [[Y:%[0-9]+]]: memref<1x2x1x1xf32>)
-// CHECK:         [[Z:%[0-9]+]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:    "krnl.store"([[Z]], [[Y]],
-// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 1 : i64], [0 : i64, 1 : i64]]
-// CHECK:         [[Z0:%[0-9]+]] = arith.constant {{.*}}0 : index
-// CHECK:         ^bb0([[N:%[0-9]+]]: index, [[C:%[0-9]+]]: index, [[H:%[0-9]+]]: index, [[W:%[0-9]+]]: index):
-// CHECK-NEXT:      [[OLD:%[0-9]+]] = "krnl.load"([[Y]], [[N]], [[C]], [[Z0]], [[Z0]])
-// CHECK-NEXT:      [[V:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[C]], [[H]], [[W]])
-// CHECK-NEXT:      [[S:%[0-9]+]] = arith.addf [[OLD]], [[V]] : f32
-// CHECK-NEXT:      "krnl.store"([[S]], [[Y]], [[N]], [[C]], [[Z0]], [[Z0]])
-// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 3 : i64], [0 : i64, 4 : i64]]
-// CHECK:           [[T:%[0-9]+]] = "krnl.load"([[Y]],
+// CHECK-NEXT:    [[XF:%[0-9]+]] = "krnl.reshape"([[X]]) {{.*}} -> memref<1x2x12xf32>
+// CHECK-NEXT:    [[YF:%[0-9]+]] = "krnl.reshape"([[Y]]) {{.*}} -> memref<1x2xf32>
+// CHECK:         ^bb0([[N:%[0-9]+]]: index, [[C:%[0-9]+]]: index):
+// CHECK-NEXT:      [[Z:%[0-9]+]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:      [[I0:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:      [[V0:%[0-9]+]] = "krnl.load"([[XF]], [[N]], [[C]], [[I0]])
+// CHECK-NEXT:      [[S0:%[0-9]+]] = arith.addf [[Z]], [[V0]] : f32
+// CHECK-NEXT:      [[I1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:      [[V1:%[0-9]+]] = "krnl.load"([[XF]], [[N]], [[C]], [[I1]])
+// CHECK-NEXT:      [[S1:%[0-9]+]] = arith.addf [[S0]], [[V1]] : f32
+// CHECK-COUNT-10:  arith.addf
 // CHECK-NEXT:      [[D:%[0-9]+]] = arith.constant 1.200000e+01 : f32
-// CHECK-NEXT:      arith.divf [[T]], [[D]] : f32
-// CHECK:         }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 1 : i64], [0 : i64, 1 : i64]]
+// CHECK-NEXT:      [[Q:%[0-9]+]] = arith.divf {{%[0-9]+}}, [[D]] : f32
+// CHECK-NEXT:      "krnl.store"([[Q]], [[YF]], [[N]], [[C]])
+// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64]]
 
 // -----
-// GlobalMaxPool on a 1-D [2, 3, 5]: max into y[n, c, 0] from -inf; no division.
+// GlobalMaxPool on a 1-D [2, 3, 5]: max from -inf over the 5 elements; no division.
 func.func @global_maxpool_1d(%x: tensor<2x3x5xf32>) -> tensor<2x3x1xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
   %y = "onnx.GlobalMaxPool"(%x) {onnx_node_name = "gmp"} : (tensor<2x3x5xf32>) -> tensor<2x3x1xf32>
   func.return %y : tensor<2x3x1xf32>
 }
 // CHECK-LABEL: func.func @global_maxpool_1d(
 // CHECK-SAME:    [[X:%[0-9]+]]: memref<2x3x5xf32>, [[Y:%[0-9]+]]: memref<2x3x1xf32>)
-// CHECK:         arith.constant 0xff800000 : f32
-// CHECK:         [[Z0:%[0-9]+]] = arith.constant {{.*}}0 : index
-// CHECK:         ^bb0([[N:%[0-9]+]]: index, [[C:%[0-9]+]]: index, [[W:%[0-9]+]]: index):
-// CHECK-NEXT:      [[OLD:%[0-9]+]] = "krnl.load"([[Y]], [[N]], [[C]], [[Z0]])
-// CHECK-NEXT:      [[V:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[C]], [[W]])
-// CHECK-NEXT:      arith.maximumf [[OLD]], [[V]] : f32
-// CHECK:         }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 3 : i64], [0 : i64, 5 : i64]]
-// CHECK-NOT:     arith.divf
+// CHECK:         ^bb0([[N:%[0-9]+]]: index, [[C:%[0-9]+]]: index):
+// CHECK-NEXT:      [[I:%[0-9]+]] = arith.constant 0xff800000 : f32
+// CHECK-NEXT:      [[Z0:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:      [[V:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[C]], [[Z0]])
+// CHECK-NEXT:      arith.maximumf [[I]], [[V]] : f32
+// CHECK-COUNT-4:   arith.maximumf
+// CHECK-NOT:       arith.divf
+// CHECK:         }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 3 : i64]]
 // CHECK:         func.return
+
+// -----
+// GlobalAveragePool on [1, 1, 9, 9]: 81 elements, more than MAX_TAPS, in chunks of 27 (the
+// largest divisor up to 64), each summed unrolled onto the running value in y, in order.
+func.func @global_avgpool_chunks(%x: tensor<1x1x9x9xf32>) -> tensor<1x1x1x1xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
+  %y = "onnx.GlobalAveragePool"(%x) {onnx_node_name = "gap"} : (tensor<1x1x9x9xf32>) -> tensor<1x1x1x1xf32>
+  func.return %y : tensor<1x1x1x1xf32>
+}
+// CHECK-LABEL: func.func @global_avgpool_chunks(
+// CHECK:         [[YF:%[0-9]+]] = "krnl.reshape"({{%[0-9]+}}) {{.*}} -> memref<1x1xf32>
+// CHECK:         arith.constant 0.000000e+00 : f32
+// CHECK:         ^bb0([[N:%[0-9]+]]: index, [[C:%[0-9]+]]: index, [[K:%[0-9]+]]: index):
+// CHECK-NEXT:      [[OLD:%[0-9]+]] = "krnl.load"([[YF]], [[N]], [[C]])
+// CHECK-NEXT:      [[W:%[0-9]+]] = arith.constant 27 : index
+// CHECK-NEXT:      [[AT:%[0-9]+]] = arith.muli [[K]], [[W]] : index
+// CHECK-NEXT:      [[V:%[0-9]+]] = "krnl.load"({{%[0-9]+}}, [[N]], [[C]], [[AT]])
+// CHECK-NEXT:      arith.addf [[OLD]], [[V]] : f32
+// CHECK-COUNT-26:  arith.addf
+// CHECK-NEXT:      "krnl.store"({{%[0-9]+}}, [[YF]], [[N]], [[C]])
+// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64], [0 : i64, 3 : i64]]
+// CHECK:           arith.constant 8.100000e+01 : f32

@@ -13,8 +13,10 @@
 // LIST-LABEL: constant-folding
 // LIST-NEXT:  dead-code
 // LIST-NEXT:  decompose
+// LIST-NEXT:  fuse-conv
 // LIST-NEXT:  gpu-map
 // LIST-NEXT:  lower-to-krnl
+// LIST-NEXT:  parallelize
 // LIST-NEXT:  plan-buffers
 // LIST-NEXT:  shape-inference
 // LIST-NEXT:  tile-matmul

@@ -5,11 +5,13 @@
 // RUN: python %S/split_cases.py compilerkit %s --emit kernel-ir --target gpu -O3 | filecheck %s --check-prefix=GPU
 // The kernel-ir stage of the stage driver (ONNX IR in, planned Kernel IR out): which Kernel IR
 // passes each target runs at each -O level (Target.schedule_passes, then plan-buffers):
-//   CPUs at -O0 and -O1 run none; at -O2 unroll-small; at -O3 tile-matmul{simd = the f32 lanes} and
-//   unroll-small (host: 4, 8 or 16 lanes by its vector unit; s390x z13: 128-bit / 32 = 4);
+//   CPUs at -O0 and -O1 run none; at -O2 unroll-small and parallelize; at -O3 tile-matmul{simd =
+//   the f32 lanes}, unroll-small and parallelize (host: 4, 8 or 16 lanes by its vector unit;
+//   s390x z13: 128-bit / 32 = 4; these small cases stay below parallelize's min_work);
 //   the GPU runs unroll-small from -O2, then gpu-map; never tile-matmul (its matmul kernel
 //   tiles itself).
-// The pass-level details are in krnl_tile_matmul.mlir, krnl_unroll_small.mlir, krnl_gpu_map.mlir.
+// The pass-level details are in krnl_tile_matmul.mlir, krnl_unroll_small.mlir, krnl_gpu_map.mlir,
+// krnl_parallelize.mlir.
 
 func.func @matmul_16(%a: tensor<16x16xf32>, %b: tensor<16x16xf32>) -> tensor<16x16xf32> attributes {input_names = ["a", "b"], output_names = ["y"], onnx_opset = 13 : i64} {
   %y = "onnx.MatMul"(%a, %b) {onnx_node_name = "mm"} : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
@@ -41,34 +43,22 @@ func.func @maxpool_2x2(%x: tensor<1x2x8x8xf32>) -> tensor<1x2x4x4xf32> attribute
   %y, %idx = "onnx.MaxPool"(%x) {kernel_shape = [2 : i64, 2 : i64], strides = [2 : i64, 2 : i64], onnx_node_name = "pool"} : (tensor<1x2x8x8xf32>) -> (tensor<1x2x4x4xf32>, none)
   func.return %y : tensor<1x2x4x4xf32>
 }
-// Two nests: the fill of the output with -inf (n 1, c 2, oh 4, ow 4): ow, oh marked (4 x 4 = 16
-// copies; c would make 32); the window (..., ow 4, kh 2, kw 2): kw, kh, ow (2 x 2 x 4 = 16).
-// From -O2 on CPUs; on the GPU too, before the nests are mapped to threads.
+// One nest over (n 1, c 2, oh 4, ow 4); the 2 x 2 window is unrolled by the lowering itself (a
+// value per output, folded tap by tap, stored once). unroll-small marks ow and oh (4 x 4 = 16
+// copies; c would make 32). From -O2 on CPUs; on the GPU too, before the nest is mapped.
 // O0-LABEL: // case @maxpool_2x2
 // O0-NOT:     "krnl.unroll"
 // O2-LABEL: // case @maxpool_2x2
 // O2:          "krnl.unroll"
 // O2-NEXT:     "krnl.unroll"
 // O2-NEXT:     "krnl.iterate"
-// O2:          "krnl.unroll"
-// O2-NEXT:     "krnl.unroll"
-// O2-NEXT:     "krnl.unroll"
-// O2-NEXT:     "krnl.iterate"
-// O2:         bounds = [{{.*}}[0 : i64, 4 : i64], [0 : i64, 2 : i64], [0 : i64, 2 : i64]], n_original = 6
+// O2:         bounds = [{{.*}}[0 : i64, 4 : i64], [0 : i64, 4 : i64]], n_original = 4
 // Z-LABEL:  // case @maxpool_2x2
 // Z:           "krnl.unroll"
-// Z-NEXT:      "krnl.unroll"
-// Z-NEXT:      "krnl.iterate"
-// Z:           "krnl.unroll"
-// Z-NEXT:      "krnl.unroll"
 // Z-NEXT:      "krnl.unroll"
 // Z-NEXT:      "krnl.iterate"
 // GPU-LABEL: // case @maxpool_2x2
 // GPU:         "krnl.unroll"
 // GPU-NEXT:    "krnl.unroll"
 // GPU-NEXT:    "krnl.iterate"
-// GPU:         "krnl.unroll"
-// GPU-NEXT:    "krnl.unroll"
-// GPU-NEXT:    "krnl.unroll"
-// GPU-NEXT:    "krnl.iterate"
-// GPU:        n_original = 6 : i64{{.*}}gpu_map = #krnl.gpu_map<flat
+// GPU:        n_original = 4 : i64{{.*}}gpu_map = #krnl.gpu_map<flat

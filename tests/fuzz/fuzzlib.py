@@ -42,6 +42,7 @@ import io
 import json
 import os
 import pickle
+import platform
 import random
 import select
 import signal
@@ -572,8 +573,18 @@ def make_cases(n: int, seed: int = 0, graph_share: float = 0.5) -> list[dict]:
     n_graph = int(round(n * graph_share))
     cases = graph_cases(n_graph, seed) + mutation_cases(n - n_graph, seed + 1)
     random.Random(seed).shuffle(cases)
+    # Host cases vary what writes and runs the code: one in four goes through the loopnest
+    # code generator (x86-64 only; issue 14 wants the fuzz suite on that path too), and the
+    # parallel loops run on 1-3 threads. A separate random stream keeps the models the same.
+    rng = random.Random(seed + 2)
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
     for k, case in enumerate(cases):
         case["id"] = k
+        if (case.get("target") or "host") == "host":
+            case["codegen"] = "loopnest" if x86 and rng.random() < 0.25 else "llvm"
+            case["num_threads"] = rng.choice([1, 2, 3])
+            if case["codegen"] == "loopnest":
+                case["desc"] += " [loopnest]"
     return cases
 
 
@@ -662,7 +673,8 @@ def worker_main() -> None:
         try:
             cm = ck.compile(case["model"], target=case.get("target") or "host",
                             opt_level=case["opt_level"], input_shapes=case["input_shapes"],
-                            asm=False)
+                            asm=False, codegen=case.get("codegen") or "llvm",
+                            num_threads=case.get("num_threads"))
             arrays = _inputs(cm.inputs, case["seed"])
             say(phase="run")
             outs = cm.run(*arrays)
@@ -755,7 +767,8 @@ class Worker:
         if self.proc is None or self.proc.poll() is not None:
             self._start()
         payload = pickle.dumps({k: case.get(k) for k in ("model", "input_shapes", "opt_level",
-                                                          "seed", "target")})
+                                                          "seed", "target", "codegen",
+                                                          "num_threads")})
         start = time.perf_counter()
         try:
             self.proc.stdin.write(struct.pack(">I", len(payload)) + payload)
@@ -851,6 +864,9 @@ def summarize(results, examples: int = 5) -> dict:
            "onnxruntime_deaths": counts["ort_death"],
            "by_source": {s: dict(Counter(r["result"] for r in results if r["source"] == s))
                          for s in sorted({r["source"] for r in results})},
+           "by_codegen": {g: dict(Counter(r["result"] for r in results
+                                          if r["desc"].endswith("[loopnest]") == (g == "loopnest")))
+                          for g in ("llvm", "loopnest")},
            "examples": {}}
     for cls in CLASSES:
         picked = [r for r in results if r["result"] == cls]

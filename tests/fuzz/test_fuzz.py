@@ -21,6 +21,16 @@ def test_sample_has_both_kinds_of_case(sample):
     sources = {c["source"] for c in cases}
     assert sources == {"graph", "mutation"}
     assert any(c.get("target") in ("s390x", "ppc64") for c in cases)
+    assert any(c.get("codegen") == "loopnest" for c in cases)
+    assert {c.get("num_threads") for c in cases} >= {1, 2, 3}
+
+
+def test_loopnest_cases_compile_and_match(sample):
+    """The loopnest code generator's share of the sample: some of its cases run and match
+    onnxruntime (the rest are clean refusals, counted by the test above)."""
+    cases, results = sample
+    loopnest = [r for c, r in zip(cases, results, strict=True) if c.get("codegen") == "loopnest"]
+    assert sum(r["result"] == "match" for r in loopnest) >= len(loopnest) // 5
 
 
 def test_no_death_no_silent_wrong_answer_no_unclear_error(sample):

@@ -100,3 +100,36 @@ def test_size_mismatch_is_refused_before_the_driver_sees_it():
             buffer.upload(np.zeros(8, np.float32))
     finally:
         buffer.free()
+
+
+@pytest.mark.gpu
+def test_graph_replays_the_captured_launches_in_order():
+    ctx = cuda_driver.context()
+    kernel = ctx.load_ptx(ptx_for(ctx.info.sm)).kernel("saxpy")
+    n, block = 5_000, 256
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(n, dtype=np.float32)
+    y = rng.standard_normal(n, dtype=np.float32)
+    dx, dy = ctx.alloc(x.nbytes), ctx.alloc(y.nbytes)
+    args = [("ptr", dx), ("ptr", dy), ("f32", 0.5), ("i64", n)]
+    graph = None
+    try:
+        dx.upload(x)
+        dy.upload(y)
+        graph = cuda_driver.Graph(ctx, lambda stream: [
+            kernel.launch(((n + block - 1) // block,), (block,), args, stream=stream)
+            for _ in range(2)])
+        captured_only = dy.download(np.empty_like(y))  # capturing runs nothing
+        graph.launch()
+        graph.launch()
+        out = dy.download(np.empty_like(y))
+    finally:
+        if graph is not None:
+            graph.destroy()
+        dx.free()
+        dy.free()
+    np.testing.assert_array_equal(captured_only, y)
+    expected = y
+    for _ in range(4):  # two launches per replay, two replays, in order (float32 like the GPU)
+        expected = np.float32(0.5) * x + expected
+    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)

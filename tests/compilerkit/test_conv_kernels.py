@@ -1,0 +1,215 @@
+"""Conv kernels (lowering/conv.py) and Conv fusion (onnx_passes/fuse_conv.py) against
+onnxruntime: hypothesis over the shapes real models use (depthwise, grouped, pointwise with
+and without stride, dilations, asymmetric pads, 1-D/2-D/3-D, with or without bias) and over
+the activations, BatchNorm forms and Pads that fuse-conv folds into a Conv."""
+
+import numpy as np
+import pytest
+from ckhelpers import check, make_model
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import helper
+
+import compilerkit as ck
+from compilerkit.frontend import ModelError
+from compilerkit.lowering import conv as conv_lowering
+from compilerkit.lowering import lower_to_krnl
+from compilerkit.onnx_passes.fuse_conv import ACTIVATIONS
+from compilerkit.pipeline import compile_to
+
+N = helper.make_node
+
+
+def arr(shape, seed, scale=1.0):
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
+
+
+def ops_after_onnx_passes(model):
+    """op name -> count in the ONNX IR after the ONNX pipeline (fusion included)."""
+    module = compile_to("onnx-ir", model)
+    counts = {}
+    for op in module.walk():
+        if op.name.startswith("onnx.") and op.name not in ("onnx.Constant", "onnx.NoValue"):
+            counts[op.name[5:]] = counts.get(op.name[5:], 0) + 1
+    return counts
+
+
+# An activation node (or two) after the Conv's result `y`, ending in `z`: (nodes, inits).
+def activation_nodes(name):
+    if name == "Relu":
+        return [N("Relu", ["y"], ["z"])], []
+    if name == "LeakyRelu":
+        return [N("LeakyRelu", ["y"], ["z"], alpha=0.1)], []
+    if name == "Clip":
+        return [N("Clip", ["y", "lo", "hi"], ["z"])], [("lo", np.array(0, np.float32)),
+                                                      ("hi", np.array(6, np.float32))]
+    if name == "HardSigmoid":
+        return [N("HardSigmoid", ["y"], ["z"], alpha=0.3, beta=0.4)], []
+    if name == "Swish":  # Keras SiLU: y * Sigmoid(y)
+        return [N("Sigmoid", ["y"], ["s"]), N("Mul", ["s", "y"], ["z"])], []
+    return [N(name, ["y"], ["z"])], []  # Sigmoid, Tanh, HardSwish
+
+
+KINDS = ("dense", "depthwise", "grouped", "pointwise")
+
+
+@settings(max_examples=30, deadline=None)
+@given(kind=st.sampled_from(KINDS), rank=st.sampled_from([1, 2, 2, 2, 3]),
+       c=st.integers(1, 4), m=st.integers(1, 3), size=st.integers(3, 9), k=st.integers(1, 3),
+       stride=st.integers(1, 2), dil=st.integers(1, 2), pad_lo=st.integers(0, 2),
+       pad_hi=st.integers(0, 2), bias=st.booleans(),
+       act=st.sampled_from([None] + sorted(ACTIVATIONS)),
+       schedule=st.sampled_from(["default", "small_panels", "shifted"]), seed=st.integers(0, 3))
+def test_conv_matches_onnxruntime(kind, rank, c, m, size, k, stride, dil, pad_lo, pad_hi, bias,
+                                  act, schedule, seed):
+    """Every schedule (direct for depthwise/grouped, flattened for narrow stride-1 planes,
+    im2col + GEMM panels, tiny panels with a ragged last one, shifted GEMMs per tap for any
+    stride-1 2-D Conv when `schedule` forces it) and every fused activation agree with
+    onnxruntime."""
+    if kind == "pointwise":
+        k, dil, pad_lo, pad_hi = 1, 1, 0, 0
+    groups = {"dense": 1, "pointwise": 1, "depthwise": c * 2, "grouped": 2}[kind]
+    c_in = {"depthwise": c * 2, "grouped": 2 * c}.get(kind, c)
+    oc = {"depthwise": c_in * m, "grouped": 2 * m}.get(kind, m + 1)
+    if kind == "dense" and rank == 3:
+        size = min(size, 5)
+    pad_lo, pad_hi = min(pad_lo, k - 1), min(pad_hi, k - 1)
+    if size + pad_lo + pad_hi < dil * (k - 1) + 1:
+        dil = 1
+    x = arr((1, c_in) + (size,) * rank, seed)
+    w = arr((oc, c_in // groups) + (k,) * rank, seed + 10, 0.5)
+    inputs = ["x", "w"] + (["b"] if bias else [])
+    inits = [("w", w)] + ([("b", arr((oc,), seed + 20))] if bias else [])
+    nodes = [N("Conv", inputs, ["y"], group=groups, strides=[stride] * rank,
+               dilations=[dil] * rank, pads=[pad_lo] * rank + [pad_hi] * rank)]
+    out = "y"
+    if act is not None:
+        extra, more = activation_nodes(act)
+        nodes += extra
+        inits += more
+        out = "z"
+    model = make_model(nodes, [("x", x)], [out], inits, opset=17)
+    forced = {"default": {}, "small_panels": {"PANEL_BYTES": 256},
+              "shifted": {"SHIFT_CHANNELS": (1, 1 << 30), "SHIFT_MIN_WIDTH": 1}}[schedule]
+    saved = {name: getattr(conv_lowering, name) for name in forced}
+    try:
+        for name, value in forced.items():
+            setattr(conv_lowering, name, value)
+        check(model, [x], opt_level=3, rtol=1e-4, atol=1e-4)
+    finally:
+        for name, value in saved.items():
+            setattr(conv_lowering, name, value)
+    if act is not None:
+        assert ops_after_onnx_passes(model) == {"Conv": 1}
+
+
+@pytest.mark.parametrize("opt_level", [0, 3])
+def test_keras_batchnorm_and_relu6_fold_into_the_conv(opt_level):
+    """tf2onnx's unfolded BatchNorm after a depthwise Conv (Mul and Add by [1, C, 1, 1]
+    constants) and ReLU6 (Clip 0..6): one Conv remains, with the same answer."""
+    x = arr((1, 4, 7, 7), 1)
+    nodes = [N("Conv", ["x", "w"], ["c"], group=4, pads=[1, 1, 1, 1]),
+             N("Mul", ["c", "s"], ["m"]), N("Add", ["t", "m"], ["a"]),
+             N("Clip", ["a", "lo", "hi"], ["y"])]
+    inits = [("w", arr((4, 1, 3, 3), 2)), ("s", arr((1, 4, 1, 1), 3) + 2),
+             ("t", arr((1, 4, 1, 1), 4)), ("lo", np.array(0, np.float32)),
+             ("hi", np.array(6, np.float32))]
+    model = make_model(nodes, [("x", x)], ["y"], inits, opset=17)
+    check(model, [x], opt_level=opt_level)
+    assert ops_after_onnx_passes(model) == {"Conv": 1}
+
+
+def test_batchnorm_node_and_relu_fold_into_the_conv():
+    x = arr((1, 3, 8, 8), 1)
+    nodes = [N("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             N("BatchNormalization", ["c", "g", "beta", "mean", "var"], ["n"]),
+             N("Relu", ["n"], ["y"])]
+    inits = [("w", arr((5, 3, 3, 3), 2)), ("b", arr((5,), 3)), ("g", arr((5,), 4) + 1),
+             ("beta", arr((5,), 5)), ("mean", arr((5,), 6)),
+             ("var", np.abs(arr((5,), 7)) + 0.5)]
+    model = make_model(nodes, [("x", x)], ["y"], inits, opset=15)
+    check(model, [x])
+    assert ops_after_onnx_passes(model) == {"Conv": 1}
+
+
+def test_explicit_pad_folds_into_a_strided_depthwise_conv():
+    """Keras pads before a stride-2 depthwise Conv with a Pad node (bottom/right by 1)."""
+    x = arr((1, 6, 9, 9), 1)
+    nodes = [N("Pad", ["x", "p"], ["xp"]),
+             N("Conv", ["xp", "w"], ["y"], group=6, strides=[2, 2])]
+    inits = [("p", np.array([0, 0, 0, 0, 0, 0, 1, 1], np.int64)), ("w", arr((6, 1, 3, 3), 2))]
+    model = make_model(nodes, [("x", x)], ["y"], inits, opset=17)
+    check(model, [x])
+    assert ops_after_onnx_passes(model) == {"Conv": 1}
+
+
+def test_what_must_not_fuse_stays_and_stays_right():
+    """A Conv result also returned keeps its Relu separate; a Mul by a constant that varies over
+    space is no per-channel scale; a non-zero Pad is not Conv padding."""
+    x = arr((1, 2, 6, 6), 1)
+    nodes = [N("Conv", ["x", "w"], ["c"]), N("Relu", ["c"], ["r"]),
+             N("Conv", ["x", "w"], ["c2"]), N("Mul", ["c2", "sp"], ["m"]),
+             N("Pad", ["x", "p", "v"], ["xp"]), N("Conv", ["xp", "w"], ["c3"])]
+    inits = [("w", arr((3, 2, 1, 1), 2)), ("sp", arr((1, 1, 6, 6), 3)),
+             ("p", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)), ("v", np.array(2.5, np.float32))]
+    model = make_model(nodes, [("x", x)], ["c", "r", "m", "c3"], inits, opset=17)
+    check(model, [x])
+    counts = ops_after_onnx_passes(model)
+    assert counts["Relu"] == 1 and counts["Mul"] == 1 and counts["Pad"] == 1
+
+
+def test_hardswish_lowers_on_its_own_too():
+    x = arr((2, 3, 5), 1, 4.0)
+    model = make_model([N("HardSwish", ["x"], ["y"])], [("x", x)], ["y"], opset=14)
+    check(model, [x])
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ({"activation": "Gelu"}, "fused activation"),
+    ({"activation": "LeakyRelu"}, "takes 1 parameter"),
+    ({"activation_params": [1.0]}, "without an activation"),
+])
+def test_malformed_fused_activation_is_refused_naming_the_node(attrs, message):
+    """The attributes are compilerkit's (onnxruntime's FusedConv names), not ONNX's: lowering
+    refuses a name or parameter count outside fuse_conv.ACTIVATIONS instead of guessing."""
+    from compilerkit.dialects import onnx as onnx_d
+
+    x = arr((1, 2, 4, 4), 1)
+    model = make_model([N("Conv", ["x", "w"], ["y"], name="the_conv")], [("x", x)], ["y"],
+                       [("w", arr((2, 2, 1, 1), 2))], opset=17)
+    module = compile_to("onnx-ir", model)
+    conv = next(op for op in module.walk() if op.name == "onnx.Conv")
+    for key, value in attrs.items():
+        conv.attributes[key] = onnx_d.to_mlir_attr(value)
+    with pytest.raises(ModelError, match=message) as e:
+        lower_to_krnl(module)
+    assert "the_conv" in str(e.value)
+
+
+def test_fused_model_keeps_every_output_name_and_shape():
+    """A graph output produced by the fused activation is still the model's output."""
+    x = arr((1, 2, 5, 5), 1)
+    model = make_model([N("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1]),
+                        N("Relu", ["y"], ["out"])], [("x", x)], ["out"],
+                       [("w", arr((4, 2, 3, 3), 2))], opset=17)
+    cm = ck.compile(model, asm=False)
+    (out,) = cm.run(x)
+    assert out.shape == (1, 4, 5, 5) and (out >= 0).all()
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", [
+    ((1, 32, 9, 10), (8, 16, 3, 3), dict(group=2, pads=[1, 0, 2, 1])),
+    ((2, 16, 9, 10), (8, 16, 3, 2), dict(dilations=[2, 1], pads=[2, 0, 1, 1])),
+    ((1, 16, 9, 10), (8, 16, 5, 5), dict(pads=[2, 2, 2, 2])),
+    ((1, 16, 7, 6), (8, 16, 3, 3), {}),
+])
+def test_shifted_gemm_schedule(monkeypatch, x_shape, w_shape, attrs):
+    """The one-GEMM-per-tap schedule, forced onto small stride-1 Convs (by default it takes only
+    large planes of 16..64 channels): grouped, dilated, asymmetric pads, unpadded, fused."""
+    monkeypatch.setattr(conv_lowering, "SHIFT_CHANNELS", (1, 1 << 30))
+    monkeypatch.setattr(conv_lowering, "SHIFT_MIN_WIDTH", 1)
+    x = arr(x_shape, 1)
+    model = make_model([N("Conv", ["x", "w", "b"], ["y"], **attrs), N("Relu", ["y"], ["z"])],
+                       [("x", x)], ["z"], [("w", arr(w_shape, 2, 0.3)), ("b", arr((8,), 3))],
+                       opset=17)
+    check(model, [x])

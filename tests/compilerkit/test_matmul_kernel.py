@@ -1,0 +1,153 @@
+"""The shared matmul micro-kernel (codegen/microkernel.py) and its schedule (tile_matmul.py):
+packed B panel, 6 x 2-vector register blocks, 4/2/1-row and narrow-strip tails, the one-row
+(x @ W) and one-column (W @ x) paths, tiles larger than the stack panel.
+
+References are independent: numpy in float64 (and onnxruntime for the float32 ONNX cases).
+The bit-identity properties check the kernel's promise that blocking, packing and vector width
+never change a result bit (every C element is one chain of fused multiply-adds in k order), by
+running the same product under different schedules and widths and wanting equal arrays.
+"""
+
+import numpy as np
+import pytest
+from ckhelpers import make_model, ort_run
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import helper
+
+import compilerkit as ck
+from compilerkit.krnl_passes.tile_matmul import PANEL, tile_matmul, tile_sizes
+
+SETTINGS = settings(max_examples=8, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+# Dimensions that reach every path: 1 (one row / one column), below and above the 6-row block
+# and the 16-column strip, a 1-column tail (49 = 3 x 16 + 1), a multiple of both.
+DIMS = st.sampled_from([1, 2, 3, 5, 6, 7, 11, 13, 16, 17, 24, 31, 49])
+KS = st.sampled_from([1, 2, 7, 16, 17, 33, 64, 100])
+
+
+def close(got, a, b, dtype, c=0.0):
+    """|got - (a @ b + c)| within a rounding bound that grows with k (float64 reference)."""
+    c = np.asarray(c, np.float64)
+    ref = np.asarray(a, np.float64) @ np.asarray(b, np.float64) + c
+    bound = np.abs(np.asarray(a, np.float64)) @ np.abs(np.asarray(b, np.float64)) + np.abs(c)
+    eps = np.finfo(dtype).eps
+    k = a.shape[-1]
+    assert got.shape == ref.shape
+    assert got.dtype == dtype
+    assert np.all(np.abs(got - ref) <= (k + 2) * eps * bound + 1e-30), np.abs(got - ref).max()
+
+
+def run(model, arrays):
+    out = ck.compile(model, opt_level=3, asm=False).run(*arrays)
+    return out[0]
+
+
+@given(m=DIMS, n=DIMS, k=KS, dtype=st.sampled_from([np.float32, np.float64]),
+       seed=st.integers(0, 2**16))
+@SETTINGS
+def test_matmul_matches_numpy(m, n, k, dtype, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], [("a", a), ("b", b)],
+                       ["y"])
+    got = run(model, [a, b])
+    close(got, a, b, dtype)
+    if dtype == np.float32:
+        np.testing.assert_allclose(got, ort_run(model, [a, b])[0], rtol=1e-4, atol=1e-5)
+
+
+@given(m=DIMS, n=DIMS, k=KS, trans_a=st.booleans(), trans_b=st.booleans(),
+       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**16))
+@SETTINGS
+def test_gemm_strided_a_matches_numpy(m, n, k, trans_a, trans_b, dtype, seed):
+    # transA: the kernel reads A with row stride 1 and k stride M (a strided A).
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    c = rng.standard_normal((n,)).astype(dtype)
+    ins = [("a", a.T.copy() if trans_a else a), ("b", b.T.copy() if trans_b else b), ("c", c)]
+    model = make_model([helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=int(trans_a),
+                                         transB=int(trans_b))], ins, ["y"])
+    got = run(model, [x for _, x in ins])
+    close(got, a, b, dtype, c)
+
+
+@given(batch=st.sampled_from([1, 2, 3]), m=DIMS, n=DIMS, k=KS, broadcast_b=st.booleans(),
+       seed=st.integers(0, 2**16))
+@SETTINGS
+def test_batched_matmul_offsets_match_numpy(batch, m, n, k, broadcast_b, seed):
+    # Each batch entry is one kernel call with nonzero a/b/c element offsets.
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((batch, m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n) if broadcast_b else (batch, k, n)).astype(np.float32)
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], [("a", a), ("b", b)],
+                       ["y"])
+    got = run(model, [a, b])
+    for i in range(batch):
+        close(got[i], a[i], b if broadcast_b else b[i], np.float32)
+
+
+def scheduled(model, simd, tile):
+    """Kernel IR at -O1 (no schedule: untiled matmul nests), tiled by hand with `tile` and
+    `simd`, compiled."""
+    k = ck.lower(ck.optimize_onnx(ck.import_onnx(model)), opt_level=1)
+    assert tile_matmul(k, simd=simd, tile=tile) >= 1
+    return ck.compile_kernel(k, opt_level=3, asm=False)
+
+
+@given(m=DIMS, n=st.sampled_from([2, 5, 16, 17, 49]), k=KS, seed=st.integers(0, 2**16),
+       tile=st.tuples(st.integers(1, 40), st.integers(1, 70), st.integers(1, 120)),
+       simd=st.sampled_from([4, 8, 16]))
+@SETTINGS
+def test_schedule_and_vector_width_change_no_bit(m, n, k, seed, tile, simd):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], [("a", a), ("b", b)],
+                       ["y"])
+    default = run(model, [a, b])
+    other = scheduled(model, simd, tile).run(a, b)[0]
+    close(other, a, b, np.float32)
+    assert np.array_equal(default, other)
+
+
+@pytest.mark.parametrize("m,n,k", [(13, 300, 2100), (14, 40, 3000), (1, 37, 5000)])
+def test_tile_larger_than_the_stack_panel_is_cut_into_pieces(m, n, k):
+    # One tile covering the whole product: more than PANEL elements of B, k over KMAX. The
+    # kernel must split it (not overflow its stack buffer) and still agree bit for bit with
+    # the default schedule.
+    assert n * k > PANEL
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], [("a", a), ("b", b)],
+                       ["y"])
+    whole = scheduled(model, 8, (m, n, k)).run(a, b)[0]
+    close(whole, a, b, np.float32)
+    assert np.array_equal(whole, run(model, [a, b]))
+
+
+def test_one_column_product_is_the_same_at_every_vector_width():
+    # W @ x with one column (a 1x1 conv on 1x1 pixels) uses dot products along k; their
+    # order is fixed in bytes, not in the target's lanes, so every width gives the same bits.
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((29, 203)).astype(np.float32)
+    b = rng.standard_normal((203, 1)).astype(np.float32)
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], [("a", a), ("b", b)],
+                       ["y"])
+    outs = [scheduled(model, simd, (29, 1, 203)).run(a, b)[0] for simd in (4, 8, 16)]
+    close(outs[0], a, b, np.float32)
+    assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
+
+
+def test_tile_sizes_follow_the_shape():
+    # Large: (TM, TN, TK) = (480, 128, 256); short K widens the panel; one row takes all of K;
+    # a narrow B takes all of K; every size clamped to its dimension.
+    assert tile_sizes(1024, 1024, 1024) == (480, 128, 256)
+    assert tile_sizes(96, 12544, 16) == (96, 512, 16)
+    assert tile_sizes(1, 1000, 2048) == (1, 1000, 2048)
+    assert tile_sizes(1000, 1, 2048) == (480, 1, 2048)
+    tm, tn, tk = tile_sizes(64, 3136, 576)
+    assert (tm, tn, tk) == (64, 128, 256) and tn * tk <= PANEL

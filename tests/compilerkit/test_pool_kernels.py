@@ -1,0 +1,110 @@
+"""Pooling kernels (lowering/pool.py) against onnxruntime over drawn attributes: kernel, strides,
+dilations (MaxPool), asymmetric pads, auto_pad, ceil_mode, count_include_pad, 1-D/2-D/3-D, f32
+and f64 (MaxPool). MaxPool must match exactly (a max is exact); AveragePool within 1e-6 of the
+input's scale (onnxruntime may sum a window in another order). Every answer is the same, bit
+for bit, at 1 and at 2 threads."""
+
+import numpy as np
+from ckhelpers import make_model, ort_run
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import helper
+
+import compilerkit as ck
+
+SETTINGS = settings(max_examples=25, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def pools(draw):
+    """(op, attributes, input shape, dtype) for a MaxPool or AveragePool that onnxruntime
+    accepts: pads below the kernel, every output axis at least 1 long."""
+    kind = draw(st.sampled_from(["MaxPool", "AveragePool"]))
+    r = draw(st.integers(1, 3))
+    k = [draw(st.integers(1, 4 if r < 3 else 3)) for _ in range(r)]
+    strides = [draw(st.integers(1, 3)) for _ in range(r)]
+    dil = [draw(st.integers(1, 2)) if kind == "MaxPool" else 1 for _ in range(r)]
+    span = [(k[d] - 1) * dil[d] + 1 for d in range(r)]
+    size = [draw(st.integers(span[d], span[d] + (9 if r < 3 else 4))) for d in range(r)]
+    attrs = {"kernel_shape": k, "strides": strides}
+    if kind == "MaxPool" and any(d > 1 for d in dil):
+        attrs["dilations"] = dil
+    auto = draw(st.sampled_from(["NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
+    if auto == "NOTSET":
+        attrs["pads"] = [draw(st.integers(0, k[d] - 1)) for d in range(r)] + \
+                        [draw(st.integers(0, k[d] - 1)) for d in range(r)]
+        attrs["ceil_mode"] = draw(st.integers(0, 1))
+    else:
+        attrs["auto_pad"] = auto
+        if auto != "VALID" and attrs.pop("dilations", None):
+            # onnxruntime sizes a dilated SAME MaxPool as if undilated (ONNX's shape inference,
+            # which compilerkit follows, says ceil(in / stride)): no common answer to test.
+            dil = [1] * r
+        if auto != "VALID":  # onnxruntime refuses SAME with a stride above the kernel
+            attrs["strides"] = [min(s, kk) for s, kk in zip(strides, k, strict=True)]
+    if kind == "AveragePool":
+        attrs["count_include_pad"] = draw(st.integers(0, 1))
+    dtype = np.float32 if kind == "AveragePool" else draw(st.sampled_from([np.float32,
+                                                                           np.float64]))
+    shape = [draw(st.integers(1, 2)), draw(st.integers(1, 3))] + size
+    return kind, attrs, shape, dtype
+
+
+def _model(kind, attrs, x):
+    node = helper.make_node(kind, ["x"], ["y"], name="pool", **attrs)
+    return make_model([node], [("x", x)], ["y"])
+
+
+def _compare(kind, model, x):
+    ref = ort_run(model, [x])[0]
+    cm = ck.compile(model, asm=False)
+    one = cm.run(x, num_threads=1)[0]
+    two = cm.run(x, num_threads=2)[0]
+    assert one.shape == ref.shape and one.dtype == ref.dtype
+    assert one.tobytes() == two.tobytes(), "the answer changed with the thread count"
+    if kind in ("MaxPool", "GlobalMaxPool"):
+        np.testing.assert_array_equal(one, ref)
+    else:
+        np.testing.assert_allclose(one, ref, rtol=1e-6, atol=1e-6 * float(np.max(np.abs(x))))
+
+
+@SETTINGS
+@given(case=pools(), seed=st.integers(0, 2**16))
+def test_pool_matches_onnxruntime(case, seed):
+    kind, attrs, shape, dtype = case
+    x = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+    _compare(kind, _model(kind, attrs, x), x)
+
+
+@SETTINGS
+@given(kind=st.sampled_from(["GlobalAveragePool", "GlobalMaxPool"]),
+       spatial=st.lists(st.integers(1, 11), min_size=1, max_size=3),
+       n=st.integers(1, 2), c=st.integers(1, 4), seed=st.integers(0, 2**16))
+def test_global_pool_matches_onnxruntime(kind, spatial, n, c, seed):
+    x = np.random.default_rng(seed).standard_normal([n, c] + spatial).astype(np.float32)
+    _compare(kind, _model(kind, {}, x), x)
+
+
+def test_strided_padded_maxpool_reads_the_padding_as_minus_infinity():
+    """The column-phase copy (_phase_split): a 3x3 stride-2 window with pads 1 over all-negative
+    input must never see a 0 from the padding; ResNet's stem pool on a small plane."""
+    x = -1.0 - np.arange(2 * 3 * 9 * 10, dtype=np.float32).reshape(2, 3, 9, 10)
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
+    model = _model("MaxPool", attrs, x)
+    _compare("MaxPool", model, x)
+    # hand-worked corner: window rows -1..1, columns -1..1 of plane (0, 0) holds x[0,0,0:2,0:2]
+    y = ck.compile(model, asm=False).run(x)[0]
+    assert y[0, 0, 0, 0] == x[0, 0, :2, :2].max() == -1.0
+
+
+def test_nan_propagates_through_max():
+    """A NaN in a window makes its max NaN (NaN-propagating max, as before the rewrite)."""
+    x = np.zeros((1, 1, 5, 6), np.float32)
+    x[0, 0, 2, 3] = np.nan
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
+    y = ck.compile(_model("MaxPool", attrs, x), asm=False).run(x)[0]
+    # output (oh, ow) covers rows 2oh-1..2oh+1, columns 2ow-1..2ow+1
+    expect = np.zeros((3, 3), bool)
+    expect[1, 1] = expect[1, 2] = True  # rows 1..3, columns 1..3 and 3..5 hold (2, 3)
+    np.testing.assert_array_equal(np.isnan(y[0, 0]), expect)
