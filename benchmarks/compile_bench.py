@@ -131,16 +131,24 @@ def relative_error(got, ref) -> float:
     return worst
 
 
+SETTLE_S = 0.03  # idle time before each timed call (see `interleaved`)
+
+
 def interleaved(calls: dict, repeat: int, budget_s: float = 120.0) -> dict:
     """{name: [seconds per round]}: one untimed call of each, then rounds of one call of each
-    in turn, so a burst of load from other processes hits every contender alike. Stops after
-    `repeat` rounds, or after 3 once `budget_s` has passed (the largest models)."""
+    in turn, so a burst of load from other processes hits every contender alike. Before each
+    timed call the process idles SETTLE_S: the previous contender's idle threads (libgomp's
+    and onnxruntime's pools both spin a while after their work) must not share the two cores
+    with the next one's; back to back, the spinning threads of one made the other's 2-thread
+    run (and even its 1-thread run) slower by up to 2x (ResNet-50: 148 against 55 ms).
+    Stops after `repeat` rounds, or after 3 once `budget_s` has passed (the largest models)."""
     for fn in calls.values():
         fn()
     times = {k: [] for k in calls}
     start = time.perf_counter()
     for r in range(repeat):
         for k, fn in calls.items():
+            time.sleep(SETTLE_S)
             t = time.perf_counter()
             fn()
             times[k].append(time.perf_counter() - t)

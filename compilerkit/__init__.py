@@ -45,7 +45,8 @@ def optimize_onnx(module):
 def lower(module, opt_level: int = 3, target: Target | None = None):
     """ONNX IR -> Kernel IR: lowering, the target's schedule (on CPUs: -O3 tiles matrix
     products, -O2+ unrolls short inner loops and marks parallel loops; on the GPU: the grid
-    mapping), buffer planning; the IR verifier runs after the lowering and after the schedule. Returns a new module: `module` stays ONNX IR."""
+    mapping), buffer planning; the IR verifier runs once, after them all. Returns a new module:
+    `module` stays ONNX IR."""
     return Compilation(target or "host", opt_level).lower(module)
 
 
@@ -57,7 +58,8 @@ def to_llvm(kmodule, target: Target | None = None) -> str:
 
 def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
             asm: bool = True, max_bytes: int | None = None,
-            num_threads: int | None = None, codegen: str = "llvm") -> CompiledModel:
+            num_threads: int | None = None, codegen: str = "llvm",
+            conv_algorithm: str = "classic", schedule=None) -> CompiledModel:
     """Compile an ONNX model (path, bytes or ModelProto) for `target` at -O`opt_level`.
     `max_bytes` (default 2 GiB) is the compile budget: no tensor, and not all constants
     together, may need more; a model asking for more gets a ModelError naming the op and size
@@ -66,11 +68,18 @@ def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
     num_threads=n)` overrides it per call, and the answer is the same for every count.
     `codegen` writes the machine code: "llvm" (LLVM IR, then LLVM's optimiser and code
     generator) or "loopnest" (x86-64 AVX2 code straight from the Kernel IR nests, after
-    LoopStack; nodes it cannot write go to LLVM). Same as `compile_to("native", model, ...)`."""
+    LoopStack; nodes it cannot write go to LLVM). `conv_algorithm` lowers Convs with "classic"
+    (conv.py's choice), "auto" (Winograd where it measured faster and the weights are well
+    scaled, else "classic"), "direct", "im2col", "winograd" (F(4, 3)), "winograd-f2"/"-f6", or
+    "winograd-fused" (L3-fused tile groups), where it applies (lowering/conv_algorithm.py,
+    which says why "classic" is the default). `schedule` replaces the Kernel IR schedule
+    passes: None (the target's at -O`opt_level`), a pass pipeline string, or "tuned" (after
+    `import compilerkit.tune`: LoopTune's policy tunes every matmul nest, cached by shape).
+    Same as `compile_to("native", model, ...)`."""
     check_opt_level(opt_level)
     check_num_threads(num_threads)
     cm = compile_to("native", model, target, opt_level, input_shapes, max_bytes, asm=asm,
-                    codegen=codegen)
+                    codegen=codegen, conv_algorithm=conv_algorithm, schedule=schedule)
     cm.num_threads = num_threads
     return cm
 

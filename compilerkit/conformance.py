@@ -353,8 +353,8 @@ def best_seconds(fn, repeat: int = 5) -> float:
 
 def time_model(path: str, opt_level: int = 3, repeat: int = 5, name: str | None = None) -> dict:
     """Compile time and single-thread, batch-as-stored latency of compilerkit against
-    onnxruntime on one ONNX file, measured as `benchmarks/compile_bench.py` does (compile once,
-    then the best of `repeat` runs of each), on `random_inputs`.
+    onnxruntime on one ONNX file, measured as `benchmarks/compile_bench.py --light` does
+    (compile once, then the best of `repeat` runs of each), on `random_inputs`.
 
     Returns a dict: `model`, `opt_level`, `matches` (within RTOL/ATOL of onnxruntime) and
     `max_error` (deterministic: the same on every run), and the wall-clock measurements

@@ -145,7 +145,10 @@ def onnx_graph_view(model, input_shapes: dict | None = None):
     if input_shapes:
         from .frontend import _fix_input_shapes
 
-        proto = _fix_input_shapes(proto, input_shapes)
+        if proto is model:  # the caller's ModelProto: fix the shapes on a copy
+            proto = type(model)()
+            proto.CopyFrom(model)
+        proto = _fix_input_shapes(proto, input_shapes, {t.name for t in proto.graph.initializer})
     g = proto.graph
     infos = _value_infos(proto)
     texts = {name: tensor_text(*info) for name, info in infos.items()}

@@ -62,20 +62,23 @@ def parse_pipeline(spec: str) -> list[ModulePass]:
         {name: (lambda c=cls: c) for name, cls in PASSES.items()}, spec).passes)
 
 
-def run_passes(module, passes, after_each=None, verify_each: bool = True) -> None:
+def run_passes(module, passes, after_each=None, verify_each: bool = True,
+               unverified=()) -> None:
     """Apply `passes` to `module` in place, verifying it after every pass (a failure is a
     ModelError naming the pass). `after_each(pass_, module)` is called after each verified pass
     (for tracing and timing). `verify_each=False` verifies once, after the last pass (the
     compile driver's choice: re-verifying a real model's Kernel IR after every pass took a
-    tenth of its compile); a failure then names them all (`python -m compilerkit.opt` runs
-    them one at a time)."""
+    tenth of its compile); a failure then names them all, after `unverified` (the names of
+    passes that ran before without a verification of their own); `python -m compilerkit.opt`
+    runs them one at a time."""
     ctx = Context()
     for k, p in enumerate(passes):
         p.apply(ctx, module)
         if verify_each:
             verify_ir(module, f"pass {p.name!r}")
         elif k == len(passes) - 1:
-            verify_ir(module, "passes " + ", ".join(repr(q.name) for q in passes))
+            names = list(unverified) + [q.name for q in passes]
+            verify_ir(module, "passes " + ", ".join(repr(n) for n in names))
         if after_each is not None:
             after_each(p, module)
 

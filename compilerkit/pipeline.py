@@ -27,7 +27,8 @@ Choices that change what is generated are options of this one pipeline (`Compila
 **options)`), not new pipelines: `onnx_passes` and `schedule` replace the ONNX IR passes and
 the Kernel IR schedule (a tuned schedule, an algorithm chosen by a pass); `codegen` names the
 code generator in CODEGENS; `emitter` swaps the LLVM emitter class (the endianness demo's
-HostBytesEmitter). Every stage's time goes to `.timings` and every pass's to `.pass_timings`.
+HostBytesEmitter); `conv_algorithm` picks how Convs are lowered (lowering/conv_algorithm.py).
+Every stage's time goes to `.timings` and every pass's to `.pass_timings`.
 """
 
 from __future__ import annotations
@@ -73,6 +74,11 @@ def loopnest_codegen(kmodule, backend: Backend, emitter=None, **how) -> str:
 
 CODEGENS = {"llvm": llvm_codegen, "loopnest": loopnest_codegen}
 
+# name -> fn(target, opt_level) -> Kernel IR schedule passes, chosen with schedule=NAME; a
+# package that computes schedules registers here on import (compilerkit.tune: "tuned"), so the
+# pipeline does not import it.
+NAMED_SCHEDULES: dict = {}
+
 
 @dataclass
 class Options:
@@ -83,6 +89,7 @@ class Options:
     onnx_passes: list | str | None = None  # None: passes.onnx_pipeline()
     schedule: list | str | None = None  # Kernel IR passes; None: target.schedule_passes(O)
     codegen: str = "llvm"  # a name in CODEGENS
+    conv_algorithm: str = "classic"  # lowering/conv_algorithm.py ALGORITHMS
     emitter: type | None = None  # an Emitter subclass for the LLVM codegen
     asm: bool = True  # "native": list the machine-code stage in `.stages` (made on first look)
 
@@ -158,6 +165,9 @@ class Compilation:
         if self.options.codegen not in CODEGENS:
             raise ValueError(f"unknown codegen {self.options.codegen!r}; available: "
                              f"{sorted(CODEGENS)}")
+        from compilerkit.lowering.conv_algorithm import check_algorithm
+
+        check_algorithm(self.options.conv_algorithm)
         if isinstance(target, str):
             check_target_name(target)  # an unknown name fails here, before any work
         elif not isinstance(target, (Target, Backend)):
@@ -228,7 +238,7 @@ class Compilation:
         return stage_of(module), module
 
     # ---- the stages ------------------------------------------------------------------------
-    def _passes(self, module, passes, stage: str) -> None:
+    def _passes(self, module, passes, stage: str, unverified=()) -> None:
         mark = [time.perf_counter()]
 
         def timed(p, _module):
@@ -236,7 +246,7 @@ class Compilation:
             self.pass_timings.append((stage, p.name, now - mark[0]))
             mark[0] = now
 
-        run_passes(module, passes, after_each=timed, verify_each=False)
+        run_passes(module, passes, after_each=timed, verify_each=False, unverified=unverified)
 
     def import_model(self, model) -> ModuleOp:
         """ONNX model -> ONNX IR as imported (verified)."""
@@ -259,19 +269,26 @@ class Compilation:
     def lower(self, module) -> ModuleOp:
         """ONNX IR -> a new, scheduled and planned Kernel IR module (`module` is unchanged)."""
         from compilerkit.lowering import LowerToKrnlPass, lower_to_krnl
+        from compilerkit.lowering.conv_algorithm import using
 
         schedule = self.options.schedule
-        if isinstance(schedule, str):
+        if isinstance(schedule, str) and schedule in NAMED_SCHEDULES:
+            schedule = NAMED_SCHEDULES[schedule](self.target, self.opt_level)
+        elif isinstance(schedule, str):
             schedule = parse_pipeline(schedule)
         lowering, *rest = kernel_pipeline(self.target, self.opt_level, schedule)
         assert isinstance(lowering, LowerToKrnlPass)
         t = time.perf_counter()
         # The lowering pass's out-of-place form: `module` stays ONNX IR, so the "onnx-ir"
         # stage can still be printed from it after this.
-        kmodule = lower_to_krnl(module)
-        verify_ir(kmodule, f"pass {lowering.name!r}")
+        with using(self.options.conv_algorithm):
+            kmodule = lower_to_krnl(module)
+        if not rest:
+            verify_ir(kmodule, f"pass {lowering.name!r}")
         self.pass_timings.append(("kernel-ir", lowering.name, time.perf_counter() - t))
-        self._passes(kmodule, rest, "kernel-ir")
+        # One verification for the whole stage (lowering and schedule): each took a tenth of
+        # a real model's compile.
+        self._passes(kmodule, rest, "kernel-ir", unverified=[lowering.name])
         return kmodule
 
     def planned(self, kmodule) -> ModuleOp:

@@ -39,16 +39,26 @@ def check_num_threads(num_threads) -> int:
 _GOMP = []  # the path loaded, once per process
 
 
+SPIN_COUNT = 100_000  # libgomp's spin iterations before an idle thread sleeps (default 300000)
+
+
 def openmp_defaults() -> None:
-    """Before libgomp loads (it reads its environment once, then): idle threads sleep at once
-    (OMP_WAIT_POLICY=passive) unless the user chose a policy (OMP_WAIT_POLICY or
-    GOMP_SPINCOUNT). libgomp's default spins ~300000 times after every parallel loop; on a busy
-    machine (or between the loops of a 1-thread run) the spinning threads took the cores the
-    work needed: MobileNetV2 at 2 threads ran 3-8x slower than at 1 with spinning, and 1-thread
-    runs after a 2-thread one ~2x slower (load 10 on 2 cores). The cost is a thread wake-up
-    (microseconds) per parallel loop."""
-    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    """Before libgomp loads (it reads its environment once, then), unless the user chose a
+    policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT): on an idle machine, idle threads spin
+    SPIN_COUNT times (a fraction of a millisecond) before they sleep; on a busy one (1-minute
+    load average above the core count less one half) they sleep at once (passive).
+    Why: a Conv starts the thread team once per parallel loop, back to back; waking sleeping
+    threads took so long that 2 threads ran no faster than 1 (ResNet-50 Conv 256 x 14 x 14:
+    3.47 ms at 2 threads passive, 1.68 ms spinning, 3.45 ms at 1 thread; quiet machine). But
+    spinning threads take the cores other work needs: at load 10 on 2 cores, libgomp's default
+    spin made MobileNetV2 at 2 threads 3-8x slower than at 1."""
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        return
+    cores = os.cpu_count() or 1
+    if os.getloadavg()[0] > cores - 0.5:
         os.environ["OMP_WAIT_POLICY"] = "passive"
+    else:
+        os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
 
 
 def libgomp_candidates() -> list[str]:

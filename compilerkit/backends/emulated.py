@@ -196,11 +196,20 @@ def compile_with_host_bytes(model, target: str = "s390x", opt_level: int = 3,
 
 
 def object_bytes(compiled) -> bytes:
-    """The ELF object a compiled model runs from (emulated targets) or would link (host)."""
+    """The ELF object a compiled model runs from (emulated targets) or would link (host). A
+    host model compiled for the JIT maps its large weights from Python memory instead of
+    holding them (backends/base.py), so its object is emitted again from its Kernel IR with
+    the weights inside."""
     session = compiled.session
     if hasattr(session, "obj"):
         return session.obj
-    return compiled.backend.object_code(compiled.llvm_module, compiled.opt_level)
+    mod = compiled.llvm_module
+    if any(g.is_declaration for g in mod.global_variables):
+        from compilerkit.pipeline import compile_to
+
+        kernel = compiled.provenance.modules["kernel-ir"]
+        return compile_to("obj", kernel, compiled.backend.target, compiled.opt_level)
+    return compiled.backend.object_code(mod, compiled.opt_level)
 
 
 def hexdump(data: bytes, width: int = 16, limit: int = 64) -> str:

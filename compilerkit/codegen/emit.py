@@ -137,6 +137,20 @@ class BytesConstant(ir.Constant):
         return f"<BytesConstant [{self.data.size} x i8]>"
 
 
+
+def defined_inside(nests) -> set:
+    """Every value the ops `nests` (and the ops nested in them) define: results and block
+    arguments. What they use from elsewhere is what a function made of them must be passed."""
+    inside = set()
+    for op in nests:
+        for inner in op.walk():
+            inside.update(inner.results)
+            for region in inner.regions:
+                for blk in region.blocks:
+                    inside.update(blk.args)
+    return inside
+
+
 class Emitter:
     # Emit a node's function even when its nests' key finds one to share, and check that the
     # code is the same (tests; see Emitter.nest_key).
@@ -625,13 +639,7 @@ class Emitter:
         """({Kernel IR value: its LLVM value} for every value `nests` use from outside,
         [the distinct non-constant LLVM values among them]): the parameters of a function
         made of the nests (constants are rematerialised inside)."""
-        inside = set()
-        for op in nests:
-            for inner in op.walk():
-                inside.update(inner.results)
-                for region in inner.regions:
-                    for blk in region.blocks:
-                        inside.update(blk.args)
+        inside = defined_inside(nests)
         params, seen = [], {}
         for inner in (x for op in nests for x in op.walk()):
             for v in inner.operands:

@@ -553,52 +553,80 @@ def parallel_conflict(it: IterateOp, pos: int) -> str | None:
     the same expression that takes a different value for each iteration of the loop (the
     induction variable, plus an offset fixed for the nest, times a constant); a krnl.matmul
     writes whole tiles of C, so the loop must give its i (rows) or j (columns) with a tile no
-    wider than what one iteration spans, and its C offset fixed for the nest. Nests with
+    wider than what one iteration spans, and its C offset fixed for the nest. A buffer that
+    fails this rule may still pass the flat-offset rule (krnl_ranges.py: panels and groups
+    that write through offsets, matmul tiles at an offset that moves with the loop). Nests with
     run-time checks (krnl.check, integer division) stay serial: which failure a run reports
     would depend on the thread count."""
+    from compilerkit.dialects.krnl_ranges import flat_conflict
+
     arg, step = _loop_arg(it, pos)
     if arg is None:
         return "the loop is not one of the nest's original loops"
     accesses: dict = {}  # buffer -> [(memref value, index operands, writes?)]
+    flat: dict = {}  # buffer -> accesses in krnl_ranges.flat_conflict's form
+    tile_ok = True  # every matmul follows the loop by its i or j with a fixed C offset
     for op in it.body.walk():
         if isinstance(op, CheckOp) or op.name in ("arith.divsi", "arith.remsi"):
             return f"the nest has a run-time check ({op.name})"
-        if isinstance(op, LoadOp):
-            accesses.setdefault(_root(op.memref), []).append((op.memref, list(op.indices), 0))
-        elif isinstance(op, StoreOp):
-            accesses.setdefault(_root(op.memref), []).append((op.memref, list(op.indices), 1))
+        if isinstance(op, LoadOp | StoreOp):
+            accesses.setdefault(_root(op.memref), []).append(
+                (op.memref, list(op.indices), int(isinstance(op, StoreOp))))
+            flat.setdefault(_root(op.memref), []).append(("element", op.memref,
+                                                          list(op.indices)))
         elif isinstance(op, MatMulOp):
+            m, n, k = ints_of(op.sizes)
+            sa, sk, ldb, ldc = ints_of(op.strides)
             tm, tn, _ = ints_of(op.tile)
             if op.i is arg and tm <= (step or 1):
                 dim = "rows"
             elif op.j is arg and tn <= (step or 1):
                 dim = "columns"
             else:
-                return "a krnl.matmul whose C tile does not follow the loop"
+                dim, tile_ok = None, False
             if not _fixed(op.c_off, it):
-                return "a krnl.matmul whose C offset changes inside the nest"
+                tile_ok = False
             accesses.setdefault(_root(op.c), []).append((op.c, dim, 1))
             accesses.setdefault(_root(op.a), []).append((op.a, None, 0))
             accesses.setdefault(_root(op.b), []).append((op.b, None, 0))
+            flat.setdefault(_root(op.c), []).append(("tile", op.c_off, m, ldc, n, 1))
+            flat.setdefault(_root(op.a), []).append(("tile", op.a_off, m, sa, k, sk))
+            flat.setdefault(_root(op.b), []).append(("tile", op.b_off, k, ldb, n, 1))
+    fixed = lambda v: _fixed(v, it)  # noqa: E731
     for buf, uses in accesses.items():
         if not any(w for _, _, w in uses):
             continue  # read only
-        name = buf.name_hint or "a buffer"
-        if len({id(m) for m, _, _ in uses}) > 1:
-            return f"%{name} is accessed through two views"
-        if any(isinstance(ix, str) for _, ix, _ in uses):
-            kinds = {ix if isinstance(ix, str) else "element" for _, ix, _ in uses}
-            if len(kinds) > 1:
-                return f"%{name} is written as a krnl.matmul tile and accessed otherwise"
+        why = _dimension_conflict(buf, uses, arg, it, tile_ok)
+        if why is None:
             continue
-        if any(ix is None for _, ix, _ in uses):
-            return f"%{name} is written and also read as a whole"
-        first = uses[0][1]
-        common = {d for d, v in enumerate(first) if _follows(v, arg, it)}
-        for _, ix, _ in uses[1:]:
-            common &= {d for d in common if _same(ix[d], first[d])}
-        if not common:
-            return f"%{name} is written at indices that do not all follow the loop"
+        trips = it.bound_list()[list(it.body.block.args).index(arg)]
+        flat_why = flat_conflict(flat[buf], arg, it, fixed, trips)
+        if flat_why is not None:
+            name = buf.name_hint or "a buffer"
+            return f"{why}; by flat offsets, %{name}: {flat_why}"
+    return None
+
+
+def _dimension_conflict(buf, uses, arg, it, tile_ok) -> str | None:
+    """The per-dimension rule of parallel_conflict for one written buffer."""
+    name = buf.name_hint or "a buffer"
+    if any(isinstance(ix, str) or (ix is None and w) for _, ix, w in uses) and not tile_ok:
+        return "a krnl.matmul whose C tile does not follow the loop with a fixed offset"
+    if len({id(m) for m, _, _ in uses}) > 1:
+        return f"%{name} is accessed through two views"
+    if any(isinstance(ix, str) for _, ix, _ in uses):
+        kinds = {ix if isinstance(ix, str) else "element" for _, ix, _ in uses}
+        if len(kinds) > 1:
+            return f"%{name} is written as a krnl.matmul tile and accessed otherwise"
+        return None
+    if any(ix is None for _, ix, _ in uses):
+        return f"%{name} is written and also read as a whole"
+    first = uses[0][1]
+    common = {d for d, v in enumerate(first) if _follows(v, arg, it)}
+    for _, ix, _ in uses[1:]:
+        common &= {d for d in common if _same(ix[d], first[d])}
+    if not common:
+        return f"%{name} is written at indices that do not all follow the loop"
     return None
 
 

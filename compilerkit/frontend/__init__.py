@@ -12,6 +12,7 @@ one producer per tensor, topological order, every output produced and named once
 
 from __future__ import annotations
 
+import math
 import operator
 import os
 import re
@@ -89,15 +90,48 @@ def load_model(model) -> tuple[ModelProto, str | None]:
     return proto, base_dir
 
 
-def _fix_input_shapes(proto: ModelProto, input_shapes: dict | None) -> ModelProto:
-    inits = {t.name for t in proto.graph.initializer}
+LIGHT_BYTES = 4096  # float initializers larger than this reach shape inference as typed inputs
+
+
+def _light_copy(proto: ModelProto) -> ModelProto:
+    """The model for type inference: everything but the data of large non-integer
+    initializers, which become graph inputs of their type and shape instead (inference never
+    reads float weights; integer tensors, shapes and indices, stay for data propagation).
+    Copying and serialising ResNet-50's 100 MB of weights for inference twice took a second of
+    its import."""
+    light = ModelProto()
+    light.ir_version = proto.ir_version
+    light.opset_import.extend(proto.opset_import)
+    light.functions.extend(proto.functions)
+    g, lg = proto.graph, light.graph
+    lg.name = g.name
+    lg.node.extend(g.node)
+    lg.input.extend(g.input)
+    lg.output.extend(g.output)
+    lg.value_info.extend(g.value_info)
+    lg.sparse_initializer.extend(g.sparse_initializer)
+    listed = {i.name for i in g.input}
+    for t in g.initializer:  # sizes were checked (check_dims) before this runs
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(t.data_type) if (
+            t.data_type in onnx.helper.get_all_tensor_dtypes()) else None
+        integer = dtype is not None and dtype.kind in "iub"
+        size = math.prod(t.dims) * (dtype.itemsize if dtype is not None else 1)
+        if integer or size <= LIGHT_BYTES or dtype is None or t.name in listed:
+            lg.initializer.append(t)  # (an initializer also listed as an input keeps its data)
+        else:
+            lg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, t.dims))
+    return light
+
+
+def _fix_input_shapes(proto: ModelProto, input_shapes: dict | None, inits: set) -> ModelProto:
+    """Check `input_shapes` against the model's inputs (names in `inits` are weights) and
+    write them into `proto` (the light copy: changed in place)."""
     input_shapes = dict(input_shapes or {})
     names = [i.name for i in proto.graph.input if i.name not in inits]
     unknown = set(input_shapes) - set(names)
     if unknown:
         raise ModelError(f"input_shapes names unknown inputs {sorted(unknown)}; "
                          f"the model's inputs are {names}")
-    proto = proto.__class__.FromString(proto.SerializeToString()) if input_shapes else proto
     for inp in proto.graph.input:
         if inp.name in inits:
             continue
@@ -151,8 +185,7 @@ def _infer_types(proto: ModelProto) -> tuple[dict, dict]:
     name as (elem, dims), declared types by name)."""
     declared = {vi.name: _proto_type(vi) for vi in list(proto.graph.value_info)
                 + list(proto.graph.output) if vi.type.tensor_type.elem_type}
-    stripped = ModelProto()
-    stripped.CopyFrom(proto)
+    stripped = proto  # the light copy (_light_copy), changed in place
     del stripped.graph.value_info[:]
     for o in stripped.graph.output:
         o.ClearField("type")
@@ -230,8 +263,9 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
     check_graph(proto)
     for t in proto.graph.initializer:  # sizes first: nothing below reads a tensor unchecked
         check_dims(t, budget)
-    proto = _fix_input_shapes(proto, input_shapes)
-    inferred, declared = _infer_types(proto)
+    light = _fix_input_shapes(_light_copy(proto), input_shapes,
+                              {t.name for t in proto.graph.initializer})
+    inferred, declared = _infer_types(light)
     producers = {o: node_label(n, k) for k, n in enumerate(proto.graph.node) for o in n.output}
     deferred = {}
     for name, decl in declared.items():

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from compilerkit.codegen.emit import I8P, I64, Emitter, mem_type
+from compilerkit.codegen.emit import I8P, I64, Emitter, defined_inside, mem_type
 from compilerkit.dialects import krnl
 from compilerkit.loopnest.nest import note_handles
 from compilerkit.onnx_passes.single_node import main_func
@@ -72,13 +72,7 @@ class FallbackEmitter(Emitter):
 
 
 def _free_memrefs(nests):
-    inside = set()
-    for op in nests:
-        for x in op.walk():
-            inside.update(x.results)
-            for region in x.regions:
-                for blk in region.blocks:
-                    inside.update(blk.args)
+    inside = defined_inside(nests)
     out = []
     for op in nests:
         for x in op.walk():

@@ -70,11 +70,20 @@ def kernel(strides) -> Asm:
     _packed(a, sa_r, sa_k, ldb, ldc)
     a.op("RETNQ")
     a.bind(unpacked)
+    _row_blocks(a, lambda r: _columns(a, r, sa_r, sa_k, ldb, ldc), sa_r, ldc, done)
+    a.op("RETNQ")
+    return a
+
+
+def _row_blocks(a: Asm, block, sa_r, ldc, done):
+    """Rows of A and C in blocks of MR (r8 rows left, rsi and rcx advanced per block), then one
+    jump to the block code for the 1..MR-1 rows left; `block(r)` writes the code for r rows.
+    Binds `done` after them."""
     rows, rem = a.label(), a.label()
     a.bind(rows)
     a.op("CMP_RM64_IMM32", R8, MR)
     a.jump("JL_REL32_64", rem)
-    _columns(a, MR, sa_r, sa_k, ldb, ldc)
+    block(MR)
     a.op("ADD_RM64_IMM32", RSI, MR * sa_r)
     a.op("ADD_RM64_IMM32", RCX, MR * ldc)
     a.op("SUB_RM64_IMM32", R8, MR)
@@ -88,11 +97,9 @@ def kernel(strides) -> Asm:
     a.jump("JMP_REL32_64", done)
     for r in range(MR - 1, 0, -1):
         a.bind(labels[r])
-        _columns(a, r, sa_r, sa_k, ldb, ldc)
+        block(r)
         a.jump("JMP_REL32_64", done)
     a.bind(done)
-    a.op("RETNQ")
-    return a
 
 
 def _packed(a: Asm, sa_r, sa_k, ldb, ldc):
@@ -122,27 +129,7 @@ def _packed(a: Asm, sa_r, sa_k, ldb, ldc):
     a.bind(packed)
     a.op("MOV_R64_RM64", R11, R10)
     a.op("SHL_RM64_IMM8", R11, 6)  # bytes per strip: k * 64
-    rows, rem, done = a.label(), a.label(), a.label()
-    a.bind(rows)
-    a.op("CMP_RM64_IMM32", R8, MR)
-    a.jump("JL_REL32_64", rem)
-    _strips(a, MR, sa_r, sa_k, ldc)
-    a.op("ADD_RM64_IMM32", RSI, MR * sa_r)
-    a.op("ADD_RM64_IMM32", RCX, MR * ldc)
-    a.op("SUB_RM64_IMM32", R8, MR)
-    a.jump("JMP_REL32_64", rows)
-    a.bind(rem)
-    labels = {}
-    for r in range(MR - 1, 0, -1):
-        labels[r] = a.label()
-        a.op("CMP_RM64_IMM32", R8, r)
-        a.jump("JE_REL32_64", labels[r])
-    a.jump("JMP_REL32_64", done)
-    for r in range(MR - 1, 0, -1):
-        a.bind(labels[r])
-        _strips(a, r, sa_r, sa_k, ldc)
-        a.jump("JMP_REL32_64", done)
-    a.bind(done)
+    _row_blocks(a, lambda r: _strips(a, r, sa_r, sa_k, ldc), sa_r, ldc, a.label())
     a.op("MOV_R64_RM64", RSP, RBP)
 
 

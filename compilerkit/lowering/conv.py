@@ -1,29 +1,36 @@
 """Lowering of Conv (1-D/2-D/3-D: pads, auto_pad, strides, dilations, groups, bias, and the
 activation `fuse-conv` attached, onnx_passes/fuse_conv.py) and ConvTranspose to Kernel IR.
 
-Conv takes one of three schedules, all visible in the Kernel IR:
+Conv takes one of three schedules, all visible in the Kernel IR, each with one loop that
+threads can share (the parallelize pass marks it: krnl_passes/parallel.py):
 
 - direct (grouped and depthwise Conv, C/g * prod(kernel) <= MAX_TAPS): one nest per
   (batch entry, group) over (output channel of the group, output positions), the last output
   axis innermost; its body sums all C/g * prod(kernel) taps, unrolled, into one value, adds the
-  bias, applies the activation and stores once. The innermost loop walks an output row, whose
-  loads are consecutive (stride 1) or evenly spaced (stride s), so LLVM vectorises it. A padded
-  Conv first copies each group's input planes into a zero-bordered scratch buffer (the border
-  is zeroed once per call), so the taps read without guards; no im2col buffer. Stride-1 2-D
-  Convs with rows narrower than FLAT_WIDTH (MobileNet's 14 and 7) loop over flat plane
-  positions instead, so the vector loop is not mostly remainder (`_direct_flat`).
+  bias, applies the activation and stores once. The innermost loop walks an output row with
+  consecutive loads, so LLVM vectorises it. A padded Conv first copies the group's input
+  planes into its own zero-bordered planes of a scratch buffer [groups, C/g, padded...]
+  (border and interior rewritten per (batch entry, group), just before the taps read them),
+  so the taps read without guards; no im2col buffer. Groups write disjoint scratch planes and
+  outputs, so the (batch entry, group) loop runs on threads. Stride-1 2-D Convs with rows
+  narrower than FLAT_WIDTH (MobileNet's 14 and 7) loop over flat plane positions instead, so
+  the vector loop is not mostly remainder (`_direct_flat`); strided 2-D Convs split the
+  padded input by row and column phase first and loop the same way (`_direct_phases`); 1-D
+  and 3-D strided Convs split the last axis by phase (`_phase_scratch`).
 - GEMM (everything else): per (batch entry, group, panel of output rows): the output panel is
   set to the bias, the input patches of the panel are copied into a column buffer
-  [C/g, kernel..., rows, rest of out spatial] (from the zero-bordered scratch planes when the
-  Conv is padded, as above), then out[oc, p] += W[oc, :] . col[:, p] with `krnl.matmul`
-  (matmul.py, which -O3 tiles), then the epilogue applies the activation to the panel while it
-  is still in cache. Panels hold about PANEL_BYTES of column buffer and output, as
-  onnxruntime's MLAS convolution works through its output in cache-sized pieces. A 1x1,
-  stride-1, unpadded Conv reads the input directly as the B matrix (a plain GEMM, no copy);
-  a strided 1x1 Conv copies only the sampled pixels.
-- shifted GEMMs (stride 1, 2-D, few channels on large planes: `_shifted_pays`): one GEMM per
-  kernel tap whose B is the (padded) input planes read at the tap's offset, accumulated into
-  a row buffer that the epilogue copies out; no column buffer at all.
+  [panels, C/g, kernel..., rows, rest of out spatial] (one slot per panel when threads share
+  the panel loop, else one slot; from the zero-bordered scratch planes when the Conv is
+  padded, as above), then out[oc, p] += W[oc, :] . col[:, p] with `krnl.matmul` (matmul.py,
+  which -O3 tiles), then the epilogue applies the activation to the panel while it is still
+  in cache. Panels hold about PANEL_BYTES of column buffer and output, as onnxruntime's MLAS
+  convolution works through its output in cache-sized pieces. A 1x1, stride-1, unpadded Conv
+  reads the input directly as the B matrix (a plain GEMM, no copy); a strided 1x1 Conv copies
+  only the sampled pixels.
+- shifted GEMMs (stride 1, 2-D, few channels on large planes: `_shifted_pays`): per panel of
+  output rows, one GEMM per kernel tap whose B is the padded input planes read at the tap's
+  offset, accumulated into the panel's row buffer that the epilogue copies out; no column
+  buffer at all.
 
 ConvTranspose is a scatter: each input element adds its products into the output window.
 """
@@ -35,19 +42,21 @@ import math
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, shape
+from compilerkit.lowering.conv_algorithm import choose, lower_chosen
 from compilerkit.lowering.elementwise import activation
 from compilerkit.lowering.matmul import emit_matmul, fill
 from compilerkit.onnx_passes.fuse_conv import conv_activation
 
 MAX_TAPS = 64  # most products one direct-convolution body sums (unrolled)
-# Column buffer + output of one GEMM panel. Each panel starts the thread team three times (bias
-# fill, matmul, epilogue), so fewer, larger panels scale better: 2 MiB (L3-resident; this
-# machine's L2 is 512 KiB) measured no slower at 1 thread than 512 KiB and cut thread start-ups.
+# Column buffer + output of one GEMM panel: 2 MiB (L3-resident; this machine's L2 is 512 KiB)
+# measured no slower at 1 thread than 512 KiB.
 PANEL_BYTES = 2 * 1024 * 1024
 MIN_PANEL = 64  # fewest output columns of a GEMM panel (narrower ones starve the micro-kernel)
 FLAT_WIDTH = 32  # stride-1 2-D direct Convs with narrower output rows run flattened
 SHIFT_CHANNELS = (16, 64)  # input channels (per group) for the shifted-GEMM schedule ...
 SHIFT_MIN_WIDTH = 48  # ... and the narrowest output rows it takes
+PAR_PANELS = 8  # panels wanted when threads share a Conv's panel loop (even counts preferred)
+COL_BYTES = 64 * 1024 * 1024  # most column buffer, all panels together, for shared panels
 
 def _output_with_bias(b, out_dims, elem, bias):
     """The output buffer, holding the bias broadcast over channels (or zeros): both Conv and
@@ -101,11 +110,15 @@ def lower_conv(b: KernelBuilder, op, ins):
     in_sp, k_sp, out_sp = list(xs[2:]), list(ws[2:]), list(out_dims[2:])
     groups = onnx_d.get_attr(op, "group", 1)
     st, dil, pads = conv_geometry(op, in_sp, k_sp, out_sp)
+    algo = choose(op)  # compile(conv_algorithm=...): lowering/conv_algorithm.py
+    if algo not in ("classic", "direct", "im2col"):
+        return [lower_chosen(b, op, ins, algo, pads)]
     conv = _Conv(x, w, bias, out_dims, groups, st, dil, pads, conv_activation(op))
     out = b.alloc(out_dims, op.results[0].type.element_type)
-    if groups > 1 and conv.cg * math.prod(k_sp) <= MAX_TAPS:
+    if algo == "direct" or (algo == "classic" and groups > 1
+                            and conv.cg * math.prod(k_sp) <= MAX_TAPS):
         _direct(b, conv, out)
-    elif _shifted_pays(conv):
+    elif algo == "classic" and _shifted_pays(conv):
         _shifted_gemm(b, conv, out)
     else:
         _gemm(b, conv, out)
@@ -142,32 +155,76 @@ def _finish(b, conv, v):
 
 # ---- direct convolution (grouped, depthwise) ---------------------------------------------------
 
-def _scratch(b: KernelBuilder, conv: _Conv):
-    """A zeroed buffer [C/g, padded spatial...] for one group's input planes when some tap
-    falls into the padding (else None): copied into its interior per (batch entry, group) by
-    `_copy_in`, it lets every tap read without a guard. Zeroed once per call: the copies
-    write only the interior, so the border stays 0."""
-    if not any(conv.guarded(d) for d in range(conv.r)):
+def _scratch(b: KernelBuilder, conv: _Conv, always=False, extra_rows=0):
+    """A buffer [groups, C/g, padded spatial...] for the input planes when some tap falls into
+    the padding (or `always`), else None: `_copy_in` zeroes group g's planes and copies the
+    input into their interior, so every tap reads without a guard. One set of planes per
+    group, so that groups (and the threads that take them) never share one. `extra_rows`
+    adds rows at the end of each plane for schedules that read a little past the last row
+    (the shifted GEMMs' throw-away columns)."""
+    if not always and not any(conv.guarded(d) for d in range(conv.r)):
         return None
     ext = [max(conv.pads[d] + conv.in_sp[d], conv.reach(d)) for d in range(conv.r)]
-    scratch = b.alloc([conv.cg] + ext, conv.elem)
-    fill(b, scratch, 0.0)
-    return scratch
+    ext[0] += extra_rows
+    return b.alloc([conv.groups, conv.cg] + ext, conv.elem)
 
 
-def _copy_in(b: KernelBuilder, conv: _Conv, scratch, nn, g):
+def _copy_in(b: KernelBuilder, conv: _Conv, scratch, nn, g, border=0.0):
+    """Group g's planes of batch entry nn into the scratch: `border` everywhere (the padding;
+    the arena is shared with other buffers, so it is rewritten every call), then the input
+    inside. The planes are written just before the group's taps read them, while in cache."""
+    with b.nest(shape(scratch)[1:]) as ivs:
+        b.store(b.const(border, conv.elem), scratch, [g] + ivs)
     with b.nest([conv.cg] + conv.in_sp) as ivs:
         ch = b.affine([(g, conv.cg), (ivs[0], 1)])
         v = b.load(conv.x, [nn, ch] + ivs[1:])
         at = [b.affine([(i, 1)], conv.pads[d]) for d, i in enumerate(ivs[1:])]
-        b.store(v, scratch, [ivs[0]] + at)
+        b.store(v, scratch, [g, ivs[0]] + at)
+
+
+def _phase_scratch(b: KernelBuilder, conv: _Conv):
+    """For a stride s > 1 on the last axis: a buffer [groups, C/g, padded spatial..., s,
+    ceil(padded width / s)] holding the padded input with its last axis split by column phase
+    (padded column j*s + p at [p, j]). A tap's column o*s + k*d is then phase (k*d) % s,
+    position o + (k*d) // s: consecutive over the output row, so the tap loop vectorises with
+    plain loads (with stride-s loads LLVM gathers lane by lane, or keeps a max scalar)."""
+    s = conv.st[-1]
+    ext = [max(conv.pads[d] + conv.in_sp[d], conv.reach(d)) for d in range(conv.r)]
+    return b.alloc([conv.groups, conv.cg] + ext[:-1] + [s, -(-ext[-1] // s)], conv.elem)
+
+
+def _copy_phases(b: KernelBuilder, conv: _Conv, scratch, nn, g, border=0.0):
+    """Group g's planes of x[nn] into the phase-split buffer: `border` everywhere, then one
+    nest per input column phase q (columns j*s + q, padded column j*s + q + pad: phase
+    (q + pad) % s, position j + (q + pad) // s), reading every s-th element and writing
+    consecutively."""
+    s, pad, width = conv.st[-1], conv.pads[-1], conv.in_sp[-1]
+    with b.nest(shape(scratch)[1:]) as ivs:
+        b.store(b.const(border, conv.elem), scratch, [g] + ivs)
+    for q in range(min(s, width)):
+        with b.nest([conv.cg] + conv.in_sp[:-1] + [-(-(width - q) // s)]) as ivs:
+            c, rows, j = ivs[0], ivs[1:-1], ivs[-1]
+            ch = b.affine([(g, conv.cg), (c, 1)])
+            v = b.load(conv.x, [nn, ch] + rows + [b.affine([(j, s)], q)])
+            at = [b.affine([(i, 1)], conv.pads[d]) for d, i in enumerate(rows)]
+            phase = [b.index((q + pad) % s), b.affine([(j, 1)], (q + pad) // s)]
+            b.store(v, scratch, [g, c] + at + phase)
+
+
+def _phase_tap_index(b: KernelBuilder, conv: _Conv, pos, ks):
+    """Indices into a phase-split buffer of the tap at kernel position ks (numbers) for
+    output positions pos: o*s + k*d on the leading axes, (phase, o + (k*d) // s) on the last."""
+    at = [b.affine([(p, conv.st[d])], ks[d] * conv.dil[d]) for d, p in enumerate(pos[:-1])]
+    kd = ks[-1] * conv.dil[-1]
+    s = conv.st[-1]
+    return at + [b.index(kd % s), b.affine([(pos[-1], 1)], kd // s)]
 
 
 def _tap(b: KernelBuilder, conv: _Conv, scratch, nn, g, c, at):
     """Input channel c of group g at spatial positions `at`, given in padded coordinates
     (o * stride + k * dilation): from the scratch planes, or from x when nothing is padded."""
     if scratch is not None:
-        return b.load(scratch, [c] + at)
+        return b.load(scratch, [g, c] + at)
     ch = b.affine([(g, conv.cg), (c, 1)])
     return b.load(conv.x, [nn, ch] + at)
 
@@ -185,26 +242,42 @@ def _sum_taps(b: KernelBuilder, conv: _Conv, oc, tap):
     return _finish(b, conv, acc)
 
 
+def _by_group(b: KernelBuilder, conv: _Conv, out):
+    """out viewed as [N, groups, OC/g, spatial...]: a group's outputs are indexed by the group
+    itself, so the (batch, group) loop can run in parallel."""
+    return b.view(out, [conv.n, conv.groups, conv.ocg] + conv.out_sp)
+
+
 def _direct(b: KernelBuilder, conv: _Conv, out):
-    scratch = _scratch(b, conv)
+    if conv.r == 2 and conv.st != [1, 1]:
+        return _direct_phases(b, conv, out)
+    if conv.st[-1] > 1:  # strided: the taps read a phase-split copy (always copied)
+        scratch, phased = _phase_scratch(b, conv), True
+    else:
+        scratch, phased = _scratch(b, conv), False
     padded = scratch is not None
     if conv.r == 2 and conv.st == [1, 1] and conv.out_sp[1] < FLAT_WIDTH:
         return _direct_flat(b, conv, out, scratch)
+    og = _by_group(b, conv, out)
     with b.nest([conv.n, conv.groups]) as (nn, g):
-        if padded:
+        if phased:
+            _copy_phases(b, conv, scratch, nn, g)
+        elif padded:
             _copy_in(b, conv, scratch, nn, g)
         with b.nest([conv.ocg] + conv.out_sp) as ivs:
             o, pos = ivs[0], ivs[1:]
             oc = b.affine([(g, conv.ocg), (o, 1)])
 
             def tap(cc, ks):
+                if phased:
+                    return b.load(scratch, [g, cc] + _phase_tap_index(b, conv, pos, ks))
                 # position o * s + k * d, less the padding when x is read directly
                 at = [b.affine([(p, conv.st[d])],
                                ks[d] * conv.dil[d] - (0 if padded else conv.pads[d]))
                       for d, p in enumerate(pos)]
                 return _tap(b, conv, scratch, nn, g, cc, at)
 
-            b.store(_sum_taps(b, conv, oc, tap), out, [nn, oc] + pos)
+            b.store(_sum_taps(b, conv, oc, tap), og, [nn, g, o] + pos)
 
 
 def _direct_flat(b: KernelBuilder, conv: _Conv, out, scratch):
@@ -212,13 +285,15 @@ def _direct_flat(b: KernelBuilder, conv: _Conv, out, scratch):
     row would be mostly remainder). Row-major planes make output (oh, ow) and tap (kh, kw) read
     flat position q + kh*dh*pitch + kw*dw, q = oh * pitch + ow, for the input's row pitch, so
     one loop over q in [0, (OH - 1) * pitch + OW) computes every output, plus pitch - OW
-    throw-away values per row, into a row buffer; a copy then keeps the OW real ones per row."""
+    throw-away values per row, into a row buffer (one per group); a copy then keeps the OW
+    real ones per row."""
     oh, ow = conv.out_sp
-    rows, pitch = (shape(scratch)[1:] if scratch is not None else conv.in_sp)
+    rows, pitch = (shape(scratch)[2:] if scratch is not None else conv.in_sp)
     span = (oh - 1) * pitch + ow
-    ybuf = b.alloc([conv.ocg, span], conv.elem)
-    src = (b.view(scratch, [conv.cg, rows * pitch]) if scratch is not None
+    ybuf = b.alloc([conv.groups, conv.ocg, span], conv.elem)
+    src = (b.view(scratch, [conv.groups, conv.cg, rows * pitch]) if scratch is not None
            else b.view(conv.x, [conv.n, conv.c_in, rows * pitch]))
+    og = _by_group(b, conv, out)
     with b.nest([conv.n, conv.groups]) as (nn, g):
         if scratch is not None:
             _copy_in(b, conv, scratch, nn, g)
@@ -228,13 +303,80 @@ def _direct_flat(b: KernelBuilder, conv: _Conv, out, scratch):
             def tap(cc, ks):
                 at = b.affine([(q, 1)], ks[0] * conv.dil[0] * pitch + ks[1] * conv.dil[1])
                 if scratch is not None:
-                    return b.load(src, [cc, at])
+                    return b.load(src, [g, cc, at])
                 return b.load(src, [nn, b.affine([(g, conv.cg), (cc, 1)]), at])
 
-            b.store(_sum_taps(b, conv, oc, tap), ybuf, [o, q])
+            b.store(_sum_taps(b, conv, oc, tap), ybuf, [g, o, q])
         with b.nest([conv.ocg, oh, ow]) as (o, i, j):
-            b.store(b.load(ybuf, [o, b.affine([(i, pitch), (j, 1)])]), out,
-                    [nn, b.affine([(g, conv.ocg), (o, 1)]), i, j])
+            b.store(b.load(ybuf, [g, o, b.affine([(i, pitch), (j, 1)])]), og, [nn, g, o, i, j])
+
+
+def _direct_phases(b: KernelBuilder, conv: _Conv, out):
+    """Strided 2-D direct Conv (MobileNet's and EfficientNet's stride-2 depthwise layers). The
+    padded input is split by row and column phase (space-to-depth): padded (r, c) goes to plane
+    (r % sh, c % sw) at (r // sh, c // sw), planes Hp x Wp row-major. Output (oh, ow) and tap
+    (kh, kw) then read plane ((kh*dh) % sh, (kw*dw) % sw) at flat position
+    q + ((kh*dh) // sh) * Wp + (kw*dw) // sw, q = oh * Wp + ow: as in `_direct_flat`, one loop
+    over q in [0, (OH - 1) * Wp + OW) with consecutive loads computes every output (Wp - OW
+    throw-away values per row, few: Wp is about OW) into a row buffer, and a copy keeps the
+    real ones. Every read stays within its plane's first ceil(padded height / sh) rows; each
+    plane has one more row, zeroed, as a margin."""
+    sh, sw = conv.st
+    ext = [max(conv.pads[d] + conv.in_sp[d], conv.reach(d)) for d in range(2)]
+    hp, wp = -(-ext[0] // sh) + 1, -(-ext[1] // sw)
+    plane = hp * wp
+    scratch = b.alloc([conv.groups, conv.cg, sh, sw, hp, wp], conv.elem)
+    src = b.view(scratch, [conv.groups, conv.cg, sh * sw * plane])
+    oh, ow = conv.out_sp
+    span = (oh - 1) * wp + ow
+    ybuf = b.alloc([conv.groups, conv.ocg, span], conv.elem)
+    og = _by_group(b, conv, out)
+
+    def phase_range(ph, s, pad, size):
+        # positions i of phase ph whose input index i * s + ph - pad lies in [0, size)
+        return max(0, -(-(pad - ph) // s)), max(0, (size - 1 + pad - ph) // s + 1)
+
+    with b.nest([conv.n, conv.groups]) as (nn, g):
+        with b.nest(shape(scratch)[1:]) as ivs:
+            b.store(b.const(0.0, conv.elem), scratch, [g] + ivs)
+        for ph, pw in itertools.product(range(sh), range(sw)):
+            rows = phase_range(ph, sh, conv.pads[0], conv.in_sp[0])
+            cols = phase_range(pw, sw, conv.pads[1], conv.in_sp[1])
+            if rows[0] >= rows[1] or cols[0] >= cols[1]:
+                continue
+            with b.nest([conv.cg, rows, cols]) as (c, i, j):
+                ch = b.affine([(g, conv.cg), (c, 1)])
+                v = b.load(conv.x, [nn, ch, b.affine([(i, sh)], ph - conv.pads[0]),
+                                    b.affine([(j, sw)], pw - conv.pads[1])])
+                b.store(v, scratch, [g, c, b.index(ph), b.index(pw), i, j])
+        with b.nest([conv.ocg, span]) as (o, q):
+            oc = b.affine([(g, conv.ocg), (o, 1)])
+
+            def tap(cc, ks):
+                ah, aw = ks[0] * conv.dil[0], ks[1] * conv.dil[1]
+                off = ((ah % sh) * sw + aw % sw) * plane + (ah // sh) * wp + aw // sw
+                return b.load(src, [g, cc, b.affine([(q, 1)], off)])
+
+            b.store(_sum_taps(b, conv, oc, tap), ybuf, [g, o, q])
+        with b.nest([conv.ocg, oh, ow]) as (o, i, j):
+            b.store(b.load(ybuf, [g, o, b.affine([(i, wp), (j, 1)])]), og, [nn, g, o, i, j])
+
+
+# ---- panels -------------------------------------------------------------------------------------
+
+def _even_panels(rows: int, lo: int, hi: int) -> int | None:
+    """Rows per panel for a panel loop that threads share: a height in [lo, hi] dividing `rows`
+    evenly (a ragged last panel would be a serial loop of its own), for at least 2 panels that
+    2 threads share evenly (an even count, or many: 11 panels leave one thread 6 of 11), up to
+    PAR_PANELS, preferring more panels; None if none."""
+    best = None
+    for h in range(max(lo, 1), min(hi, rows) + 1):
+        if rows % h == 0:
+            p = rows // h
+            key = (p > 1, -(p % 2) / p, min(p, PAR_PANELS), -p)
+            if best is None or key > best[0]:
+                best = (key, h)
+    return None if best is None else best[1]
 
 
 # ---- stride-1 Conv as a sum of shifted GEMMs -------------------------------------------------
@@ -251,55 +393,64 @@ def _shifted_pays(conv: _Conv) -> bool:
 
 def _shifted_gemm(b: KernelBuilder, conv: _Conv, out):
     """out = sum over taps (kh, kw) of W[:, :, kh, kw] . (input planes shifted by the tap).
-    With the (padded) input planes row-major, output (oh, ow) and tap (kh, kw) read flat
+    With the padded input planes row-major, output (oh, ow) and tap (kh, kw) read flat
     position q + kh*dh*pitch + kw*dw of each channel's plane, q = oh * pitch + ow: so for one
     tap, the products over all outputs are one GEMM whose B is the planes themselves at that
-    offset (K = input channels, row stride = one plane), no im2col copy. The results go to a
-    row buffer over q in [0, (OH - 1) * pitch + OW) (pitch - OW throw-away values per row),
-    which starts as the bias; the epilogue then copies the real OW per row out, applying the
-    activation."""
-    scratch = _scratch(b, conv)
+    offset (K = input channels, row stride = one plane), no im2col copy. Output rows go in
+    panels (threads take whole panels): per panel, a row buffer over its rows' q (pitch - OW
+    throw-away values per row; the planes have one spare row so the last panel's throw-away
+    columns read inside them) starts as the bias, takes one GEMM per tap, and the epilogue
+    copies the real OW per row out, applying the activation."""
+    scratch = _scratch(b, conv, always=True, extra_rows=1)
     oh, ow = conv.out_sp
-    rows, pitch = (shape(scratch)[1:] if scratch is not None else conv.in_sp)
+    rows, pitch = shape(scratch)[2:]
     plane = rows * pitch
-    span = (oh - 1) * pitch + ow
     kk = math.prod(conv.k_sp)
-    ybuf = b.alloc([conv.ocg, span], conv.elem)
+    height = _even_panels(oh, 1, max(1, oh // 2)) or oh
+    count, width = oh // height, height * pitch
+    ybuf = b.alloc([count, conv.ocg, width], conv.elem)
+    og = _by_group(b, conv, out)
     with b.nest([conv.n, conv.groups]) as (nn, g):
-        if scratch is not None:
-            _copy_in(b, conv, scratch, nn, g)
-            src, base = scratch, []
-        else:
-            src, base = conv.x, [(nn, conv.c_in * plane), (g, conv.cg * plane)]
-        with b.nest([conv.ocg, span]) as (o, q):
-            oc = b.affine([(g, conv.ocg), (o, 1)])
-            v = b.load(conv.bias, [oc]) if conv.bias is not None else b.const(0.0, conv.elem)
-            b.store(v, ybuf, [o, q])
-        for t, (kh, kw) in enumerate(itertools.product(*(range(k) for k in conv.k_sp))):
-            a_off = b.affine([(g, conv.ocg * conv.cg * kk)], t)
-            b_off = b.affine(base, kh * conv.dil[0] * pitch + kw * conv.dil[1])
-            emit_matmul(b, conv.w, src, ybuf, conv.ocg, span, conv.cg,
-                        [a_off, b_off, b.index(0)], (conv.cg * kk, kk), plane, span)
-        with b.nest([conv.ocg, oh, ow]) as (o, i, j):
-            v = b.load(ybuf, [o, b.affine([(i, pitch), (j, 1)])])
-            oc = b.affine([(g, conv.ocg), (o, 1)])
-            b.store(_finish(b, conv, v), out, [nn, oc, i, j])
+        _copy_in(b, conv, scratch, nn, g)
+        with b.nest([count]) as (jp,):
+            with b.nest([conv.ocg, width]) as (o, q):
+                oc = b.affine([(g, conv.ocg), (o, 1)])
+                v = b.load(conv.bias, [oc]) if conv.bias is not None else b.const(0.0, conv.elem)
+                b.store(v, ybuf, [jp, o, q])
+            c_off = b.affine([(jp, conv.ocg * width)])
+            for t, (kh, kw) in enumerate(itertools.product(*(range(k) for k in conv.k_sp))):
+                a_off = b.affine([(g, conv.ocg * conv.cg * kk)], t)
+                b_off = b.affine([(g, conv.cg * plane), (jp, width)],
+                                 kh * conv.dil[0] * pitch + kw * conv.dil[1])
+                emit_matmul(b, conv.w, scratch, ybuf, conv.ocg, width, conv.cg,
+                            [a_off, b_off, c_off], (conv.cg * kk, kk), plane, width)
+            with b.nest([conv.ocg, height, ow]) as (o, i, j):
+                v = b.load(ybuf, [jp, o, b.affine([(i, pitch), (j, 1)])])
+                row = b.affine([(jp, height), (i, 1)])
+                b.store(_finish(b, conv, v), og, [nn, g, o, row, j])
 
 
 # ---- im2col + GEMM, panel by panel -------------------------------------------------------------
 
-def _panel_rows(conv: _Conv, kdim: int, col: bool) -> int:
-    """Output rows (first spatial axis) per panel. All rows when the column buffer (or, for a
-    plain GEMM, the output) fits in PANEL_BYTES; else the largest row count that fits and
-    divides the rows evenly (no ragged last panel) down to half of that, or failing that the
-    count that fits; never fewer than MIN_PANEL columns."""
+def _panel_rows(conv: _Conv, kdim: int, col: bool) -> tuple[int, bool]:
+    """(output rows (first spatial axis) per panel, whether threads may share the panels).
+    Panels hold at most PANEL_BYTES of column buffer (or, for a plain GEMM, output) and never
+    fewer than MIN_PANEL columns. When every panel can have its own column buffer (all of them
+    together within COL_BYTES) and the rows split evenly (`_even_panels`), the panels are
+    threads' work; else the largest count that fits and divides the rows evenly (no ragged
+    last panel) down to half of that, or failing that the count that fits, in one serial loop
+    (the threads then share each panel's product)."""
     rows, inner = conv.out_sp[0], math.prod(conv.out_sp[1:])
     per_row = (kdim if col else conv.ocg) * inner * onnx_d.numpy_dtype(conv.elem).itemsize
     fit = max(1, PANEL_BYTES // per_row, -(-MIN_PANEL // inner))
+    if not col or rows * per_row <= COL_BYTES:
+        even = _even_panels(rows, -(-MIN_PANEL // inner), fit)
+        if even is not None and even < rows:
+            return even, True
     if fit >= rows:
-        return rows
+        return rows, False
     even = [h for h in range(fit, (fit + 1) // 2 - 1, -1) if rows % h == 0]
-    return even[0] if even else fit
+    return (even[0] if even else fit), False
 
 
 def _gemm(b: KernelBuilder, conv: _Conv, out):
@@ -311,13 +462,18 @@ def _gemm(b: KernelBuilder, conv: _Conv, out):
     direct = all(k == 1 for k in conv.k_sp) and all(s == 1 for s in conv.st) and not any(
         conv.pads) and all(conv.reach(d) <= conv.in_sp[d] for d in range(r))
     # A plain GEMM without an activation needs no panels: one product over all columns.
-    per_panel = rows if direct and conv.act is None else _panel_rows(conv, kdim, not direct)
+    if direct and conv.act is None:
+        per_panel, shared = rows, False
+    else:
+        per_panel, shared = _panel_rows(conv, kdim, not direct)
     n_full, rest = divmod(rows, per_panel)
     ov = b.view(out, [conv.n, conv.oc, p])
     panels = [(count, height, first) for count, height, first in
               ((n_full, per_panel, 0), (1 if rest else 0, rest, n_full * per_panel)) if count]
-    cols = [None if direct else b.alloc([conv.cg] + conv.k_sp + [height] + conv.out_sp[1:],
-                                        conv.elem) for _, height, _ in panels]
+    # Threads sharing the panels need a column buffer each; a serial panel loop reuses one.
+    cols = [None if direct else b.alloc([count if shared else 1, conv.cg] + conv.k_sp
+                                        + [height] + conv.out_sp[1:], conv.elem)
+            for count, height, _ in panels]
     scratch = None if direct else _scratch(b, conv)
     with b.nest([conv.n, conv.groups]) as (nn, g):
         if scratch is not None:
@@ -326,11 +482,13 @@ def _gemm(b: KernelBuilder, conv: _Conv, out):
             with b.nest([count]) as (jp,):
                 # this panel: output rows first + jp * height ..., columns q0 .. q0 + height*inner
                 q0 = b.affine([(jp, height * inner)], first * inner)
-                _panel(b, conv, ov, col, scratch, nn, g, jp, height, first, q0, kdim, p, hw,
-                       direct)
+                _panel(b, conv, ov, col, scratch, nn, g, jp if shared else None, jp, height,
+                       first, q0, kdim, p, hw, direct)
 
 
-def _panel(b, conv, ov, col, scratch, nn, g, jp, height, first, q0, kdim, p, hw, direct):
+def _panel(b, conv, ov, col, scratch, nn, g, slot, jp, height, first, q0, kdim, p, hw, direct):
+    """One panel: bias, im2col into column buffer `slot` (None: the one buffer), product,
+    epilogue."""
     width = height * math.prod(conv.out_sp[1:])
     # 1. the output panel starts as the bias
     with b.nest([conv.ocg, width]) as (o, q):
@@ -342,6 +500,7 @@ def _panel(b, conv, ov, col, scratch, nn, g, jp, height, first, q0, kdim, p, hw,
         src, b_off, ldb = conv.x, b.affine([(nn, conv.c_in * hw), (g, conv.cg * hw), (q0, 1)]), hw
     else:
         r = conv.r
+        at = b.index(0) if slot is None else slot
         with b.nest([conv.cg] + conv.k_sp + [height] + conv.out_sp[1:]) as ivs:
             c, ks, os_ = ivs[0], ivs[1:1 + r], ivs[1 + r:]
             spatial = []
@@ -352,8 +511,9 @@ def _panel(b, conv, ov, col, scratch, nn, g, jp, height, first, q0, kdim, p, hw,
                     terms.append((jp, height * conv.st[0]))
                     const += first * conv.st[0]
                 spatial.append(b.affine(terms, const))
-            b.store(_tap(b, conv, scratch, nn, g, c, spatial), col, ivs)
-        src, b_off, ldb = col, b.index(0), width
+            b.store(_tap(b, conv, scratch, nn, g, c, spatial), col, [at] + ivs)
+        src, ldb = col, width
+        b_off = b.index(0) if slot is None else b.affine([(slot, kdim * width)])
     # 3. out[oc, q0 + j] += W[oc, :] . col[:, j]
     a_off = b.affine([(g, conv.ocg * kdim)])
     c_off = b.affine([(nn, conv.oc * p), (g, conv.ocg * p), (q0, 1)])

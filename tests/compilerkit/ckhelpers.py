@@ -63,3 +63,23 @@ def affine_model(fold=False):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
                           inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+class BreaksReturn:
+    """A pass that leaves invalid IR: a func.return giving back nothing from a function
+    declared to return a tensor (func.return's verifier must refuse it). Records its runs in
+    `ran` when given."""
+
+    name = "breaks"
+
+    def __init__(self, ran=None):
+        self.ran = ran
+
+    def apply(self, ctx, module):
+        from xdsl.dialects import func
+
+        block = next(iter(module.body.block.ops)).body.block
+        block.erase_op(block.last_op)
+        block.add_op(func.ReturnOp())
+        if self.ran is not None:
+            self.ran.append(self.name)

@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+from ckhelpers import BreaksReturn
 from xdsl.dialects.builtin import ModuleOp
 
 from compilerkit import ModelError, parse_ir, print_ir
@@ -59,22 +60,10 @@ def test_target_pipelines():
 
 
 def test_run_passes_verifies_after_each_pass():
-    class Breaks:
-        name = "breaks"
-
-        def apply(self, ctx, module):
-            # A return that gives back nothing from a function declared to return a tensor:
-            # func.return's verifier must refuse it.
-            from xdsl.dialects import func
-
-            block = next(iter(module.body.block.ops)).body.block
-            block.erase_op(block.last_op)
-            block.add_op(func.ReturnOp())
-
     m = parse_ir(RELU % {"name": "main_graph"})
     seen = []
     with pytest.raises(ModelError, match="after pass 'breaks'"):
-        run_passes(m, [parse_pipeline("dead-code")[0], Breaks()],
+        run_passes(m, [parse_pipeline("dead-code")[0], BreaksReturn()],
                    after_each=lambda p, _: seen.append(p.name))
     assert seen == ["dead-code"]
 

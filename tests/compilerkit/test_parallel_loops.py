@@ -293,3 +293,24 @@ def test_hand_schedule_replaces_the_parallel_mark():
     assert "GOMP_parallel" in cm.stages["llvm-ir"]
     out = same_at_every_thread_count(cm, [x])
     close_to(out, ort_run(model, [x]), tol=1e-4)
+
+
+@pytest.mark.parametrize("load, env, expected", [
+    (0.2, {}, ("GOMP_SPINCOUNT", "100000")),       # idle machine: spin a while, then sleep
+    (5.0, {}, ("OMP_WAIT_POLICY", "passive")),     # busy: sleep at once
+    (0.2, {"OMP_WAIT_POLICY": "active"}, ("OMP_WAIT_POLICY", "active")),  # the user's choice
+    (5.0, {"GOMP_SPINCOUNT": "7"}, ("GOMP_SPINCOUNT", "7")),
+])
+def test_openmp_wait_policy_follows_the_load(monkeypatch, load, env, expected):
+    from compilerkit import runtime
+
+    for key in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(runtime.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(runtime.os, "cpu_count", lambda: 2)
+    runtime.openmp_defaults()
+    assert runtime.os.environ.get(expected[0]) == expected[1]
+    other = {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} - {expected[0]} - set(env)
+    assert not any(k in runtime.os.environ for k in other)

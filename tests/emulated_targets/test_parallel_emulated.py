@@ -15,9 +15,10 @@ from compilerkit.dialects import krnl
 
 
 def parallel_model():
-    """Conv + Relu (fused: the padded copy and the matmul's row tiles get parallel loops at the
-    default -O3), a padded MaxPool (its scratch copy and window nest) and a MatMul: small enough
-    to emulate in seconds, so the pool and the MatMul stay under parallelize's min_work."""
+    """Conv + Relu (fused: its loop over output panels, each with its own column buffer, runs
+    in parallel at the default -O3), a padded MaxPool (its scratch copy and window nest) and a
+    MatMul: small enough to emulate in seconds, so the pool and the MatMul stay under
+    parallelize's min_work."""
     rng = np.random.default_rng(7)
     w = rng.standard_normal((24, 8, 3, 3)).astype(np.float32) / 8
     m = rng.standard_normal((24 * 12 * 12, 40)).astype(np.float32) / 40
@@ -44,7 +45,7 @@ def host_results():
     k = cm.provenance.modules["kernel-ir"]
     marked = sum(krnl.parallel_loop(op) is not None for op in k.walk()
                  if isinstance(op, krnl.IterateOp))
-    assert marked >= 2, "the model should exercise parallel loops"
+    assert marked >= 1, "the model should exercise parallel loops"
     assert "GOMP_parallel" in cm.stages["llvm-ir"]
     outs = {n: cm.run(x, num_threads=n)[0] for n in (1, 2, 3, 4)}
     return model, x, outs

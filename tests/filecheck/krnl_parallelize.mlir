@@ -74,6 +74,61 @@ func.func @verify_no_parallel_inside_parallel(%x: memref<64x64xf32>, %y: memref<
 // CHECK-SAME:    krnl.parallel: the nest is already inside a parallel loop
 
 // -----
+// The panel loop below (@panels_disjoint_by_columns, last piece) with panels one column too
+// wide: panel jp writes out[oc, jp * 128 + q] for q < 129 (a bias fill and a matmul tile of
+// N = 129 columns at C offset jp * 128, row stride 1024), so column jp * 128 + 128 is written
+// by panels jp and jp + 1. The per-dimension rule fails first (the matmul's C offset moves
+// with the loop and its i, j are inner loops); the flat-offset rule (krnl_ranges.py) fails
+// too: on whole offsets one iteration spans 7 * 1024 + 128 + 1 = 7297 elements, more than the
+// 128 between iterations, and within rows of 1024 the columns reach 7 * 128 + 128 = 1024, past
+// the row. The verifier reports the per-dimension rule's reason.
+func.func @verify_overlapping_panels(%w: memref<8x16xf32>, %x: memref<16x1024xf32>, %out: memref<8x1024xf32>) {
+  %p = "krnl.define_loops"() : () -> !krnl.loop
+  "krnl.parallel"(%p) : (!krnl.loop) -> ()
+  "krnl.iterate"(%p, %p) ({
+  ^bb0(%jp: index):
+    %c128 = arith.constant 128 : index
+    %q0 = arith.muli %jp, %c128 : index
+    %o, %q = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)
+    "krnl.iterate"(%o, %q, %o, %q) ({
+    ^bb1(%oc: index, %e: index):
+      %zero = arith.constant 0.0 : f32
+      %col = arith.addi %q0, %e : index
+      "krnl.store"(%zero, %out, %oc, %col) : (f32, memref<8x1024xf32>, index, index) -> ()
+    }) {bounds = [[0 : i64, 8 : i64], [0 : i64, 129 : i64]], n_original = 2 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+    %z = arith.constant 0 : index
+    %mi, %mj, %mk = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
+    "krnl.iterate"(%mi, %mj, %mk, %mi, %mj, %mk) ({
+    ^bb2(%i: index, %j: index, %k: index):
+      "krnl.matmul"(%w, %x, %out, %i, %j, %k, %z, %q0, %q0) {sizes = [8 : i64, 129 : i64, 16 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [16 : i64, 1 : i64, 1024 : i64, 1024 : i64], simd = 1 : i64} : (memref<8x16xf32>, memref<16x1024xf32>, memref<8x1024xf32>, index, index, index, index, index, index) -> ()
+    }) {bounds = [[0 : i64, 8 : i64], [0 : i64, 129 : i64], [0 : i64, 16 : i64]], n_original = 3 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+  }) {bounds = [[0 : i64, 8 : i64]], n_original = 1 : i64} : (!krnl.loop, !krnl.loop) -> ()
+  func.return
+}
+// CHECK-LABEL: error: {{.*}}(piece 5) does not verify:
+// CHECK-SAME:    krnl.parallel: iterations of the loop may touch the same memory: a krnl.matmul whose C tile does not follow the loop with a fixed offset
+
+// -----
+// A clamped index: y[min(i, 255), j] = x[i, j] for i < 300, so iterations 255..299 all write
+// row 255. arith.minsi is neither the loop plus a fixed offset (per-dimension rule) nor a
+// sum the flat-offset rule understands (it answers "unknown"): refused, with the
+// per-dimension rule's reason.
+func.func @verify_clamped_index(%x: memref<300x256xf32>, %y: memref<256x256xf32>) {
+  %i, %j = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)
+  "krnl.parallel"(%i) : (!krnl.loop) -> ()
+  "krnl.iterate"(%i, %j, %i, %j) ({
+  ^bb0(%a: index, %b: index):
+    %c255 = arith.constant 255 : index
+    %row = arith.minsi %a, %c255 : index
+    %v = "krnl.load"(%x, %a, %b) : (memref<300x256xf32>, index, index) -> f32
+    "krnl.store"(%v, %y, %row, %b) : (f32, memref<256x256xf32>, index, index) -> ()
+  }) {bounds = [[0 : i64, 300 : i64], [0 : i64, 256 : i64]], n_original = 2 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+  func.return
+}
+// CHECK-LABEL: error: {{.*}}(piece 6) does not verify:
+// CHECK-SAME:    krnl.parallel: iterations of the loop may touch the same memory: %y is written at indices that do not all follow the loop
+
+// -----
 builtin.module {
   func.func @elementwise_outer_loop(%x: memref<64x32x32xf32>, %y: memref<64x32x32xf32>) {
     %i, %j, %k = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
@@ -293,3 +348,93 @@ builtin.module {
 // CHECK:         "krnl.permute"(%i, %j) {map = [1 : i64, 0 : i64]}
 // CHECK-NEXT:    "krnl.parallel"(%j)
 // CHECK-NEXT:    "krnl.iterate"(%i, %j, %j, %i)
+
+// -----
+// A panel loop as Conv's GEMM panels: 8 panels of W = 128 output columns of an [8, 1024]
+// output (8 channels, a plane of 1024). Panel jp writes out[oc, jp * 128 + q], q < 128 (the
+// bias fill) and a krnl.matmul tile C at offset jp * 128, M = 8 rows of row stride 1024,
+// N = 128 columns (B = x at the same offset). The per-dimension rule cannot take it (the C
+// offset moves with jp); the flat-offset rule does: as whole offsets both accesses are
+// 128 * jp + [0, 7 * 1024 + 127] (spans 7296 >= 128: not enough), but within rows of 1024
+// (the matmul's row stride, and out's row) the column part is 128 * jp + [0, 127], never
+// leaving the row (7 * 128 + 127 = 1023 < 1024), and one iteration spans 128 <= the 128
+// between iterations: disjoint. Work 8 * 8 * 128 * 16 = 131072 >= 32768, 8 >= 2 iterations:
+// the panel loop is marked.
+builtin.module {
+  func.func @panels_disjoint_by_columns(%w: memref<8x16xf32>, %x: memref<16x1024xf32>, %out: memref<8x1024xf32>) {
+    %p = "krnl.define_loops"() : () -> !krnl.loop
+    "krnl.iterate"(%p, %p) ({
+    ^bb0(%jp: index):
+      %c128 = arith.constant 128 : index
+      %q0 = arith.muli %jp, %c128 : index
+      %o, %q = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)
+      "krnl.iterate"(%o, %q, %o, %q) ({
+      ^bb1(%oc: index, %e: index):
+        %zero = arith.constant 0.0 : f32
+        %col = arith.addi %q0, %e : index
+        "krnl.store"(%zero, %out, %oc, %col) : (f32, memref<8x1024xf32>, index, index) -> ()
+      }) {bounds = [[0 : i64, 8 : i64], [0 : i64, 128 : i64]], n_original = 2 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+      %z = arith.constant 0 : index
+      %mi, %mj, %mk = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
+      "krnl.iterate"(%mi, %mj, %mk, %mi, %mj, %mk) ({
+      ^bb2(%i: index, %j: index, %k: index):
+        "krnl.matmul"(%w, %x, %out, %i, %j, %k, %z, %q0, %q0) {sizes = [8 : i64, 128 : i64, 16 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [16 : i64, 1 : i64, 1024 : i64, 1024 : i64], simd = 1 : i64} : (memref<8x16xf32>, memref<16x1024xf32>, memref<8x1024xf32>, index, index, index, index, index, index) -> ()
+      }) {bounds = [[0 : i64, 8 : i64], [0 : i64, 128 : i64], [0 : i64, 16 : i64]], n_original = 3 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+    }) {bounds = [[0 : i64, 8 : i64]], n_original = 1 : i64} : (!krnl.loop, !krnl.loop) -> ()
+    func.return
+  }
+}
+// CHECK-LABEL: func.func @panels_disjoint_by_columns
+// CHECK:         %p = "krnl.define_loops"() : () -> !krnl.loop
+// CHECK-NEXT:    "krnl.parallel"(%p) : (!krnl.loop) -> ()
+// CHECK-NEXT:    "krnl.iterate"(%p, %p)
+// CHECK-NOT:       "krnl.parallel"
+// CHECK:         func.return
+
+// -----
+// A column buffer per panel (as Conv's im2col panels when threads share the panel loop):
+// col [8 panels, K = 16, 128 columns]; panel jp fills col[jp, k, q] = x[k, jp * 128 + q] with
+// an element nest, then a matmul reads it as B at b_off = jp * (16 * 128) = jp * 2048 (ldb
+// 128) and writes out as in @panels_disjoint_by_columns. col, flat: store 2048 * jp +
+// 128 * k + q, B tile 2048 * jp + 128 * [0, 16) + [0, 128): both 2048 * jp + [0, 2047], a span
+// of 2047 < 2048 between iterations: disjoint as whole offsets. out passes by columns as
+// before; x and w are only read. Work 8 * 16384 = 131072: marked.
+builtin.module {
+  func.func @column_buffer_per_panel(%w: memref<8x16xf32>, %x: memref<16x1024xf32>, %out: memref<8x1024xf32>, %colbuf: memref<8x16x128xf32>) {
+    %p = "krnl.define_loops"() : () -> !krnl.loop
+    "krnl.iterate"(%p, %p) ({
+    ^bb0(%jp: index):
+      %c128 = arith.constant 128 : index
+      %q0 = arith.muli %jp, %c128 : index
+      %o, %q = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)
+      "krnl.iterate"(%o, %q, %o, %q) ({
+      ^bb1(%oc: index, %e: index):
+        %zero = arith.constant 0.0 : f32
+        %col = arith.addi %q0, %e : index
+        "krnl.store"(%zero, %out, %oc, %col) : (f32, memref<8x1024xf32>, index, index) -> ()
+      }) {bounds = [[0 : i64, 8 : i64], [0 : i64, 128 : i64]], n_original = 2 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+      %ck, %cq = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)
+      "krnl.iterate"(%ck, %cq, %ck, %cq) ({
+      ^bb3(%kk: index, %e2: index):
+        %xc = arith.addi %q0, %e2 : index
+        %v = "krnl.load"(%x, %kk, %xc) : (memref<16x1024xf32>, index, index) -> f32
+        "krnl.store"(%v, %colbuf, %jp, %kk, %e2) : (f32, memref<8x16x128xf32>, index, index, index) -> ()
+      }) {bounds = [[0 : i64, 16 : i64], [0 : i64, 128 : i64]], n_original = 2 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+      %z = arith.constant 0 : index
+      %c2048 = arith.constant 2048 : index
+      %boff = arith.muli %jp, %c2048 : index
+      %mi, %mj, %mk = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
+      "krnl.iterate"(%mi, %mj, %mk, %mi, %mj, %mk) ({
+      ^bb2(%i: index, %j: index, %k: index):
+        "krnl.matmul"(%w, %colbuf, %out, %i, %j, %k, %z, %boff, %q0) {sizes = [8 : i64, 128 : i64, 16 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [16 : i64, 1 : i64, 128 : i64, 1024 : i64], simd = 1 : i64} : (memref<8x16xf32>, memref<8x16x128xf32>, memref<8x1024xf32>, index, index, index, index, index, index) -> ()
+      }) {bounds = [[0 : i64, 8 : i64], [0 : i64, 128 : i64], [0 : i64, 16 : i64]], n_original = 3 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+    }) {bounds = [[0 : i64, 8 : i64]], n_original = 1 : i64} : (!krnl.loop, !krnl.loop) -> ()
+    func.return
+  }
+}
+// CHECK-LABEL: func.func @column_buffer_per_panel
+// CHECK:         %p = "krnl.define_loops"() : () -> !krnl.loop
+// CHECK-NEXT:    "krnl.parallel"(%p) : (!krnl.loop) -> ()
+// CHECK-NEXT:    "krnl.iterate"(%p, %p)
+// CHECK-NOT:       "krnl.parallel"
+// CHECK:         func.return

@@ -4,25 +4,35 @@
 // around, per group, one nest over (output channel o of the group, output rows, output
 // columns), the columns innermost. Its body sums all C/g * prod(kernel) taps, unrolled in
 // (c, kh, kw) order, starting from bias[oc] (or from the first product when there is no
-// bias), applies the fused activation and stores once, straight into out[n, oc, ...] with
-// oc = g * (OC/g) + o (no view of the output). No column buffer, no krnl.matmul.
-// Where some tap falls into the padding (`_scratch`), the taps never read x: one scratch
-// buffer [C/g, padded...] with extent max(pad_begin + in, (out - 1) * stride + (k - 1) *
-// dilation + 1) per axis is allocated and zeroed whole, once per call, before the (n, g) nest;
-// inside it, `_copy_in` writes group g's C/g planes x[n, g * C/g + c] at +pad_begin, and the
-// taps read the scratch at o * stride + k * dilation with no guard and no clamp (the border
-// the copy never writes stays 0). One scratch serves every (n, g) in turn: not a region per
-// group. Without padding reads, the taps read x itself: no alloc at all.
+// bias), applies the fused activation and stores once, into the output seen through a view
+// [N, groups, OC/g, spatial...] (`_by_group`) at [n, g, o, ...]: the group itself indexes
+// every write, so the (n, g) loop can run on threads. No column buffer, no krnl.matmul.
+// Where some tap falls into the padding (`_scratch`), the taps never read x: a scratch buffer
+// [groups, C/g, padded...] with extent max(pad_begin + in, (out - 1) * stride + (k - 1) *
+// dilation + 1) per axis, one set of planes per group; inside the (n, g) nest, `_copy_in`
+// first zeroes group g's planes (scratch[g, ...] = 0, every call: the arena is shared) and then
+// writes x[n, g * C/g + c] into scratch[g, c] at +pad_begin; the taps read scratch[g, c] at
+// o * stride + k * dilation with no guard and no clamp. Without padding reads, a stride-1
+// Conv reads x itself (no scratch). A strided 2-D Conv always copies (`_direct_phases`), into a
+// space-to-depth buffer [groups, C/g, sh, sw, Hp, Wp], Hp = ceil(padded rows / sh) + 1 (a spare
+// row), Wp = ceil(padded width / sw): padded (r, c) at plane (r % sh, c % sw), position
+// (r // sh, c // sw), zeroed per (n, g) and filled by one nest per phase (ph, pw); tap
+// (kh, kw) of output (oh, ow) then reads flat position q + off, q = oh * Wp + ow,
+// off = ((kh*dh % sh) * sw + kw*dw % sw) * Hp * Wp + (kh*dh // sh) * Wp + kw*dw // sw, one
+// loop over q in [0, (OH - 1) * Wp + OW) into a row buffer [groups, OC/g, span], and a
+// copy-out keeps ow < OW of each row (as `_direct_flat`).
 // Stride-1 2-D Convs with output rows narrower than FLAT_WIDTH = 32 run flattened
 // (`_direct_flat`): a loop over flat plane positions q, described with the first case.
 
 // Depthwise (group 2 = C = OC, C/g = OC/g = 1), 3x3, pads 1, bias, ReLU6 fused (Clip(0, 6), as
 // fuse-conv leaves it): x [1, 2, 4, 4] -> out [1, 2, 4, 4].
-// Scratch extent per axis: max(1 + 4, (4 - 1) * 1 + 2 * 1 + 1) = 6, so [1, 6, 6], pitch 6.
+// Scratch extent per axis: max(1 + 4, (4 - 1) * 1 + 2 * 1 + 1) = 6, pitch 6.
 // Stride 1, rows 4 < 32: flattened. Tap (kh, kw) of output (oh, ow) is flat position
 // q + kh * 6 + kw of the scratch, q = oh * 6 + ow, so one loop over q in
 // [0, (4 - 1) * 6 + 4) = [0, 22) computes all 16 outputs (and 2 throw-away values per row)
-// into a row buffer [OC/g, 22] = [1, 22]; a copy-out keeps ow < 4 of each row.
+// into a row buffer [groups, OC/g, 22] = [2, 1, 22]; a copy-out keeps ow < 4 of each row.
+// The scratch is [groups, C/g, 6, 6] = [2, 1, 6, 6], seen flat as [2, 1, 36]; the output view
+// is [N, groups, OC/g, 4, 4] = [1, 2, 1, 4, 4].
 // Tap offsets, in tap order: 0, 1, 2, 6, 7, 8, 12, 13, 14 (the last read, 21 + 14 = 35, is
 // the scratch's last element).
 builtin.module {
@@ -33,26 +43,27 @@ builtin.module {
 }
 // CHECK-LABEL: func.func @depthwise_bias_relu6(
 // CHECK-SAME:    [[X:%[0-9]+]]: memref<1x2x4x4xf32>, [[W:%[0-9]+]]: memref<2x1x3x3xf32>, [[B:%[0-9]+]]: memref<2xf32>, [[Y:%[0-9]+]]: memref<1x2x4x4xf32>)
-// The scratch [C/g, 6, 6], zeroed whole, once, outside the (n, g) nest.
-// CHECK-NEXT:    [[PAD:%[0-9]+]] = "krnl.alloc"() {onnx_node = "dw"} : () -> memref<1x6x6xf32>
-// CHECK-NEXT:    "krnl.define_loops"() {onnx_node = "dw"} : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
-// CHECK-NEXT:    "krnl.iterate"
-// CHECK-NEXT:    ^bb0([[Z0:%[0-9]+]]: index, [[Z1:%[0-9]+]]: index, [[Z2:%[0-9]+]]: index):
-// CHECK-NEXT:      [[ZERO:%[0-9]+]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:      "krnl.store"([[ZERO]], [[PAD]], [[Z0]], [[Z1]], [[Z2]])
-// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 6 : i64], [0 : i64, 6 : i64]]
-// The row buffer [1, 22] and the scratch seen as flat planes [1, 6 * 6]; nothing else is
-// allocated (no column buffer) and the output is not reshaped.
-// CHECK-NEXT:    [[ROWS:%[0-9]+]] = "krnl.alloc"() {onnx_node = "dw"} : () -> memref<1x22xf32>
-// CHECK-NEXT:    [[FLAT:%[0-9]+]] = "krnl.reshape"([[PAD]]) {onnx_node = "dw"} : (memref<1x6x6xf32>) -> memref<1x36xf32>
+// The scratch [groups, C/g, 6, 6] = [2, 1, 6, 6], the row buffer [2, 1, 22], the scratch seen
+// as flat planes [2, 1, 6 * 6] and the output view [1, 2, 1, 4, 4]; nothing else is allocated
+// (no column buffer) and nothing is written before the (n, g) nest.
+// CHECK-NEXT:    [[PAD:%[0-9]+]] = "krnl.alloc"() {onnx_node = "dw"} : () -> memref<2x1x6x6xf32>
+// CHECK-NEXT:    [[ROWS:%[0-9]+]] = "krnl.alloc"() {onnx_node = "dw"} : () -> memref<2x1x22xf32>
+// CHECK-NEXT:    [[FLAT:%[0-9]+]] = "krnl.reshape"([[PAD]]) {onnx_node = "dw"} : (memref<2x1x6x6xf32>) -> memref<2x1x36xf32>
+// CHECK-NEXT:    [[YV:%[0-9]+]] = "krnl.reshape"([[Y]]) {onnx_node = "dw"} : (memref<1x2x4x4xf32>) -> memref<1x2x1x4x4xf32>
 // CHECK-NOT:     krnl.alloc
 // CHECK-NOT:     krnl.reshape
 // CHECK-NOT:     krnl.matmul
-// CHECK:         "krnl.define_loops"() {onnx_node = "dw"} : () -> (!krnl.loop, !krnl.loop)
+// CHECK-NEXT:    "krnl.define_loops"() {onnx_node = "dw"} : () -> (!krnl.loop, !krnl.loop)
 // CHECK-NEXT:    "krnl.iterate"
 // CHECK-NEXT:    ^bb0([[N:%[0-9]+]]: index, [[G:%[0-9]+]]: index):
-// Copy-in: x[n, g * 1 + c, i, j] to scratch[c, i + 1, j + 1] (3-D indices; the scratch's
-// channel index is c, not g: the same buffer for every group).
+// Group g's planes zeroed, [C/g, 6, 6] = [1, 6, 6] of scratch[g], inside the (n, g) nest.
+// CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
+// CHECK-NEXT:      "krnl.iterate"
+// CHECK-NEXT:      ^bb0([[Z0:%[0-9]+]]: index, [[Z1:%[0-9]+]]: index, [[Z2:%[0-9]+]]: index):
+// CHECK-NEXT:        [[ZERO:%[0-9]+]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:        "krnl.store"([[ZERO]], [[PAD]], [[G]], [[Z0]], [[Z1]], [[Z2]])
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 6 : i64], [0 : i64, 6 : i64]]
+// Copy-in: x[n, g * 1 + c, i, j] to scratch[g, c, i + 1, j + 1] (the group's own planes).
 // CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
 // CHECK-NEXT:      "krnl.iterate"
 // CHECK-NEXT:      ^bb0([[C:%[0-9]+]]: index, [[I0:%[0-9]+]]: index, [[J0:%[0-9]+]]: index):
@@ -62,7 +73,7 @@ builtin.module {
 // CHECK-NEXT:        [[I1:%[0-9]+]] = arith.addi [[I0]], [[PB0]] : index
 // CHECK-NEXT:        [[PB1:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:        [[J1:%[0-9]+]] = arith.addi [[J0]], [[PB1]] : index
-// CHECK-NEXT:        "krnl.store"([[XV]], [[PAD]], [[C]], [[I1]], [[J1]])
+// CHECK-NEXT:        "krnl.store"([[XV]], [[PAD]], [[G]], [[C]], [[I1]], [[J1]])
 // CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 4 : i64], [0 : i64, 4 : i64]]
 // One nest over (o, q), q in [0, 22); oc = g * 1 + o; the sum starts from bias[oc].
 // CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)
@@ -70,10 +81,10 @@ builtin.module {
 // CHECK-NEXT:      ^bb0([[O:%[0-9]+]]: index, [[Q:%[0-9]+]]: index):
 // CHECK-NEXT:        [[OC:%[0-9]+]] = arith.addi [[G]], [[O]] : index
 // CHECK-NEXT:        [[A0:%[0-9]+]] = "krnl.load"([[B]], [[OC]])
-// Input channel c = 0 of the group (the scratch's flat row and W's second index).
+// Input channel c = 0 of the group (the scratch's flat plane [g, c] and W's second index).
 // CHECK-NEXT:        [[Z:%[0-9]+]] = arith.constant 0 : index
 // Tap (0, 0) at q + 0 (no add), times W[oc, 0, 0, 0].
-// CHECK-NEXT:        [[V00:%[0-9]+]] = "krnl.load"([[FLAT]], [[Z]], [[Q]])
+// CHECK-NEXT:        [[V00:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q]])
 // CHECK-NEXT:        [[KH00:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:        [[KW00:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:        [[W00:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH00]], [[KW00]])
@@ -82,7 +93,7 @@ builtin.module {
 // Tap (0, 1) at q + 1.
 // CHECK-NEXT:        [[D01:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:        [[Q01:%[0-9]+]] = arith.addi [[Q]], [[D01]] : index
-// CHECK-NEXT:        [[V01:%[0-9]+]] = "krnl.load"([[FLAT]], [[Z]], [[Q01]])
+// CHECK-NEXT:        [[V01:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q01]])
 // CHECK-NEXT:        [[KH01:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:        [[KW01:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:        [[W01:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH01]], [[KW01]])
@@ -91,7 +102,7 @@ builtin.module {
 // Tap (0, 2) at q + 2.
 // CHECK-NEXT:        [[D02:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:        [[Q02:%[0-9]+]] = arith.addi [[Q]], [[D02]] : index
-// CHECK-NEXT:        [[V02:%[0-9]+]] = "krnl.load"([[FLAT]], [[Z]], [[Q02]])
+// CHECK-NEXT:        [[V02:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q02]])
 // CHECK-NEXT:        [[KH02:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:        [[KW02:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:        [[W02:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH02]], [[KW02]])
@@ -100,7 +111,7 @@ builtin.module {
 // Tap (1, 0) at q + 6: one row pitch of the padded plane.
 // CHECK-NEXT:        [[D10:%[0-9]+]] = arith.constant 6 : index
 // CHECK-NEXT:        [[Q10:%[0-9]+]] = arith.addi [[Q]], [[D10]] : index
-// CHECK-NEXT:        [[V10:%[0-9]+]] = "krnl.load"([[FLAT]], [[Z]], [[Q10]])
+// CHECK-NEXT:        [[V10:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q10]])
 // CHECK-NEXT:        [[KH10:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:        [[KW10:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:        [[W10:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH10]], [[KW10]])
@@ -109,7 +120,7 @@ builtin.module {
 // Tap (1, 1) at q + 7.
 // CHECK-NEXT:        [[D11:%[0-9]+]] = arith.constant 7 : index
 // CHECK-NEXT:        [[Q11:%[0-9]+]] = arith.addi [[Q]], [[D11]] : index
-// CHECK-NEXT:        [[V11:%[0-9]+]] = "krnl.load"([[FLAT]], [[Z]], [[Q11]])
+// CHECK-NEXT:        [[V11:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q11]])
 // CHECK-NEXT:        [[KH11:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:        [[KW11:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:        [[W11:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH11]], [[KW11]])
@@ -118,7 +129,7 @@ builtin.module {
 // Tap (1, 2) at q + 8.
 // CHECK-NEXT:        [[D12:%[0-9]+]] = arith.constant 8 : index
 // CHECK-NEXT:        [[Q12:%[0-9]+]] = arith.addi [[Q]], [[D12]] : index
-// CHECK-NEXT:        [[V12:%[0-9]+]] = "krnl.load"([[FLAT]], [[Z]], [[Q12]])
+// CHECK-NEXT:        [[V12:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q12]])
 // CHECK-NEXT:        [[KH12:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:        [[KW12:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:        [[W12:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH12]], [[KW12]])
@@ -127,7 +138,7 @@ builtin.module {
 // Tap (2, 0) at q + 12: two row pitches.
 // CHECK-NEXT:        [[D20:%[0-9]+]] = arith.constant 12 : index
 // CHECK-NEXT:        [[Q20:%[0-9]+]] = arith.addi [[Q]], [[D20]] : index
-// CHECK-NEXT:        [[V20:%[0-9]+]] = "krnl.load"([[FLAT]], [[Z]], [[Q20]])
+// CHECK-NEXT:        [[V20:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q20]])
 // CHECK-NEXT:        [[KH20:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:        [[KW20:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:        [[W20:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH20]], [[KW20]])
@@ -136,7 +147,7 @@ builtin.module {
 // Tap (2, 1) at q + 13.
 // CHECK-NEXT:        [[D21:%[0-9]+]] = arith.constant 13 : index
 // CHECK-NEXT:        [[Q21:%[0-9]+]] = arith.addi [[Q]], [[D21]] : index
-// CHECK-NEXT:        [[V21:%[0-9]+]] = "krnl.load"([[FLAT]], [[Z]], [[Q21]])
+// CHECK-NEXT:        [[V21:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q21]])
 // CHECK-NEXT:        [[KH21:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:        [[KW21:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:        [[W21:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH21]], [[KW21]])
@@ -145,30 +156,30 @@ builtin.module {
 // Tap (2, 2) at q + 14.
 // CHECK-NEXT:        [[D22:%[0-9]+]] = arith.constant 14 : index
 // CHECK-NEXT:        [[Q22:%[0-9]+]] = arith.addi [[Q]], [[D22]] : index
-// CHECK-NEXT:        [[V22:%[0-9]+]] = "krnl.load"([[FLAT]], [[Z]], [[Q22]])
+// CHECK-NEXT:        [[V22:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q22]])
 // CHECK-NEXT:        [[KH22:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:        [[KW22:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:        [[W22:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH22]], [[KW22]])
 // CHECK-NEXT:        [[M22:%[0-9]+]] = arith.mulf [[V22]], [[W22]] : f32
 // CHECK-NEXT:        [[A9:%[0-9]+]] = arith.addf [[A8]], [[M22]] : f32
 // The epilogue: Clip(0, 6) as max then min (what the Clip lowering does), one store, into
-// the row buffer at [o, q].
+// the row buffer at [g, o, q].
 // CHECK-NEXT:        [[LO:%[0-9]+]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:        [[MX:%[0-9]+]] = arith.maximumf [[A9]], [[LO]] : f32
 // CHECK-NEXT:        [[HI:%[0-9]+]] = arith.constant 6.000000e+00 : f32
 // CHECK-NEXT:        [[MN:%[0-9]+]] = arith.minimumf [[MX]], [[HI]] : f32
-// CHECK-NEXT:        "krnl.store"([[MN]], [[ROWS]], [[O]], [[Q]])
+// CHECK-NEXT:        "krnl.store"([[MN]], [[ROWS]], [[G]], [[O]], [[Q]])
 // CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 22 : i64]]
-// The copy-out keeps position i * 6 + j, j < 4, into out[n, g * 1 + o, i, j].
+// The copy-out keeps position i * 6 + j, j < 4, of rows[g, o] into the view at [n, g, o, i, j]
+// (= out[n, g * 1 + o, i, j]).
 // CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
 // CHECK-NEXT:      "krnl.iterate"
 // CHECK-NEXT:      ^bb0([[O2:%[0-9]+]]: index, [[I:%[0-9]+]]: index, [[J:%[0-9]+]]: index):
 // CHECK-NEXT:        [[P6:%[0-9]+]] = arith.constant 6 : index
 // CHECK-NEXT:        [[I6:%[0-9]+]] = arith.muli [[I]], [[P6]] : index
 // CHECK-NEXT:        [[AT:%[0-9]+]] = arith.addi [[I6]], [[J]] : index
-// CHECK-NEXT:        [[V:%[0-9]+]] = "krnl.load"([[ROWS]], [[O2]], [[AT]])
-// CHECK-NEXT:        [[OC2:%[0-9]+]] = arith.addi [[G]], [[O2]] : index
-// CHECK-NEXT:        "krnl.store"([[V]], [[Y]], [[N]], [[OC2]], [[I]], [[J]])
+// CHECK-NEXT:        [[V:%[0-9]+]] = "krnl.load"([[ROWS]], [[G]], [[O2]], [[AT]])
+// CHECK-NEXT:        "krnl.store"([[V]], [[YV]], [[N]], [[G]], [[O2]], [[I]], [[J]])
 // CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 4 : i64], [0 : i64, 4 : i64]]
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64]]
 // CHECK-NEXT:    func.return
@@ -176,11 +187,14 @@ builtin.module {
 // -----
 // Stride 2, channel multiplier 2 (group 2, C 2, OC 4: C/g = 1, OC/g = 2), no padding:
 // x [1, 2, 5, 5], 3x3 -> out 2 x 2 ((5 - 3) / 2 + 1). Every tap is inside x (reach
-// (2 - 1) * 2 + 2 + 1 = 5 = the input), so no scratch and no alloc at all; stride 2 is not
-// flattened, so this is the row nest over (o, oh, ow) = [0, 2) x [0, 2) x [0, 2), ow innermost.
-// Output channel oc = g * 2 + o; tap (kh, kw) reads x[n, g * 1 + 0, oh * 2 + kh, ow * 2 + kw]
-// (the row index first, then the column, then the channel; "+ 0" for kh or kw = 0 is not
-// emitted); no bias: the sum starts from the first product, 8 additions for 9 taps.
+// (2 - 1) * 2 + 2 + 1 = 5 = the input), but a strided 2-D Conv always copies into the
+// space-to-depth buffer (it used to read x directly): extent 5 per axis, Hp = ceil(5 / 2) + 1
+// = 4, Wp = ceil(5 / 2) = 3, plane 4 * 3 = 12, buffer [2, 1, 2, 2, 4, 3], seen flat as
+// [2, 1, 4 * 12 = 48]. Phase 0 of an axis holds input 0, 2, 4 (3 positions), phase 1 holds
+// 1, 3 (2). Row buffer span (2 - 1) * 3 + 2 = 5: [groups, OC/g, 5] = [2, 2, 5]; output view
+// [1, 2, 2, 2, 2]. Tap offsets ((kh % 2) * 2 + kw % 2) * 12 + (kh // 2) * 3 + kw // 2, in tap
+// order: 0, 12, 1, 24, 36, 25, 3, 15, 4; the last read, q = 4, + 36 = 40 < 48. No bias: the
+// sum starts from the first product, 8 additions for 9 taps.
 builtin.module {
   func.func @depthwise_stride2_multiplier(%x: tensor<1x2x5x5xf32>, %w: tensor<4x1x3x3xf32>) -> tensor<1x4x2x2xf32> attributes {input_names = ["x", "w"], output_names = ["y"], onnx_opset = 17 : i64} {
     %none = "onnx.NoValue"() : () -> none
@@ -190,100 +204,198 @@ builtin.module {
 }
 // CHECK-LABEL: func.func @depthwise_stride2_multiplier(
 // CHECK-SAME:    [[X:%[0-9]+]]: memref<1x2x5x5xf32>, [[W:%[0-9]+]]: memref<4x1x3x3xf32>, [[Y:%[0-9]+]]: memref<1x4x2x2xf32>)
+// CHECK-NEXT:    [[PAD:%[0-9]+]] = "krnl.alloc"() {onnx_node = "dw2"} : () -> memref<2x1x2x2x4x3xf32>
+// CHECK-NEXT:    [[FLAT:%[0-9]+]] = "krnl.reshape"([[PAD]]) {onnx_node = "dw2"} : (memref<2x1x2x2x4x3xf32>) -> memref<2x1x48xf32>
+// CHECK-NEXT:    [[ROWS:%[0-9]+]] = "krnl.alloc"() {onnx_node = "dw2"} : () -> memref<2x2x5xf32>
+// CHECK-NEXT:    [[YV:%[0-9]+]] = "krnl.reshape"([[Y]]) {onnx_node = "dw2"} : (memref<1x4x2x2xf32>) -> memref<1x2x2x2x2xf32>
 // CHECK-NEXT:    "krnl.define_loops"() {onnx_node = "dw2"} : () -> (!krnl.loop, !krnl.loop)
 // CHECK-NEXT:    "krnl.iterate"
 // CHECK-NEXT:    ^bb0([[N:%[0-9]+]]: index, [[G:%[0-9]+]]: index):
+// Group g's planes [1, 2, 2, 4, 3] zeroed, in the (n, g) nest.
+// CHECK-NEXT:      "krnl.define_loops"
+// CHECK-NEXT:      "krnl.iterate"
+// CHECK-NEXT:      ^bb0([[Z0:%[0-9]+]]: index, [[Z1:%[0-9]+]]: index, [[Z2:%[0-9]+]]: index, [[Z3:%[0-9]+]]: index, [[Z4:%[0-9]+]]: index):
+// CHECK-NEXT:        [[ZERO:%[0-9]+]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:        "krnl.store"([[ZERO]], [[PAD]], [[G]], [[Z0]], [[Z1]], [[Z2]], [[Z3]], [[Z4]])
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 2 : i64], [0 : i64, 4 : i64], [0 : i64, 3 : i64]]
+// Phase (0, 0): x[n, g + c, 2 i + 0, 2 j + 0] to [g, c, 0, 0, i, j], i < 3, j < 3.
 // CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
 // CHECK-NEXT:      "krnl.iterate"
-// CHECK-NEXT:      ^bb0([[O:%[0-9]+]]: index, [[OH:%[0-9]+]]: index, [[OW:%[0-9]+]]: index):
+// CHECK-NEXT:      ^bb0([[C00:%[0-9]+]]: index, [[I00:%[0-9]+]]: index, [[J00:%[0-9]+]]: index):
+// CHECK-NEXT:        [[CH00:%[0-9]+]] = arith.addi [[G]], [[C00]] : index
+// CHECK-NEXT:        [[RS00:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[RM00:%[0-9]+]] = arith.muli [[I00]], [[RS00]] : index
+// CHECK-NEXT:        [[CS00:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CM00:%[0-9]+]] = arith.muli [[J00]], [[CS00]] : index
+// CHECK-NEXT:        [[XV00:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH00]], [[RM00]], [[CM00]])
+// CHECK-NEXT:        [[PH00:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        [[PW00:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        "krnl.store"([[XV00]], [[PAD]], [[G]], [[C00]], [[PH00]], [[PW00]], [[I00]], [[J00]])
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64]]
+// Phase (0, 1): x[n, g + c, 2 i + 0, 2 j + 1] to [g, c, 0, 1, i, j], i < 3, j < 2.
+// CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
+// CHECK-NEXT:      "krnl.iterate"
+// CHECK-NEXT:      ^bb0([[C01:%[0-9]+]]: index, [[I01:%[0-9]+]]: index, [[J01:%[0-9]+]]: index):
+// CHECK-NEXT:        [[CH01:%[0-9]+]] = arith.addi [[G]], [[C01]] : index
+// CHECK-NEXT:        [[RS01:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[RM01:%[0-9]+]] = arith.muli [[I01]], [[RS01]] : index
+// CHECK-NEXT:        [[CS01:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CM01:%[0-9]+]] = arith.muli [[J01]], [[CS01]] : index
+// CHECK-NEXT:        [[CP01:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[CA01:%[0-9]+]] = arith.addi [[CM01]], [[CP01]] : index
+// CHECK-NEXT:        [[XV01:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH01]], [[RM01]], [[CA01]])
+// CHECK-NEXT:        [[PH01:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        [[PW01:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        "krnl.store"([[XV01]], [[PAD]], [[G]], [[C01]], [[PH01]], [[PW01]], [[I01]], [[J01]])
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 3 : i64], [0 : i64, 2 : i64]]
+// Phase (1, 0): x[n, g + c, 2 i + 1, 2 j + 0] to [g, c, 1, 0, i, j], i < 2, j < 3.
+// CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
+// CHECK-NEXT:      "krnl.iterate"
+// CHECK-NEXT:      ^bb0([[C10:%[0-9]+]]: index, [[I10:%[0-9]+]]: index, [[J10:%[0-9]+]]: index):
+// CHECK-NEXT:        [[CH10:%[0-9]+]] = arith.addi [[G]], [[C10]] : index
+// CHECK-NEXT:        [[RS10:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[RM10:%[0-9]+]] = arith.muli [[I10]], [[RS10]] : index
+// CHECK-NEXT:        [[RP10:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[RA10:%[0-9]+]] = arith.addi [[RM10]], [[RP10]] : index
+// CHECK-NEXT:        [[CS10:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CM10:%[0-9]+]] = arith.muli [[J10]], [[CS10]] : index
+// CHECK-NEXT:        [[XV10:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH10]], [[RA10]], [[CM10]])
+// CHECK-NEXT:        [[PH10:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[PW10:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        "krnl.store"([[XV10]], [[PAD]], [[G]], [[C10]], [[PH10]], [[PW10]], [[I10]], [[J10]])
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 3 : i64]]
+// Phase (1, 1): x[n, g + c, 2 i + 1, 2 j + 1] to [g, c, 1, 1, i, j], i < 2, j < 2.
+// CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
+// CHECK-NEXT:      "krnl.iterate"
+// CHECK-NEXT:      ^bb0([[C11:%[0-9]+]]: index, [[I11:%[0-9]+]]: index, [[J11:%[0-9]+]]: index):
+// CHECK-NEXT:        [[CH11:%[0-9]+]] = arith.addi [[G]], [[C11]] : index
+// CHECK-NEXT:        [[RS11:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[RM11:%[0-9]+]] = arith.muli [[I11]], [[RS11]] : index
+// CHECK-NEXT:        [[RP11:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[RA11:%[0-9]+]] = arith.addi [[RM11]], [[RP11]] : index
+// CHECK-NEXT:        [[CS11:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CM11:%[0-9]+]] = arith.muli [[J11]], [[CS11]] : index
+// CHECK-NEXT:        [[CP11:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[CA11:%[0-9]+]] = arith.addi [[CM11]], [[CP11]] : index
+// CHECK-NEXT:        [[XV11:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH11]], [[RA11]], [[CA11]])
+// CHECK-NEXT:        [[PH11:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[PW11:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        "krnl.store"([[XV11]], [[PAD]], [[G]], [[C11]], [[PH11]], [[PW11]], [[I11]], [[J11]])
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 2 : i64]]
+// One nest over (o, q), q in [0, 5); oc = g * 2 + o (W's index).
+// CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)
+// CHECK-NEXT:      "krnl.iterate"
+// CHECK-NEXT:      ^bb0([[O:%[0-9]+]]: index, [[Q:%[0-9]+]]: index):
 // CHECK-NEXT:        [[OCG:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:        [[GO:%[0-9]+]] = arith.muli [[G]], [[OCG]] : index
 // CHECK-NEXT:        [[OC:%[0-9]+]] = arith.addi [[GO]], [[O]] : index
 // CHECK-NEXT:        [[Z:%[0-9]+]] = arith.constant 0 : index
-// Tap (0, 0): x[n, g + 0, oh * 2, ow * 2].
-// CHECK-NEXT:        [[S00:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[R00:%[0-9]+]] = arith.muli [[OH]], [[S00]] : index
-// CHECK-NEXT:        [[T00:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[C00:%[0-9]+]] = arith.muli [[OW]], [[T00]] : index
-// CHECK-NEXT:        [[CH00:%[0-9]+]] = arith.addi [[G]], [[Z]] : index
-// CHECK-NEXT:        [[V00:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH00]], [[R00]], [[C00]])
+// Tap (0, 0): plane (0, 0), position (oh + 0, ow + 0): q + 0 * 12 + 0 * 3 + 0 = q + 0.
+// CHECK-NEXT:        [[V00:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q]])
 // CHECK-NEXT:        [[KH00:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:        [[KW00:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:        [[W00:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH00]], [[KW00]])
 // CHECK-NEXT:        [[M00:%[0-9]+]] = arith.mulf [[V00]], [[W00]] : f32
-// Tap (0, 1): column ow * 2 + 1.
-// CHECK-NEXT:        [[S01:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[R01:%[0-9]+]] = arith.muli [[OH]], [[S01]] : index
-// CHECK-NEXT:        [[T01:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[OW2:%[0-9]+]] = arith.muli [[OW]], [[T01]] : index
-// CHECK-NEXT:        [[K01:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[C01:%[0-9]+]] = arith.addi [[OW2]], [[K01]] : index
-// CHECK-NEXT:        [[CH01:%[0-9]+]] = arith.addi [[G]], [[Z]] : index
-// CHECK-NEXT:        [[V01:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH01]], [[R01]], [[C01]])
+// Tap (0, 1): plane (0, 1), position (oh + 0, ow + 0): q + 1 * 12 + 0 * 3 + 0 = q + 12.
+// CHECK-NEXT:        [[D01:%[0-9]+]] = arith.constant 12 : index
+// CHECK-NEXT:        [[Q01:%[0-9]+]] = arith.addi [[Q]], [[D01]] : index
+// CHECK-NEXT:        [[V01:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q01]])
 // CHECK-NEXT:        [[KH01:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:        [[KW01:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:        [[W01:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH01]], [[KW01]])
 // CHECK-NEXT:        [[M01:%[0-9]+]] = arith.mulf [[V01]], [[W01]] : f32
 // CHECK-NEXT:        [[A1:%[0-9]+]] = arith.addf [[M00]], [[M01]] : f32
-// Tap (0, 2): column ow * 2 + 2.
-// CHECK-NEXT:        [[S02:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[R02:%[0-9]+]] = arith.muli [[OH]], [[S02]] : index
-// CHECK-NEXT:        [[T02:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[OW2B:%[0-9]+]] = arith.muli [[OW]], [[T02]] : index
-// CHECK-NEXT:        [[K02:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[C02:%[0-9]+]] = arith.addi [[OW2B]], [[K02]] : index
-// CHECK-NEXT:        [[CH02:%[0-9]+]] = arith.addi [[G]], [[Z]] : index
-// CHECK-NEXT:        [[V02:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH02]], [[R02]], [[C02]])
+// Tap (0, 2): plane (0, 0), position (oh + 0, ow + 1): q + 0 * 12 + 0 * 3 + 1 = q + 1.
+// CHECK-NEXT:        [[D02:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[Q02:%[0-9]+]] = arith.addi [[Q]], [[D02]] : index
+// CHECK-NEXT:        [[V02:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q02]])
 // CHECK-NEXT:        [[KH02:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:        [[KW02:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:        [[W02:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH02]], [[KW02]])
 // CHECK-NEXT:        [[M02:%[0-9]+]] = arith.mulf [[V02]], [[W02]] : f32
 // CHECK-NEXT:        [[A2:%[0-9]+]] = arith.addf [[A1]], [[M02]] : f32
-// Tap (1, 0): row oh * 2 + 1, column ow * 2.
-// CHECK-NEXT:        [[S10:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[OH2:%[0-9]+]] = arith.muli [[OH]], [[S10]] : index
-// CHECK-NEXT:        [[K10:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[R10:%[0-9]+]] = arith.addi [[OH2]], [[K10]] : index
-// CHECK-NEXT:        [[T10:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[C10:%[0-9]+]] = arith.muli [[OW]], [[T10]] : index
-// CHECK-NEXT:        [[CH10:%[0-9]+]] = arith.addi [[G]], [[Z]] : index
-// CHECK-NEXT:        [[V10:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH10]], [[R10]], [[C10]])
+// Tap (1, 0): plane (1, 0), position (oh + 0, ow + 0): q + 2 * 12 + 0 * 3 + 0 = q + 24.
+// CHECK-NEXT:        [[D10:%[0-9]+]] = arith.constant 24 : index
+// CHECK-NEXT:        [[Q10:%[0-9]+]] = arith.addi [[Q]], [[D10]] : index
+// CHECK-NEXT:        [[V10:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q10]])
 // CHECK-NEXT:        [[KH10:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:        [[KW10:%[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:        "krnl.load"([[W]], [[OC]], [[Z]], [[KH10]], [[KW10]])
-// Taps (1, 1), (1, 2), (2, 0), (2, 1): one addition each (plus the one of (1, 0) above) ...
-// CHECK-COUNT-5:     arith.addf
-// ... then tap (2, 2): row oh * 2 + 2, column ow * 2 + 2, the last of the sum.
-// CHECK-NEXT:        [[S22:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[OH2C:%[0-9]+]] = arith.muli [[OH]], [[S22]] : index
-// CHECK-NEXT:        [[K22R:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[R22:%[0-9]+]] = arith.addi [[OH2C]], [[K22R]] : index
-// CHECK-NEXT:        [[T22:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[OW2C:%[0-9]+]] = arith.muli [[OW]], [[T22]] : index
-// CHECK-NEXT:        [[K22C:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[C22:%[0-9]+]] = arith.addi [[OW2C]], [[K22C]] : index
-// CHECK-NEXT:        [[CH22:%[0-9]+]] = arith.addi [[G]], [[Z]] : index
-// CHECK-NEXT:        [[V22:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH22]], [[R22]], [[C22]])
+// CHECK-NEXT:        [[W10:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH10]], [[KW10]])
+// CHECK-NEXT:        [[M10:%[0-9]+]] = arith.mulf [[V10]], [[W10]] : f32
+// CHECK-NEXT:        [[A3:%[0-9]+]] = arith.addf [[A2]], [[M10]] : f32
+// Tap (1, 1): plane (1, 1), position (oh + 0, ow + 0): q + 3 * 12 + 0 * 3 + 0 = q + 36.
+// CHECK-NEXT:        [[D11:%[0-9]+]] = arith.constant 36 : index
+// CHECK-NEXT:        [[Q11:%[0-9]+]] = arith.addi [[Q]], [[D11]] : index
+// CHECK-NEXT:        [[V11:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q11]])
+// CHECK-NEXT:        [[KH11:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[KW11:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[W11:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH11]], [[KW11]])
+// CHECK-NEXT:        [[M11:%[0-9]+]] = arith.mulf [[V11]], [[W11]] : f32
+// CHECK-NEXT:        [[A4:%[0-9]+]] = arith.addf [[A3]], [[M11]] : f32
+// Tap (1, 2): plane (1, 0), position (oh + 0, ow + 1): q + 2 * 12 + 0 * 3 + 1 = q + 25.
+// CHECK-NEXT:        [[D12:%[0-9]+]] = arith.constant 25 : index
+// CHECK-NEXT:        [[Q12:%[0-9]+]] = arith.addi [[Q]], [[D12]] : index
+// CHECK-NEXT:        [[V12:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q12]])
+// CHECK-NEXT:        [[KH12:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[KW12:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[W12:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH12]], [[KW12]])
+// CHECK-NEXT:        [[M12:%[0-9]+]] = arith.mulf [[V12]], [[W12]] : f32
+// CHECK-NEXT:        [[A5:%[0-9]+]] = arith.addf [[A4]], [[M12]] : f32
+// Tap (2, 0): plane (0, 0), position (oh + 1, ow + 0): q + 0 * 12 + 1 * 3 + 0 = q + 3.
+// CHECK-NEXT:        [[D20:%[0-9]+]] = arith.constant 3 : index
+// CHECK-NEXT:        [[Q20:%[0-9]+]] = arith.addi [[Q]], [[D20]] : index
+// CHECK-NEXT:        [[V20:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q20]])
+// CHECK-NEXT:        [[KH20:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[KW20:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        [[W20:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH20]], [[KW20]])
+// CHECK-NEXT:        [[M20:%[0-9]+]] = arith.mulf [[V20]], [[W20]] : f32
+// CHECK-NEXT:        [[A6:%[0-9]+]] = arith.addf [[A5]], [[M20]] : f32
+// Tap (2, 1): plane (0, 1), position (oh + 1, ow + 0): q + 1 * 12 + 1 * 3 + 0 = q + 15.
+// CHECK-NEXT:        [[D21:%[0-9]+]] = arith.constant 15 : index
+// CHECK-NEXT:        [[Q21:%[0-9]+]] = arith.addi [[Q]], [[D21]] : index
+// CHECK-NEXT:        [[V21:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q21]])
+// CHECK-NEXT:        [[KH21:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[KW21:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[W21:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH21]], [[KW21]])
+// CHECK-NEXT:        [[M21:%[0-9]+]] = arith.mulf [[V21]], [[W21]] : f32
+// CHECK-NEXT:        [[A7:%[0-9]+]] = arith.addf [[A6]], [[M21]] : f32
+// Tap (2, 2): plane (0, 0), position (oh + 1, ow + 1): q + 0 * 12 + 1 * 3 + 1 = q + 4.
+// CHECK-NEXT:        [[D22:%[0-9]+]] = arith.constant 4 : index
+// CHECK-NEXT:        [[Q22:%[0-9]+]] = arith.addi [[Q]], [[D22]] : index
+// CHECK-NEXT:        [[V22:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q22]])
 // CHECK-NEXT:        [[KH22:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:        [[KW22:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:        [[W22:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH22]], [[KW22]])
 // CHECK-NEXT:        [[M22:%[0-9]+]] = arith.mulf [[V22]], [[W22]] : f32
-// CHECK-NEXT:        [[A8:%[0-9]+]] = arith.addf {{%[0-9]+}}, [[M22]] : f32
-// No activation: the sum is stored as it is, into out[n, g * 2 + o, oh, ow].
-// CHECK-NEXT:        "krnl.store"([[A8]], [[Y]], [[N]], [[OC]], [[OH]], [[OW]])
+// CHECK-NEXT:        [[A8:%[0-9]+]] = arith.addf [[A7]], [[M22]] : f32
+// No bias, no activation: the sum goes into the row buffer at [g, o, q].
+// CHECK-NEXT:        "krnl.store"([[A8]], [[ROWS]], [[G]], [[O]], [[Q]])
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 5 : i64]]
+// The copy-out keeps position i * 3 + j, j < 2, into the view at [n, g, o, i, j].
+// CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
+// CHECK-NEXT:      "krnl.iterate"
+// CHECK-NEXT:      ^bb0([[O2:%[0-9]+]]: index, [[I:%[0-9]+]]: index, [[J:%[0-9]+]]: index):
+// CHECK-NEXT:        [[P3:%[0-9]+]] = arith.constant 3 : index
+// CHECK-NEXT:        [[IP:%[0-9]+]] = arith.muli [[I]], [[P3]] : index
+// CHECK-NEXT:        [[AT:%[0-9]+]] = arith.addi [[IP]], [[J]] : index
+// CHECK-NEXT:        [[V:%[0-9]+]] = "krnl.load"([[ROWS]], [[G]], [[O2]], [[AT]])
+// CHECK-NEXT:        "krnl.store"([[V]], [[YV]], [[N]], [[G]], [[O2]], [[I]], [[J]])
 // CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 2 : i64], [0 : i64, 2 : i64]]
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64]]
 // CHECK-NEXT:    func.return
 
 // -----
 // Stride 2 with TF's SAME padding (pads only at the end: MobileNet's stride-2 depthwise Convs):
-// x [1, 2, 6, 6], 3x3 -> out 3 x 3. Output 2 of each axis reaches position 2 * 2 + 2 = 6, one
-// past x: a tap in the padding. So the scratch: extent max(0 + 6, (3 - 1) * 2 + 2 + 1) = 7 per
-// axis, [C/g, 7, 7] = [1, 7, 7], zeroed whole once per call; the copy-in writes x's 6 x 6 at
-// +pad_begin = +0 (indices as they are, no add), leaving row 6 and column 6 at 0. Stride 2
-// is not flattened: one row nest over (o, oh, ow) = [0, 1) x [0, 3) x [0, 3), oc = g + o,
-// every tap a plain load of scratch[0, oh * 2 + kh, ow * 2 + kw]: no guard, no clamp, no
-// select, and no load of x in the body. No bias, no activation.
+// x [1, 2, 6, 6], 3x3 -> out 3 x 3. Output 2 of each axis reaches padded position 2 * 2 + 2 = 6,
+// one past x: a tap in the padding. Extent max(0 + 6, (3 - 1) * 2 + 2 + 1) = 7 per axis:
+// Hp = ceil(7 / 2) + 1 = 5, Wp = ceil(7 / 2) = 4, plane 20, buffer [2, 1, 2, 2, 5, 4] (flat
+// [2, 1, 80]), zeroed per (n, g); pad_begin 0, so phase p of an axis holds input p, p + 2,
+// p + 4 (3 positions each: no adds for the padding). Padded row or column 6 is phase 0,
+// position 3: never written, so 0. Span (3 - 1) * 4 + 3 = 11: row buffer [2, 1, 11]; view
+// [1, 2, 1, 3, 3]. Tap offsets ((kh % 2) * 2 + kw % 2) * 20 + (kh // 2) * 4 + kw // 2: 0, 20,
+// 1, 40, 60, 41, 4, 24, 5; tap (2, 2) of output (2, 2) (q = 10) reads 15 = plane (0, 0) row 3,
+// column 3: padded (6, 6), a zero. Every tap is a plain load: the CHECK-NEXT chain leaves no
+// room for a guard, clamp or select. No bias, no activation.
 builtin.module {
   func.func @depthwise_stride2_same(%x: tensor<1x2x6x6xf32>, %w: tensor<2x1x3x3xf32>) -> tensor<1x2x3x3xf32> attributes {input_names = ["x", "w"], output_names = ["y"], onnx_opset = 17 : i64} {
     %none = "onnx.NoValue"() : () -> none
@@ -293,156 +405,180 @@ builtin.module {
 }
 // CHECK-LABEL: func.func @depthwise_stride2_same(
 // CHECK-SAME:    [[X:%[0-9]+]]: memref<1x2x6x6xf32>, [[W:%[0-9]+]]: memref<2x1x3x3xf32>, [[Y:%[0-9]+]]: memref<1x2x3x3xf32>)
-// CHECK-NEXT:    [[PAD:%[0-9]+]] = "krnl.alloc"() {onnx_node = "dw3"} : () -> memref<1x7x7xf32>
-// CHECK-NEXT:    "krnl.define_loops"() {onnx_node = "dw3"} : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
-// CHECK-NEXT:    "krnl.iterate"
-// CHECK-NEXT:    ^bb0([[Z0:%[0-9]+]]: index, [[Z1:%[0-9]+]]: index, [[Z2:%[0-9]+]]: index):
-// CHECK-NEXT:      [[ZERO:%[0-9]+]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:      "krnl.store"([[ZERO]], [[PAD]], [[Z0]], [[Z1]], [[Z2]])
-// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 7 : i64], [0 : i64, 7 : i64]]
+// CHECK-NEXT:    [[PAD:%[0-9]+]] = "krnl.alloc"() {onnx_node = "dw3"} : () -> memref<2x1x2x2x5x4xf32>
+// CHECK-NEXT:    [[FLAT:%[0-9]+]] = "krnl.reshape"([[PAD]]) {onnx_node = "dw3"} : (memref<2x1x2x2x5x4xf32>) -> memref<2x1x80xf32>
+// CHECK-NEXT:    [[ROWS:%[0-9]+]] = "krnl.alloc"() {onnx_node = "dw3"} : () -> memref<2x1x11xf32>
+// CHECK-NEXT:    [[YV:%[0-9]+]] = "krnl.reshape"([[Y]]) {onnx_node = "dw3"} : (memref<1x2x3x3xf32>) -> memref<1x2x1x3x3xf32>
 // CHECK-NEXT:    "krnl.define_loops"() {onnx_node = "dw3"} : () -> (!krnl.loop, !krnl.loop)
 // CHECK-NEXT:    "krnl.iterate"
 // CHECK-NEXT:    ^bb0([[N:%[0-9]+]]: index, [[G:%[0-9]+]]: index):
-// Copy-in: x[n, g + c, i, j] to scratch[c, i, j] over the 6 x 6 of x.
+// Group g's planes [1, 2, 2, 5, 4] zeroed, in the (n, g) nest.
+// CHECK-NEXT:      "krnl.define_loops"
+// CHECK-NEXT:      "krnl.iterate"
+// CHECK-NEXT:      ^bb0([[Z0:%[0-9]+]]: index, [[Z1:%[0-9]+]]: index, [[Z2:%[0-9]+]]: index, [[Z3:%[0-9]+]]: index, [[Z4:%[0-9]+]]: index):
+// CHECK-NEXT:        [[ZERO:%[0-9]+]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:        "krnl.store"([[ZERO]], [[PAD]], [[G]], [[Z0]], [[Z1]], [[Z2]], [[Z3]], [[Z4]])
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 2 : i64], [0 : i64, 5 : i64], [0 : i64, 4 : i64]]
+// Phase (0, 0): x[n, g + c, 2 i + 0, 2 j + 0] to [g, c, 0, 0, i, j], i < 3, j < 3.
 // CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
 // CHECK-NEXT:      "krnl.iterate"
-// CHECK-NEXT:      ^bb0([[C:%[0-9]+]]: index, [[I0:%[0-9]+]]: index, [[J0:%[0-9]+]]: index):
-// CHECK-NEXT:        [[CH:%[0-9]+]] = arith.addi [[G]], [[C]] : index
-// CHECK-NEXT:        [[XV:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH]], [[I0]], [[J0]])
-// CHECK-NEXT:        "krnl.store"([[XV]], [[PAD]], [[C]], [[I0]], [[J0]])
-// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 6 : i64], [0 : i64, 6 : i64]]
-// The row nest.
+// CHECK-NEXT:      ^bb0([[C00:%[0-9]+]]: index, [[I00:%[0-9]+]]: index, [[J00:%[0-9]+]]: index):
+// CHECK-NEXT:        [[CH00:%[0-9]+]] = arith.addi [[G]], [[C00]] : index
+// CHECK-NEXT:        [[RS00:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[RM00:%[0-9]+]] = arith.muli [[I00]], [[RS00]] : index
+// CHECK-NEXT:        [[CS00:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CM00:%[0-9]+]] = arith.muli [[J00]], [[CS00]] : index
+// CHECK-NEXT:        [[XV00:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH00]], [[RM00]], [[CM00]])
+// CHECK-NEXT:        [[PH00:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        [[PW00:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        "krnl.store"([[XV00]], [[PAD]], [[G]], [[C00]], [[PH00]], [[PW00]], [[I00]], [[J00]])
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64]]
+// Phase (0, 1): x[n, g + c, 2 i + 0, 2 j + 1] to [g, c, 0, 1, i, j], i < 3, j < 3.
 // CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
 // CHECK-NEXT:      "krnl.iterate"
-// CHECK-NEXT:      ^bb0([[O:%[0-9]+]]: index, [[OH:%[0-9]+]]: index, [[OW:%[0-9]+]]: index):
+// CHECK-NEXT:      ^bb0([[C01:%[0-9]+]]: index, [[I01:%[0-9]+]]: index, [[J01:%[0-9]+]]: index):
+// CHECK-NEXT:        [[CH01:%[0-9]+]] = arith.addi [[G]], [[C01]] : index
+// CHECK-NEXT:        [[RS01:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[RM01:%[0-9]+]] = arith.muli [[I01]], [[RS01]] : index
+// CHECK-NEXT:        [[CS01:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CM01:%[0-9]+]] = arith.muli [[J01]], [[CS01]] : index
+// CHECK-NEXT:        [[CP01:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[CA01:%[0-9]+]] = arith.addi [[CM01]], [[CP01]] : index
+// CHECK-NEXT:        [[XV01:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH01]], [[RM01]], [[CA01]])
+// CHECK-NEXT:        [[PH01:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        [[PW01:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        "krnl.store"([[XV01]], [[PAD]], [[G]], [[C01]], [[PH01]], [[PW01]], [[I01]], [[J01]])
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64]]
+// Phase (1, 0): x[n, g + c, 2 i + 1, 2 j + 0] to [g, c, 1, 0, i, j], i < 3, j < 3.
+// CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
+// CHECK-NEXT:      "krnl.iterate"
+// CHECK-NEXT:      ^bb0([[C10:%[0-9]+]]: index, [[I10:%[0-9]+]]: index, [[J10:%[0-9]+]]: index):
+// CHECK-NEXT:        [[CH10:%[0-9]+]] = arith.addi [[G]], [[C10]] : index
+// CHECK-NEXT:        [[RS10:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[RM10:%[0-9]+]] = arith.muli [[I10]], [[RS10]] : index
+// CHECK-NEXT:        [[RP10:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[RA10:%[0-9]+]] = arith.addi [[RM10]], [[RP10]] : index
+// CHECK-NEXT:        [[CS10:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CM10:%[0-9]+]] = arith.muli [[J10]], [[CS10]] : index
+// CHECK-NEXT:        [[XV10:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH10]], [[RA10]], [[CM10]])
+// CHECK-NEXT:        [[PH10:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[PW10:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        "krnl.store"([[XV10]], [[PAD]], [[G]], [[C10]], [[PH10]], [[PW10]], [[I10]], [[J10]])
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64]]
+// Phase (1, 1): x[n, g + c, 2 i + 1, 2 j + 1] to [g, c, 1, 1, i, j], i < 3, j < 3.
+// CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
+// CHECK-NEXT:      "krnl.iterate"
+// CHECK-NEXT:      ^bb0([[C11:%[0-9]+]]: index, [[I11:%[0-9]+]]: index, [[J11:%[0-9]+]]: index):
+// CHECK-NEXT:        [[CH11:%[0-9]+]] = arith.addi [[G]], [[C11]] : index
+// CHECK-NEXT:        [[RS11:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[RM11:%[0-9]+]] = arith.muli [[I11]], [[RS11]] : index
+// CHECK-NEXT:        [[RP11:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[RA11:%[0-9]+]] = arith.addi [[RM11]], [[RP11]] : index
+// CHECK-NEXT:        [[CS11:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CM11:%[0-9]+]] = arith.muli [[J11]], [[CS11]] : index
+// CHECK-NEXT:        [[CP11:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[CA11:%[0-9]+]] = arith.addi [[CM11]], [[CP11]] : index
+// CHECK-NEXT:        [[XV11:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH11]], [[RA11]], [[CA11]])
+// CHECK-NEXT:        [[PH11:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[PW11:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        "krnl.store"([[XV11]], [[PAD]], [[G]], [[C11]], [[PH11]], [[PW11]], [[I11]], [[J11]])
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64]]
+// One nest over (o, q), q in [0, 11); oc = g * 1 + o (W's index).
+// CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)
+// CHECK-NEXT:      "krnl.iterate"
+// CHECK-NEXT:      ^bb0([[O:%[0-9]+]]: index, [[Q:%[0-9]+]]: index):
 // CHECK-NEXT:        [[OC:%[0-9]+]] = arith.addi [[G]], [[O]] : index
 // CHECK-NEXT:        [[Z:%[0-9]+]] = arith.constant 0 : index
-// Every tap below, in (kh, kw) order, is a plain load of the scratch: the CHECK-NEXT chain
-// leaves no room for a cmpi, select, maxsi or minsi (no guard, no clamp) or a load of x.
-// Tap (0, 0): scratch[0, oh * 2, ow * 2].
-// CHECK-NEXT:        [[S00:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[R00:%[0-9]+]] = arith.muli [[OH]], [[S00]] : index
-// CHECK-NEXT:        [[T00:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[C00:%[0-9]+]] = arith.muli [[OW]], [[T00]] : index
-// CHECK-NEXT:        [[V00:%[0-9]+]] = "krnl.load"([[PAD]], [[Z]], [[R00]], [[C00]])
+// Tap (0, 0): plane (0, 0), position (oh + 0, ow + 0): q + 0 * 20 + 0 * 4 + 0 = q + 0.
+// CHECK-NEXT:        [[V00:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q]])
 // CHECK-NEXT:        [[KH00:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:        [[KW00:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:        [[W00:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH00]], [[KW00]])
 // CHECK-NEXT:        [[M00:%[0-9]+]] = arith.mulf [[V00]], [[W00]] : f32
-// Tap (0, 1): scratch[0, oh * 2, ow * 2 + 1].
-// CHECK-NEXT:        [[S01:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[R01:%[0-9]+]] = arith.muli [[OH]], [[S01]] : index
-// CHECK-NEXT:        [[T01:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[OW2:%[0-9]+]] = arith.muli [[OW]], [[T01]] : index
-// CHECK-NEXT:        [[K01:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[C01:%[0-9]+]] = arith.addi [[OW2]], [[K01]] : index
-// CHECK-NEXT:        [[V01:%[0-9]+]] = "krnl.load"([[PAD]], [[Z]], [[R01]], [[C01]])
+// Tap (0, 1): plane (0, 1), position (oh + 0, ow + 0): q + 1 * 20 + 0 * 4 + 0 = q + 20.
+// CHECK-NEXT:        [[D01:%[0-9]+]] = arith.constant 20 : index
+// CHECK-NEXT:        [[Q01:%[0-9]+]] = arith.addi [[Q]], [[D01]] : index
+// CHECK-NEXT:        [[V01:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q01]])
 // CHECK-NEXT:        [[KH01:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:        [[KW01:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:        [[W01:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH01]], [[KW01]])
 // CHECK-NEXT:        [[M01:%[0-9]+]] = arith.mulf [[V01]], [[W01]] : f32
 // CHECK-NEXT:        [[A1:%[0-9]+]] = arith.addf [[M00]], [[M01]] : f32
-// Tap (0, 2): scratch[0, oh * 2, ow * 2 + 2].
-// CHECK-NEXT:        [[S02:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[R02:%[0-9]+]] = arith.muli [[OH]], [[S02]] : index
-// CHECK-NEXT:        [[T02:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[OW02:%[0-9]+]] = arith.muli [[OW]], [[T02]] : index
-// CHECK-NEXT:        [[KC02:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[C02:%[0-9]+]] = arith.addi [[OW02]], [[KC02]] : index
-// CHECK-NEXT:        [[V02:%[0-9]+]] = "krnl.load"([[PAD]], [[Z]], [[R02]], [[C02]])
+// Tap (0, 2): plane (0, 0), position (oh + 0, ow + 1): q + 0 * 20 + 0 * 4 + 1 = q + 1.
+// CHECK-NEXT:        [[D02:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[Q02:%[0-9]+]] = arith.addi [[Q]], [[D02]] : index
+// CHECK-NEXT:        [[V02:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q02]])
 // CHECK-NEXT:        [[KH02:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:        [[KW02:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:        [[W02:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH02]], [[KW02]])
 // CHECK-NEXT:        [[M02:%[0-9]+]] = arith.mulf [[V02]], [[W02]] : f32
 // CHECK-NEXT:        [[A2:%[0-9]+]] = arith.addf [[A1]], [[M02]] : f32
-// Tap (1, 0): scratch[0, oh * 2 + 1, ow * 2].
-// CHECK-NEXT:        [[S10:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[OH10:%[0-9]+]] = arith.muli [[OH]], [[S10]] : index
-// CHECK-NEXT:        [[KR10:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[R10:%[0-9]+]] = arith.addi [[OH10]], [[KR10]] : index
-// CHECK-NEXT:        [[T10:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[C10:%[0-9]+]] = arith.muli [[OW]], [[T10]] : index
-// CHECK-NEXT:        [[V10:%[0-9]+]] = "krnl.load"([[PAD]], [[Z]], [[R10]], [[C10]])
+// Tap (1, 0): plane (1, 0), position (oh + 0, ow + 0): q + 2 * 20 + 0 * 4 + 0 = q + 40.
+// CHECK-NEXT:        [[D10:%[0-9]+]] = arith.constant 40 : index
+// CHECK-NEXT:        [[Q10:%[0-9]+]] = arith.addi [[Q]], [[D10]] : index
+// CHECK-NEXT:        [[V10:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q10]])
 // CHECK-NEXT:        [[KH10:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:        [[KW10:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:        [[W10:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH10]], [[KW10]])
 // CHECK-NEXT:        [[M10:%[0-9]+]] = arith.mulf [[V10]], [[W10]] : f32
 // CHECK-NEXT:        [[A3:%[0-9]+]] = arith.addf [[A2]], [[M10]] : f32
-// Tap (1, 1): scratch[0, oh * 2 + 1, ow * 2 + 1].
-// CHECK-NEXT:        [[S11:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[OH11:%[0-9]+]] = arith.muli [[OH]], [[S11]] : index
-// CHECK-NEXT:        [[KR11:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[R11:%[0-9]+]] = arith.addi [[OH11]], [[KR11]] : index
-// CHECK-NEXT:        [[T11:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[OW11:%[0-9]+]] = arith.muli [[OW]], [[T11]] : index
-// CHECK-NEXT:        [[KC11:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[C11:%[0-9]+]] = arith.addi [[OW11]], [[KC11]] : index
-// CHECK-NEXT:        [[V11:%[0-9]+]] = "krnl.load"([[PAD]], [[Z]], [[R11]], [[C11]])
+// Tap (1, 1): plane (1, 1), position (oh + 0, ow + 0): q + 3 * 20 + 0 * 4 + 0 = q + 60.
+// CHECK-NEXT:        [[D11:%[0-9]+]] = arith.constant 60 : index
+// CHECK-NEXT:        [[Q11:%[0-9]+]] = arith.addi [[Q]], [[D11]] : index
+// CHECK-NEXT:        [[V11:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q11]])
 // CHECK-NEXT:        [[KH11:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:        [[KW11:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:        [[W11:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH11]], [[KW11]])
 // CHECK-NEXT:        [[M11:%[0-9]+]] = arith.mulf [[V11]], [[W11]] : f32
 // CHECK-NEXT:        [[A4:%[0-9]+]] = arith.addf [[A3]], [[M11]] : f32
-// Tap (1, 2): scratch[0, oh * 2 + 1, ow * 2 + 2].
-// CHECK-NEXT:        [[S12:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[OH12:%[0-9]+]] = arith.muli [[OH]], [[S12]] : index
-// CHECK-NEXT:        [[KR12:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[R12:%[0-9]+]] = arith.addi [[OH12]], [[KR12]] : index
-// CHECK-NEXT:        [[T12:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[OW12:%[0-9]+]] = arith.muli [[OW]], [[T12]] : index
-// CHECK-NEXT:        [[KC12:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[C12:%[0-9]+]] = arith.addi [[OW12]], [[KC12]] : index
-// CHECK-NEXT:        [[V12:%[0-9]+]] = "krnl.load"([[PAD]], [[Z]], [[R12]], [[C12]])
+// Tap (1, 2): plane (1, 0), position (oh + 0, ow + 1): q + 2 * 20 + 0 * 4 + 1 = q + 41.
+// CHECK-NEXT:        [[D12:%[0-9]+]] = arith.constant 41 : index
+// CHECK-NEXT:        [[Q12:%[0-9]+]] = arith.addi [[Q]], [[D12]] : index
+// CHECK-NEXT:        [[V12:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q12]])
 // CHECK-NEXT:        [[KH12:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:        [[KW12:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:        [[W12:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH12]], [[KW12]])
 // CHECK-NEXT:        [[M12:%[0-9]+]] = arith.mulf [[V12]], [[W12]] : f32
 // CHECK-NEXT:        [[A5:%[0-9]+]] = arith.addf [[A4]], [[M12]] : f32
-// Tap (2, 0): scratch[0, oh * 2 + 2, ow * 2].
-// CHECK-NEXT:        [[S20:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[OH20:%[0-9]+]] = arith.muli [[OH]], [[S20]] : index
-// CHECK-NEXT:        [[KR20:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[R20:%[0-9]+]] = arith.addi [[OH20]], [[KR20]] : index
-// CHECK-NEXT:        [[T20:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[C20:%[0-9]+]] = arith.muli [[OW]], [[T20]] : index
-// CHECK-NEXT:        [[V20:%[0-9]+]] = "krnl.load"([[PAD]], [[Z]], [[R20]], [[C20]])
+// Tap (2, 0): plane (0, 0), position (oh + 1, ow + 0): q + 0 * 20 + 1 * 4 + 0 = q + 4.
+// CHECK-NEXT:        [[D20:%[0-9]+]] = arith.constant 4 : index
+// CHECK-NEXT:        [[Q20:%[0-9]+]] = arith.addi [[Q]], [[D20]] : index
+// CHECK-NEXT:        [[V20:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q20]])
 // CHECK-NEXT:        [[KH20:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:        [[KW20:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:        [[W20:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH20]], [[KW20]])
 // CHECK-NEXT:        [[M20:%[0-9]+]] = arith.mulf [[V20]], [[W20]] : f32
 // CHECK-NEXT:        [[A6:%[0-9]+]] = arith.addf [[A5]], [[M20]] : f32
-// Tap (2, 1): scratch[0, oh * 2 + 2, ow * 2 + 1].
-// CHECK-NEXT:        [[S21:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[OH21:%[0-9]+]] = arith.muli [[OH]], [[S21]] : index
-// CHECK-NEXT:        [[KR21:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[R21:%[0-9]+]] = arith.addi [[OH21]], [[KR21]] : index
-// CHECK-NEXT:        [[T21:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[OW21:%[0-9]+]] = arith.muli [[OW]], [[T21]] : index
-// CHECK-NEXT:        [[KC21:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[C21:%[0-9]+]] = arith.addi [[OW21]], [[KC21]] : index
-// CHECK-NEXT:        [[V21:%[0-9]+]] = "krnl.load"([[PAD]], [[Z]], [[R21]], [[C21]])
+// Tap (2, 1): plane (0, 1), position (oh + 1, ow + 0): q + 1 * 20 + 1 * 4 + 0 = q + 24.
+// CHECK-NEXT:        [[D21:%[0-9]+]] = arith.constant 24 : index
+// CHECK-NEXT:        [[Q21:%[0-9]+]] = arith.addi [[Q]], [[D21]] : index
+// CHECK-NEXT:        [[V21:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q21]])
 // CHECK-NEXT:        [[KH21:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:        [[KW21:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:        [[W21:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH21]], [[KW21]])
 // CHECK-NEXT:        [[M21:%[0-9]+]] = arith.mulf [[V21]], [[W21]] : f32
 // CHECK-NEXT:        [[A7:%[0-9]+]] = arith.addf [[A6]], [[M21]] : f32
-// Tap (2, 2): scratch[0, oh * 2 + 2, ow * 2 + 2], which for oh or ow = 2 is row or column 6
-// of the scratch, the zero the copy-in never overwrote.
-// CHECK-NEXT:        [[S22:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[OH2:%[0-9]+]] = arith.muli [[OH]], [[S22]] : index
-// CHECK-NEXT:        [[K22R:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[R22:%[0-9]+]] = arith.addi [[OH2]], [[K22R]] : index
-// CHECK-NEXT:        [[T22:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[OW2C:%[0-9]+]] = arith.muli [[OW]], [[T22]] : index
-// CHECK-NEXT:        [[K22C:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[C22:%[0-9]+]] = arith.addi [[OW2C]], [[K22C]] : index
-// CHECK-NEXT:        [[V22:%[0-9]+]] = "krnl.load"([[PAD]], [[Z]], [[R22]], [[C22]])
+// Tap (2, 2): plane (0, 0), position (oh + 1, ow + 1): q + 0 * 20 + 1 * 4 + 1 = q + 5.
+// CHECK-NEXT:        [[D22:%[0-9]+]] = arith.constant 5 : index
+// CHECK-NEXT:        [[Q22:%[0-9]+]] = arith.addi [[Q]], [[D22]] : index
+// CHECK-NEXT:        [[V22:%[0-9]+]] = "krnl.load"([[FLAT]], [[G]], [[Z]], [[Q22]])
 // CHECK-NEXT:        [[KH22:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:        [[KW22:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:        [[W22:%[0-9]+]] = "krnl.load"([[W]], [[OC]], [[Z]], [[KH22]], [[KW22]])
 // CHECK-NEXT:        [[M22:%[0-9]+]] = arith.mulf [[V22]], [[W22]] : f32
 // CHECK-NEXT:        [[A8:%[0-9]+]] = arith.addf [[A7]], [[M22]] : f32
-// CHECK-NEXT:        "krnl.store"([[A8]], [[Y]], [[N]], [[OC]], [[OH]], [[OW]])
+// No bias, no activation: the sum goes into the row buffer at [g, o, q].
+// CHECK-NEXT:        "krnl.store"([[A8]], [[ROWS]], [[G]], [[O]], [[Q]])
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 11 : i64]]
+// The copy-out keeps position i * 4 + j, j < 3, into the view at [n, g, o, i, j].
+// CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
+// CHECK-NEXT:      "krnl.iterate"
+// CHECK-NEXT:      ^bb0([[O2:%[0-9]+]]: index, [[I:%[0-9]+]]: index, [[J:%[0-9]+]]: index):
+// CHECK-NEXT:        [[P4:%[0-9]+]] = arith.constant 4 : index
+// CHECK-NEXT:        [[IP:%[0-9]+]] = arith.muli [[I]], [[P4]] : index
+// CHECK-NEXT:        [[AT:%[0-9]+]] = arith.addi [[IP]], [[J]] : index
+// CHECK-NEXT:        [[V:%[0-9]+]] = "krnl.load"([[ROWS]], [[G]], [[O2]], [[AT]])
+// CHECK-NEXT:        "krnl.store"([[V]], [[YV]], [[N]], [[G]], [[O2]], [[I]], [[J]])
 // CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64]]
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64]]
 // CHECK-NEXT:    func.return

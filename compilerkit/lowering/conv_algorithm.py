@@ -1,0 +1,149 @@
+"""Which algorithm lowers a Conv: the `conv_algorithm` compile option, read by lower_conv.
+
+    compilerkit.compile(model, conv_algorithm=NAME)
+
+    NAME                  a Conv it applies to is lowered by
+    "classic"             (the default) conv.py's own choice (direct for grouped/depthwise,
+                          shifted GEMMs, im2col + GEMM panels)
+    "auto"                Winograd where it measured faster and the weights are well scaled
+                          (`auto_choice`, `well_scaled`), else "classic"
+    "direct"              conv.py's direct schedule (taps unrolled, no GEMM) where a Conv has
+                          at most DIRECT_MAX_TAPS products per output (C/g * prod(kernel))
+    "im2col"              conv.py's im2col + GEMM panels
+    "winograd"            Winograd F(4, 3), three-stage (lowering/winograd.py)
+    "winograd-f2" / "-f4" / "-f6"               F(2, 3) / F(4, 3) / F(6, 3), three-stage
+    "winograd-fused", "winograd-f2-fused", ...  the same, L3-fused schedule (tile groups)
+
+A Conv the named algorithm does not apply to (a strided 3x3 under "winograd", a 3x3 with 512
+channels under "direct") gets "classic", so one name can be given for a whole model and every
+setting computes the same function. An `conv_algorithm` string attribute on an onnx.Conv
+(hand-written ONNX IR, the FileCheck tests) overrides the option for that node.
+
+Why "classic" is the default: Winograd spreads rounding error over every output of a tile, so
+where values in one tile span many orders of magnitude (an outlier weight, or activations an
+outlier made huge upstream) outputs that im2col and onnxruntime agree on come out with the
+wrong sign; the fuzz suite's corrupted 3D U-Net (one weight 1.8e16, another 3.9e14) flipped
+2,375 of 12,288 sigmoid outputs under "auto". On trained models "auto" is faster (ResNet-50
+at 1 thread: about 1.25x over "classic") and within 4e-5 of onnxruntime: ask for it.
+
+The option travels as a context variable that `Compilation.lower` sets around the lowering
+(`using`), so lower_conv's signature, and every other lowering's, stays as it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+
+import numpy as np
+
+from compilerkit.dialects import onnx as onnx_d
+from compilerkit.frontend import ModelError
+from compilerkit.lowering import winograd
+from compilerkit.onnx_passes.single_node import node_label
+
+# "auto" (auto_choice): Winograd for 3x3 Convs with this many channels in and out ...
+AUTO_MIN_CHANNELS = 16
+AUTO_MIN_TILES = 49  # ... and tiles per batch entry (F(4,3) on 28 x 28, F(2,3) on 14 x 14)
+AUTO_FUSED_CHANNELS = 64  # the L3-fused schedule up to this many channels
+AUTO_MAX_RANGE = 1000.0  # ... and weights whose max |w| is at most this many times the median
+DIRECT_MAX_TAPS = 576  # unrolled products of one output under "direct" (64 channels x 3x3)
+BASIC = ("auto", "classic", "direct", "im2col")
+WINOGRAD = tuple(f"winograd{f}{s}" for s in ("", "-fused") for f in ("", "-f2", "-f4", "-f6"))
+ALGORITHMS = BASIC + WINOGRAD
+
+_CHOSEN = contextvars.ContextVar("conv_algorithm", default="classic")
+
+
+def check_algorithm(name) -> str:
+    """`name` if it is one of ALGORITHMS, else a ValueError listing them."""
+    if name not in ALGORITHMS:
+        raise ValueError(f"unknown conv_algorithm {name!r}; choose one of "
+                         f"{', '.join(ALGORITHMS)}")
+    return name
+
+
+@contextlib.contextmanager
+def using(name: str):
+    """Lower Convs with `name` (ALGORITHMS) inside the `with` block."""
+    token = _CHOSEN.set(check_algorithm(name))
+    try:
+        yield
+    finally:
+        _CHOSEN.reset(token)
+
+
+def winograd_variant(name: str) -> tuple[int, bool]:
+    """(m of F(m, 3), fused) of a "winograd..." name."""
+    parts = name.split("-")[1:]
+    sizes = [int(x[1:]) for x in parts if x[:1] == "f" and x[1:].isdigit()]
+    return (sizes[0] if sizes else winograd.DEFAULT_M), "fused" in parts
+
+
+def choose(op) -> str:
+    """The algorithm for the Conv `op` (ONNX IR): the node's `conv_algorithm` attribute, else
+    the compile option, falling back to "classic" where it does not apply."""
+    attr = op.attributes.get("conv_algorithm")
+    if attr is not None:
+        name = getattr(attr, "data", None)
+        if name not in ALGORITHMS:
+            raise ModelError(f"node {node_label(op)!r}: conv_algorithm attribute {attr} is not "
+                             f"one of {', '.join(ALGORITHMS)}")
+    else:
+        name = _CHOSEN.get()
+    if name == "auto":
+        return auto_choice(op)
+    if name.startswith("winograd"):
+        return name if winograd.applies(op) is None else "classic"
+    if name == "direct":
+        taps = math.prod(onnx_d.shape_of(op.operands[1])[1:])
+        return name if taps <= DIRECT_MAX_TAPS else "classic"
+    return name
+
+
+def auto_choice(op) -> str:
+    """"auto": Winograd F(m, 3) for the 3x3 (and, up to AUTO_FUSED_CHANNELS channels, 3x3x3)
+    Convs it takes with at least AUTO_MIN_CHANNELS input and output channels and at least
+    AUTO_MIN_TILES tiles per batch entry at the largest m in (4, 2) that gives them (the
+    products are tiles x K x C, the transformed weights alpha^r x C x K: with few tiles they
+    are bound by reading U, as on 512 x 7 x 7, where im2col stays faster); L3-fused when both
+    channel counts are at most AUTO_FUSED_CHANNELS. Else "classic". Measured at 1 thread in
+    benchmarks/winograd_bench.py (benchmarks/results/winograd_bench.json, same run, against
+    "classic"); 3x3x3 layers were measured only at 16 and 32 channels, hence their limit."""
+    ws = onnx_d.shape_of(op.operands[1])
+    xs = onnx_d.shape_of(op.operands[0])
+    fused = "-fused" if max(ws[0], xs[1]) <= AUTO_FUSED_CHANNELS else ""
+    shape_ok = list(ws[2:]) == [3, 3] or (list(ws[2:]) == [3, 3, 3] and fused)
+    if not shape_ok or min(ws[0], ws[1]) < AUTO_MIN_CHANNELS or (
+            winograd.applies(op) is not None) or not well_scaled(op):
+        return "classic"
+    out = onnx_d.shape_of(op.results[0])[2:]
+    for m in (4, 2):
+        if math.prod(-(-o // m) for o in out) >= AUTO_MIN_TILES:
+            return f"winograd-f{m}{fused}"
+    return "classic"
+
+
+def well_scaled(op) -> bool:
+    """Whether the Conv's weights are finite with max |w| at most AUTO_MAX_RANGE times their
+    median |w| (the median, not the RMS: one outlier among thousands of weights carries the
+    RMS with it). Winograd's rounding error in every output of a tile scales with the
+    largest weight (the transforms mix all taps), where a direct sum's error in an output
+    scales with that output's own terms: one outlier weight (1.8e16 among weights of 0.05, a
+    corrupted model in the fuzz suite) made F(4,3) flip the sign of thousands of outputs that
+    im2col and onnxruntime agree on. Trained and initialised weights sit far inside the
+    bound."""
+    w = winograd._weights_array(op)[0]
+    w = np.abs(np.asarray(w, dtype=np.float64))
+    if w.size == 0 or not np.all(np.isfinite(w)):
+        return False
+    return float(w.max()) <= AUTO_MAX_RANGE * float(np.median(w))
+
+
+def lower_chosen(b, op, ins, name: str, pads):
+    """Lower the Conv `op` with `name`, one of the algorithms conv.py does not hold itself
+    (`choose` gave it, so it applies), `pads` the begin pads (conv.conv_geometry); returns
+    the output buffer."""
+    m, fused = winograd_variant(name)
+    return winograd.lower_winograd(b, op, ins, pads, m, fused)

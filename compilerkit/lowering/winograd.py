@@ -1,0 +1,370 @@
+"""Lowering of a Conv to Winograd's minimal filtering F(m, 3) (Lavin & Gray, "Fast Algorithms
+for Convolutional Neural Networks", 2016), as Kernel IR loop nests and buffers.
+
+Lowers: a Conv with group 1, 2-D or 3-D, stride 1, dilation 1, any pads (auto_pad resolved),
+kernel sizes 3 or 1 per axis (at least one 3: 3x3, 3x3x3, 1x3x3, ...), constant weights,
+optional bias and fused activation (onnx_passes/fuse_conv.py), f32 or f64 (f16 sums lose
+too much). `applies` says why a Conv is not taken; lowering/conv_algorithm.py then leaves it
+to conv.py.
+
+Along an axis with kernel 3 the output is cut into tiles of m (m = 2, 4 or 6), each computed
+from an input tile of alpha = m + 2 as Y = A^T [(G g G^T) * (B^T d B)] A, separable over the
+axes (an axis with kernel 1 has m = alpha = 1 and identity transforms). The matrices
+A^T [m, alpha], G [alpha, 3], B^T [alpha, alpha] are computed by `wincnn` (Cook-Toom, from the
+interpolation points 0, 1, -1, 2, -2, 1/2, -1/2: the first m + 1 of them) when the model is
+compiled; no number of them is typed in here. With T tiles per batch entry and A = prod(alpha)
+transformed positions, the Conv becomes A independent products (the "batched GEMM"):
+
+    M[t] (tiles x K) = V[t] (tiles x C) . U[t] (C x K)      t in [0, A)
+
+- weights: U[t, c, k] = (G g[k, c] G^T)[t], computed in float64 at compile time and kept as
+  a constant (krnl.global), so no run time is spent on it;
+- input: per batch entry the input is copied into a channels-last buffer [padded
+  spatial..., C] covering every tile's reads, zeroed once per call (the pads and the last,
+  partial tile read zeros); per tile, the input transform B^T d B is one nest per axis
+  (`_passes`: the axis unrolled, the other axes and C looped, C innermost so loads and
+  stores are contiguous and LLVM vectorises them, the matrices' constants inlined, zero
+  entries skipped, +-1 without a multiply), the last writing V[t, tile, c];
+- product: M is zeroed, then one `krnl.matmul` nest per t (matmul.py's emit_matmul, inside a
+  loop over t): at -O3 tile_matmul blocks it onto the micro-kernel (codegen/microkernel.py).
+  Rows are tiles and columns output channels, so the kernel's vector axis is K (>= 16 on
+  real layers) even when a layer has only a few tiles;
+- output: per tile, A^T M A the same way (one nest per axis, K innermost) from M[t, tile, k];
+  the last pass adds bias[k], applies the fused activation and stores the m x m (x m) values
+  into out[n, k, ...], or, when tiles hang over the output's end (output size not a multiple
+  of m), into a whole-tile buffer [K, tiles * m...] copied out after the batch entry.
+
+Two schedules, both per batch entry:
+
+- three-stage: one group of all the tiles: input transform of the whole layer, A products,
+  output transform of the whole layer. V and M hold A x tiles x (C + K) values, far more
+  than the L2 on large planes.
+- fused (the L3 Fusion paper, arXiv 1912.02165): tiles go in groups of whole tile rows
+  (first spatial axis), sized so that the group's V and M fit FUSED_BYTES (at least
+  MIN_GROUP_TILES tiles); per group:
+  transform, products, inverse, so the transformed data is still in cache when the product
+  and the inverse read it. U is read once per group (it is the same for every group).
+
+Assumes static shapes; the weights must come from an onnx.Constant (the ONNX passes fold
+them), which `applies` checks (the transformed copy is a new krnl.global; the original
+weights' global stays in the module). Measured in benchmarks/winograd_bench.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from compilerkit.dialects import krnl
+from compilerkit.dialects import onnx as onnx_d
+from compilerkit.lowering.builder import KernelBuilder, is_float, memref_type, shape
+from compilerkit.lowering.elementwise import activation
+from compilerkit.lowering.matmul import emit_matmul, fill
+from compilerkit.onnx_passes.fuse_conv import conv_activation
+from compilerkit.onnx_passes.single_node import node_label
+
+TILE_SIZES = (2, 4, 6)  # the m of F(m, 3) this lowering offers
+DEFAULT_M = 4
+# Interpolation points, in the order Lavin & Gray and wincnn's README use them; F(m, 3) takes
+# the first m + 1 (the point at infinity is wincnn's implicit last one).
+POINTS = ("0", "1", "-1", "2", "-2", "1/2", "-1/2")
+# Transformed input and product of one group of the fused schedule: half this machine's L2 per
+# core (512 KiB), so U's panels fit beside them. At 1 thread, 128-512 KiB measured alike and
+# faster than 1-4 MiB (3 MiB, as much as the whole 64 x 56 x 56 layer, is the three-stage case):
+# 64@56 1.66 ms at 256 KiB vs 1.91 at 4 MiB, 32@112 1.93 vs 2.57, 16@112 0.66 vs 0.96.
+FUSED_BYTES = 256 * 1024
+# Fewest tiles in a group (the products' rows), whatever FUSED_BYTES says: a 14-tile group
+# (one tile row of 56 x 56) measured a little slower than 28 (64@56: 1.38 vs 1.35 ms).
+MIN_GROUP_TILES = 24
+
+
+@functools.cache
+def matrices(m: int, r: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(A^T [m, alpha], G [alpha, r], B^T [alpha, alpha]) of F(m, r) in float64, from wincnn's
+    Cook-Toom construction (exact rationals, then converted). F(1, 1) is the identity."""
+    if r == 1:
+        one = np.ones((1, 1))
+        return one, one, one
+    import wincnn  # sympy: only when a Winograd lowering is compiled
+    from sympy import Rational
+
+    if m + r - 2 > len(POINTS):
+        raise ValueError(f"F({m}, {r}) needs {m + r - 2} interpolation points; "
+                         f"{len(POINTS)} are defined")
+    pts = [Rational(p) for p in POINTS[:m + r - 2]]
+    at, g, bt, _ = wincnn.cookToomFilter(pts, m, r)
+    return tuple(np.array(x.tolist(), dtype=np.float64) for x in (at, g, bt))
+
+
+def _weights_array(op):
+    """The Conv's weights as numpy (from the onnx.Constant feeding it), or None."""
+    module = op
+    while module.parent_op() is not None:
+        module = module.parent_op()
+    return onnx_d.constant_value(op.operands[1], module), module
+
+
+def applies(op) -> str | None:
+    """None when this lowering takes the Conv `op` (ONNX IR), else why not."""
+    w_t = op.operands[1].type
+    ws = onnx_d.shape_of(op.operands[1])
+    r = len(ws) - 2
+    if r not in (2, 3):
+        return f"{r}-D (Winograd here is 2-D or 3-D)"
+    if not is_float(w_t.element_type) or onnx_d.numpy_dtype(w_t.element_type).itemsize < 4:
+        return "not an f32 or f64 Conv"  # f16 sums lose too much in F(4,3) and F(6,3)
+    if onnx_d.get_attr(op, "group", 1) != 1:
+        return "grouped"
+    k_sp = list(ws[2:])
+    if any(k not in (1, 3) for k in k_sp) or 3 not in k_sp:
+        return f"kernel {'x'.join(map(str, k_sp))} (Winograd here takes 3 or 1 per axis)"
+    if any(s != 1 for s in (onnx_d.get_attr(op, "strides", None) or [1])):
+        return "strided"
+    if any(d != 1 for d in (onnx_d.get_attr(op, "dilations", None) or [1])):
+        return "dilated"
+    if _weights_array(op)[0] is None:
+        return "weights are not a constant"
+    return None
+
+
+def transformed_weights(wt: np.ndarray, ms) -> np.ndarray:
+    """U [A, C, K] = (G g G^T) for every (k, c), G per axis for F(m_d, k_d), in float64."""
+    u = wt.astype(np.float64)  # [K, C, k...]
+    for d, m in enumerate(ms):
+        g = matrices(m, wt.shape[2 + d])[1]
+        u = np.moveaxis(np.tensordot(g, u, axes=([1], [2 + d])), 0, 2 + d)
+    k_out, c_in = wt.shape[:2]
+    return u.reshape(k_out, c_in, -1).transpose(2, 1, 0)
+
+
+def _lincomb(b: KernelBuilder, coefs, vals, elem):
+    """sum(coef * val), unrolled: zero coefficients skipped, +-1 without a multiply, a
+    positive term first (x - y, not -y + x)."""
+    acc = None
+    terms = sorted(zip(coefs, vals, strict=True), key=lambda cv: cv[0] < 0)
+    for coef, v in terms:
+        if coef == 0:
+            continue
+        if coef in (1, -1):
+            if acc is None:
+                acc = v if coef == 1 else b.neg(v)
+            else:
+                acc = b.add_(acc, v) if coef == 1 else b.binary("sub", acc, v)
+            continue
+        term = b.mul(b.const(float(coef), elem), v)
+        acc = term if acc is None else b.add_(acc, term)
+    return acc if acc is not None else b.const(0.0, elem)
+
+
+class _Plan:
+    """The sizes of one Winograd Conv."""
+
+    def __init__(self, op, ins, pads, m: int, fused: bool):
+        self.x, self.w = ins[0], ins[1]
+        self.bias = ins[2] if len(ins) > 2 else None
+        xs, ws = shape(self.x), shape(self.w)
+        self.out_dims = onnx_d.shape_of(op.results[0])
+        self.elem = op.results[0].type.element_type
+        self.n, self.c, self.k = xs[0], xs[1], ws[0]
+        self.in_sp, self.k_sp = list(xs[2:]), list(ws[2:])
+        self.out_sp = list(self.out_dims[2:])
+        self.r = len(self.k_sp)
+        self.pads = list(pads)  # begin pads, auto_pad resolved (conv.conv_geometry)
+        self.act = conv_activation(op)
+        self.ms = [m if k == 3 else 1 for k in self.k_sp]
+        self.mats = [matrices(mm, k) for mm, k in zip(self.ms, self.k_sp, strict=True)]
+        self.alphas = [mm + k - 1 for mm, k in zip(self.ms, self.k_sp, strict=True)]
+        self.tiles = [-(-o // mm) for o, mm in zip(self.out_sp, self.ms, strict=True)]
+        self.a = math.prod(self.alphas)
+        # padded input extent: every tile reads alpha from its origin t * m
+        self.ext = [t * mm + k - 1 for t, mm, k in zip(self.tiles, self.ms, self.k_sp,
+                                                         strict=True)]
+        self.inner = math.prod(self.tiles[1:])  # tiles per tile row
+        item = onnx_d.numpy_dtype(self.elem).itemsize
+        row_bytes = self.inner * self.a * (self.c + self.k) * item
+        fit = max(FUSED_BYTES // row_bytes, -(-MIN_GROUP_TILES // self.inner), 1)
+        self.band = min(self.tiles[0], fit) if fused else self.tiles[0]
+
+
+def _bands(p: _Plan):
+    """[(count, height, first tile row)]: `count` groups of `height` tile rows from `first` on
+    (the ragged last group is a loop of its own)."""
+    full, rest = divmod(p.tiles[0], p.band)
+    groups = [(full, p.band, 0), (1 if rest else 0, rest, full * p.band)]
+    return [g for g in groups if g[0] > 0]
+
+
+def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = DEFAULT_M, fused: bool = False):
+    """Lower the Conv `op` (which `applies` accepted; `pads`: its begin pads, auto_pad
+    resolved) with F(m, 3); returns the output."""
+    p = _Plan(op, ins, pads, m, fused)
+    wt, module = _weights_array(op)
+    u_np = transformed_weights(wt, p.ms).astype(onnx_d.numpy_dtype(p.elem))
+    hint = f"winograd_f{m}_{node_label(op)}"
+    attr = onnx_d.dense_attr(u_np, module, hint)
+    name = getattr(getattr(attr, "resource_handle", None), "data", None) or hint
+    u = b.add(krnl.GlobalOp(name, attr, memref_type(u_np.shape, p.elem)))
+    out = p.out = b.alloc(p.out_dims, p.elem)
+    # Tiles hanging over the output's end write whole tiles here, copied out after: one
+    # output-transform nest for all tiles (a nest per kind of partial tile multiplied the code)
+    whole = [t * mm for t, mm in zip(p.tiles, p.ms, strict=True)]
+    y = out if whole == p.out_sp else b.alloc([p.k] + whole, p.elem)
+    xp = b.alloc(p.ext + [p.c], p.elem)  # zero-bordered, channels last
+    rows = p.band * p.inner  # tiles of the largest group
+    # V [A, tiles, C] and M [A, tiles, K] of a group, flat: a smaller group uses the front
+    v = b.alloc([p.a * rows * p.c], p.elem)
+    mm = b.alloc([p.a * rows * p.k], p.elem)
+    t_in = _temps(b, p, [mat[2] for mat in p.mats], p.c)
+    t_out = _temps(b, p, [mat[0] for mat in p.mats], p.k)
+    # zeros around the input (pads, and reads of partial tiles), written on every call (the
+    # arena is shared with other buffers); the batch entries overwrite only the inside
+    if p.ext != p.in_sp:
+        fill(b, xp, 0.0)
+    with b.nest([p.n]) as (nn,):
+        # the input, channels last, inside the zeroed buffer (unguarded: a guarded copy of
+        # every element measured slower)
+        with b.nest(p.in_sp + [p.c]) as ivs:
+            pos, c = ivs[:-1], ivs[-1]
+            at = [b.affine([(i, 1)], p.pads[d]) for d, i in enumerate(pos)]
+            b.store(b.load(p.x, [nn, c] + pos), xp, at + [c])
+        for count, height, first in _bands(p):
+            with b.nest([count]) as (jb,):
+                row0 = b.affine([(jb, height)], first)
+                _input_transform(b, p, xp, v, row0, height, t_in)
+                g = height * p.inner
+                _zero(b, mm, p.a * g * p.k, p.elem)
+                with b.nest([p.a]) as (t,):
+                    offs = [b.affine([(t, g * p.c)]), b.affine([(t, p.c * p.k)]),
+                            b.affine([(t, g * p.k)])]
+                    emit_matmul(b, v, u, mm, g, p.k, p.c, offs, (p.c, 1), p.k, p.k)
+                _output_transform(b, p, mm, y, nn, row0, height, t_out)
+        if y is not out:
+            with b.nest([p.k] + p.out_sp) as ivs:
+                b.store(b.load(y, ivs), out, [nn] + ivs)
+    return out
+
+
+def _zero(b: KernelBuilder, flat, count: int, elem):
+    """The first `count` elements of the flat buffer set to 0."""
+    if count == shape(flat)[0]:
+        fill(b, flat, 0.0)
+        return
+    with b.nest([count]) as (i,):
+        b.store(b.const(0.0, elem), flat, [i])
+
+
+def _tile_index(b: KernelBuilder, p: _Plan, r0, rest):
+    """The tile's row in V and M within its group: r0 * (tiles per row) + the rest, row-major."""
+    terms = [(r0, p.inner)]
+    for d, t in enumerate(rest, start=1):
+        terms.append((t, math.prod(p.tiles[d + 1:])))
+    return b.affine(terms)
+
+
+def _at(b: KernelBuilder, coords, strides, terms=(), const=0):
+    """sum(coord * stride) + sum(terms) + const, where a coordinate is a loop variable or a
+    number (an unrolled position)."""
+    terms = list(terms)
+    for x, s in zip(coords, strides, strict=True):
+        if isinstance(x, int):
+            const += x * s
+        else:
+            terms.append((x, s))
+    return b.affine(terms, const)
+
+
+def _passes(b: KernelBuilder, p: _Plan, mats, inner, load, store, temps):
+    """The separable transform of one tile: mats[d] ([out_d, in_d]) applied along each axis d,
+    last axis first, each as its own nest over the other axes' positions and the innermost
+    dimension `inner` (C or K, the vector loop), with the axis itself unrolled (axes of
+    kernel 1 need no pass):
+    out[.., a, ..] = sum_j mats[d][a, j] * in[.., j, ..]. load(coords, c) reads the tile,
+    store(coords, c, value) writes the result, temps[k] holds the values between passes k
+    and k + 1. Unrolling one axis at a time keeps each body small (alpha loads, alpha
+    outputs): unrolling the whole tile made compile times grow with alpha^r."""
+    def co_idx(coords):
+        return [b.index(x) if isinstance(x, int) else x for x in coords]
+
+    sizes = [mat.shape[1] for mat in mats]
+    order = _pass_axes(mats)
+    for k, d in enumerate(order):
+        src = load if k == 0 else (lambda co, c, t=temps[k - 1]: b.load(t, co_idx(co) + [c]))
+        last = k == len(order) - 1
+        other = [s for e, s in enumerate(sizes) if e != d]
+        with b.nest(other + [inner]) as ivs:
+            o, c = ivs[:-1], ivs[-1]
+
+            def full(j, o=o, d=d):
+                return list(o[:d]) + [j] + list(o[d:])
+            vals = [src(full(j), c) for j in range(sizes[d])]
+            for a in range(mats[d].shape[0]):
+                v = _lincomb(b, mats[d][a], vals, p.elem)
+                if last:
+                    store(full(a), c, v)
+                else:
+                    b.store(v, temps[k], co_idx(full(a)) + [c])
+        sizes[d] = mats[d].shape[0]
+
+
+def _pass_axes(mats):
+    """The axes `_passes` transforms, last first: not those of kernel 1 (identity, size 1)."""
+    return [d for d in reversed(range(len(mats))) if mats[d].shape != (1, 1)]
+
+
+def _temps(b: KernelBuilder, p: _Plan, mats, inner):
+    """The buffers between the passes of `_passes` (one tile's values, [sizes..., inner])."""
+    sizes = [mat.shape[1] for mat in mats]
+    out = []
+    for d in _pass_axes(mats)[:-1]:
+        sizes[d] = mats[d].shape[0]
+        out.append(b.alloc(list(sizes) + [inner], p.elem))
+    return out
+
+
+def _input_transform(b: KernelBuilder, p: _Plan, xp, v, row0, height, temps):
+    """V[t, tile, c] = (B^T d B)[t] for the group's tiles (C innermost)."""
+    g = height * p.inner
+    a_strides = [math.prod(p.alphas[d + 1:]) * g * p.c for d in range(p.r)]
+    with b.nest([height] + p.tiles[1:]) as ts:
+        origin = [b.affine([(row0, p.ms[0]), (ts[0], p.ms[0])])] + [
+            b.affine([(t, p.ms[d])]) for d, t in enumerate(ts[1:], start=1)]
+        tile = _tile_index(b, p, ts[0], ts[1:])
+
+        def load(coords, c):
+            return b.load(xp, [_at(b, [x], [1], [(o, 1)]) for x, o in zip(
+                coords, origin, strict=True)] + [c])
+
+        def store(coords, c, value):
+            b.store(value, v, [_at(b, coords, a_strides, [(tile, p.c), (c, 1)])])
+
+        _passes(b, p, [mat[2] for mat in p.mats], p.c, load, store, temps)
+
+
+def _output_transform(b: KernelBuilder, p: _Plan, mm, y, nn, row0, height, temps):
+    """y[k, tile origin + i] = act(bias[k] + (A^T M A)[i]) for the group's tiles (K
+    innermost); y is out[nn] itself, or the whole-tile buffer when tiles hang over its end."""
+    g = height * p.inner
+    a_strides = [math.prod(p.alphas[d + 1:]) * g * p.k for d in range(p.r)]
+    with b.nest([height] + p.tiles[1:]) as ts:
+        origin = [b.affine([(row0, p.ms[0]), (ts[0], p.ms[0])])] + [
+            b.affine([(t, p.ms[d])]) for d, t in enumerate(ts[1:], start=1)]
+        tile = _tile_index(b, p, ts[0], ts[1:])
+
+        def load(coords, k):
+            return b.load(mm, [_at(b, coords, a_strides, [(tile, p.k), (k, 1)])])
+
+        bias = {}  # bias[k], loaded once per iteration of the last pass
+
+        def store(coords, k, value):
+            if p.bias is not None:
+                if k not in bias:
+                    bias[k] = b.load(p.bias, [k])
+                value = b.add_(value, bias[k])
+            if p.act is not None:
+                value = activation(b, value, *p.act)
+            at = [_at(b, [x], [1], [(o, 1)]) for x, o in zip(coords, origin, strict=True)]
+            b.store(value, y, ([nn] if y is p.out else []) + [k] + at)
+
+        _passes(b, p, [mat[0] for mat in p.mats], p.k, load, store, temps)

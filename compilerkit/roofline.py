@@ -1,0 +1,199 @@
+"""A hierarchical roofline (after the L3 Fusion paper, arXiv 1912.02165): the machine's peak
+FLOP/s and the bandwidth of each memory level, measured by compilerkit's own generated
+kernels, and the time a Conv layer should take with each algorithm.
+
+    m = roofline.machine()            # measured once, then read from the cache file
+    roofline.predict(Layer(64, 64, (56, 56)), "winograd-f4", m)   # seconds
+    roofline.traffic(layer, algorithm)                             # what the prediction uses
+
+A layer's predicted time is the largest of its FLOPs over the peak and, for every level, the
+bytes it moves there over that level's bandwidth (the roofline, one roof per level). Bytes go
+to the level their working set fits in: a buffer of B bytes read or written once counts B
+there. This is a start (issue 15, item 2): the algorithms modelled are im2col and Winograd
+three-stage / L3-fused (lowering/winograd.py), 2-D, batch 1, f32; "auto" does not use it yet.
+
+Measured (`measure`): the peak by a 384 x 384 x 384 MatMul (the micro-kernel), each level's
+bandwidth by a chain of y = x + 1 over an array whose x and y together fill about half that
+level (L1, L2, L3 as `CACHES` says for this machine; DRAM: 64 MiB), all compiled by
+compilerkit and run on one thread, best of `repeat`. Cached as JSON in
+$XDG_CACHE_HOME/compilerkit (or ~/.cache/compilerkit), keyed by the CPU's model name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+# This machine (AMD EPYC, 1 thread's share): L1d 32 KiB, L2 512 KiB, L3 32 MiB shared.
+CACHES = {"L1": 32 * 1024, "L2": 512 * 1024, "L3": 32 * 1024 * 1024}
+DRAM_TEST_BYTES = 64 * 1024 * 1024
+LEVELS = ("L1", "L2", "L3", "DRAM")
+
+
+@dataclass
+class Machine:
+    peak_flops: float  # FLOP/s of the GEMM micro-kernel, 1 thread
+    bandwidth: dict  # level -> bytes/s (read + write), 1 thread
+    caches: dict = field(default_factory=lambda: dict(CACHES))  # level -> bytes
+
+    def level_of(self, nbytes: float) -> str:
+        """The nearest level a working set of `nbytes` fits in."""
+        for lv in ("L1", "L2", "L3"):
+            if nbytes <= self.caches[lv]:
+                return lv
+        return "DRAM"
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A stride-1 'same' Conv + bias: C in, K out, output spatial size, kernel size."""
+
+    c: int
+    k: int
+    out: tuple
+    kernel: int = 3
+
+
+def _compiled(model):
+    import compilerkit as ck
+
+    return ck.compile(model, asm=False, num_threads=1)
+
+
+def _best(fn, repeat: int) -> float:
+    fn()
+    best = math.inf
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def measure(repeat: int = 20, caches=None, dram_bytes: int = DRAM_TEST_BYTES) -> Machine:
+    """Measure the peak and the bandwidths with compilerkit's kernels (see the docstring)."""
+    from onnx import helper, numpy_helper
+
+    caches = dict(caches or CACHES)
+    n = 384
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((n, n)).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
+                          [helper.make_tensor_value_info("x", 1, [n, n])],
+                          [helper.make_tensor_value_info("y", 1, None)], [w])
+    mm = _compiled(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    x = rng.standard_normal((n, n)).astype(np.float32)
+    peak = 2 * n ** 3 / _best(lambda: mm.run(x, num_threads=1), repeat)
+    bw = {}
+    sizes = {lv: caches[lv] // 2 for lv in ("L1", "L2", "L3")}
+    sizes["DRAM"] = dram_bytes
+    for lv, nbytes in sizes.items():
+        count = max(1024, nbytes // 8)  # x and y, 4 bytes each
+        # a chain of `links` Adds in one model, so a call of a small array outlasts the
+        # call's overhead; buffer planning gives the links' outputs two buffers in turn
+        links = int(min(256, max(1, 4e6 // count)))
+        one = numpy_helper.from_array(np.array(1, np.float32), "one")
+        names = ["x"] + [f"y{i}" for i in range(links)]
+        nodes = [helper.make_node("Add", [names[i], "one"], [names[i + 1]])
+                 for i in range(links)]
+        g = helper.make_graph(nodes, "add", [helper.make_tensor_value_info("x", 1, [count])],
+                              [helper.make_tensor_value_info(names[-1], 1, None)], [one])
+        add = _compiled(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+        xv = np.ones(count, np.float32)
+        secs = _best(lambda add=add, xv=xv: add.run(xv, num_threads=1), max(3, repeat // 4))
+        bw[lv] = 8 * count * links / secs
+    return Machine(peak, bw, caches)
+
+
+def cache_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
+                       cpu)
+    except OSError:
+        pass
+    key = "".join(ch if ch.isalnum() else "_" for ch in cpu)[:60]
+    return Path(base) / "compilerkit" / f"roofline-{key}.json"
+
+
+def machine(remeasure: bool = False) -> Machine:
+    """The cached measurement of this machine, measured on first use (or when asked)."""
+    path = cache_path()
+    if path.is_file() and not remeasure:
+        with open(path, encoding="utf-8") as f:
+            return Machine(**json.load(f))
+    m = measure()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(asdict(m), f, indent=1)
+    os.replace(tmp, path)
+    return m
+
+
+def traffic(layer: Layer, algorithm: str, m: Machine) -> tuple[float, dict]:
+    """(FLOPs, {level: bytes}) of `layer` under `algorithm` ("im2col", "winograd-f<m>", with
+    "-fused" for the L3-fused schedule)."""
+    from compilerkit.lowering import winograd
+    from compilerkit.lowering.conv_algorithm import winograd_variant
+
+    c, k, r = layer.c, layer.k, layer.kernel
+    out = layer.out
+    p = math.prod(out)
+    x_bytes = c * math.prod(o + r - 1 for o in out) * 4
+    y_bytes = k * p * 4
+    moved = {lv: 0.0 for lv in LEVELS}
+
+    def add(nbytes, working_set=None):
+        moved[m.level_of(working_set if working_set is not None else nbytes)] += nbytes
+
+    add(x_bytes + y_bytes, x_bytes + y_bytes)
+    if algorithm == "im2col":
+        flops = 2.0 * k * c * r * r * p
+        w_bytes = k * c * r * r * 4
+        add(w_bytes)
+        col = c * r * r * p * 4
+        add(2 * col, min(col, 2 * 1024 * 1024))  # written then read, panel by panel (conv.py)
+        return flops, moved
+    if not algorithm.startswith("winograd"):
+        raise ValueError(f"no traffic model for algorithm {algorithm!r}")
+    mm, fused = winograd_variant(algorithm)
+    alpha = mm + r - 1
+    a = alpha ** len(out)
+    tiles = math.prod(-(-o // mm) for o in out)
+    flops = 2.0 * a * tiles * c * k  # the batched GEMM
+    # transforms: each pass computes one output per position as an alpha-term sum
+    flops += 2.0 * alpha * tiles * c * a * len(out) + 2.0 * alpha * tiles * k * a * len(out)
+    u_bytes = a * c * k * 4
+    vm_row = a * (c + k) * 4  # V and M of one tile
+    if fused:
+        inner = tiles // -(-out[0] // mm)
+        group = max(winograd.FUSED_BYTES // (inner * vm_row), 1) * inner
+        group = max(group, winograd.MIN_GROUP_TILES)
+        groups = -(-tiles // group)
+        add(2 * tiles * vm_row, group * vm_row)
+        add(groups * u_bytes, u_bytes)
+    else:
+        add(2 * tiles * vm_row)
+        add(u_bytes)
+    return flops, moved
+
+
+def predict(layer: Layer, algorithm: str, m: Machine) -> float:
+    """Seconds: max(FLOPs / peak, bytes at each level / its bandwidth)."""
+    flops, moved = traffic(layer, algorithm, m)
+    return max([flops / m.peak_flops] + [b / m.bandwidth[lv] for lv, b in moved.items() if b])
+
+
+def best_algorithm(layer: Layer, m: Machine, algorithms) -> str:
+    """The algorithm of `algorithms` with the least predicted time."""
+    return min(algorithms, key=lambda a: predict(layer, a, m))

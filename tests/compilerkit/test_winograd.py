@@ -1,0 +1,273 @@
+"""Winograd convolution (lowering/winograd.py) and the conv_algorithm option
+(lowering/conv_algorithm.py): the transform matrices against Lavin & Gray's published F(2,3)
+and a hand-worked case, every variant against onnxruntime (hypothesis over small shapes,
+pads, bias, activations), its error against the output's scale, and the fall-back and
+refusals of the option."""
+
+import numpy as np
+import pytest
+from ckhelpers import make_model, ort_run
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import helper
+
+import compilerkit as ck
+from compilerkit.frontend import ModelError
+from compilerkit.lowering import winograd
+from compilerkit.lowering.conv_algorithm import ALGORITHMS, WINOGRAD, winograd_variant
+from compilerkit.pipeline import compile_to
+
+N = helper.make_node
+
+# Largest |error| allowed, as a fraction of the largest |output| (onnxruntime's), per F(m, 3).
+# The transforms' constants grow with m (F(6,3)'s B^T holds 21/4, its A^T 32): F(6,3) is the
+# least accurate (Lavin & Gray, section 5). Observed on 64-channel layers: about 3e-7, 4e-6
+# and 7e-6 (benchmarks/winograd_bench.py); these bounds leave a margin of 10 or more.
+TOLERANCE = {2: 1e-5, 4: 1e-4, 6: 1e-3}
+
+# Lavin & Gray 2016, section 4.1, F(2x2, 3x3):
+LAVIN_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], float)
+LAVIN_G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])
+LAVIN_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], float)
+
+
+def test_f23_matrices_are_lavin_and_grays():
+    """wincnn's F(2,3) from the points (0, 1, -1, inf) is Lavin & Gray's, up to the sign that
+    the point at infinity's row of B^T and column of A^T take together (both flip, so every
+    product is the same)."""
+    at, g, bt = winograd.matrices(2)
+    flip = np.diag([1, 1, 1, -1.0])
+    np.testing.assert_array_equal(g, LAVIN_G)
+    np.testing.assert_array_equal(flip @ bt, LAVIN_BT)
+    np.testing.assert_array_equal(at @ flip, LAVIN_AT)
+
+
+def test_f23_hand_worked():
+    """d = [1, 2, 3, 4], g = [1, 0, -1]: y0 = 1 - 3 = -2, y1 = 2 - 4 = -2 (correlation, as ONNX
+    Conv). By hand with Lavin & Gray's matrices: B^T d = [-2, 5, 1, -2], G g = [1, 0, 0, -1],
+    their product [-2, 0, 0, 2], A^T of it [-2, -2]."""
+    d, g = np.array([1.0, 2, 3, 4]), np.array([1.0, 0, -1])
+    np.testing.assert_array_equal(LAVIN_BT @ d, [-2, 5, 1, -2])
+    np.testing.assert_array_equal(LAVIN_G @ g, [1, 0, 0, -1])
+    np.testing.assert_array_equal(LAVIN_AT @ ((LAVIN_G @ g) * (LAVIN_BT @ d)), [-2, -2])
+    at, gm, bt = winograd.matrices(2)
+    np.testing.assert_allclose(at @ ((gm @ g) * (bt @ d)), [-2, -2], atol=1e-12)
+
+
+@pytest.mark.parametrize("m", [2, 4, 6])
+def test_one_dimensional_correlation(m):
+    """A^T [(G g) * (B^T d)] is the valid correlation of d (m + 2 values) with g (3)."""
+    rng = np.random.default_rng(m)
+    at, g, bt = winograd.matrices(m)
+    assert at.shape == (m, m + 2) and g.shape == (m + 2, 3) and bt.shape == (m + 2, m + 2)
+    for _ in range(5):
+        d, w = rng.standard_normal(m + 2), rng.standard_normal(3)
+        np.testing.assert_allclose(at @ ((g @ w) * (bt @ d)), np.correlate(d, w, "valid"),
+                                   rtol=1e-12, atol=1e-12)
+
+
+def test_transformed_weights():
+    """U[t, c, k] is (G w[k, c] G^T) flattened row-major over (xi, nu)."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((3, 2, 3, 3))
+    u = winograd.transformed_weights(w, [4, 4])
+    g = winograd.matrices(4)[1]
+    assert u.shape == (36, 2, 3)
+    for k in range(3):
+        for c in range(2):
+            np.testing.assert_allclose(u[:, c, k], (g @ w[k, c] @ g.T).reshape(-1), rtol=1e-12)
+
+
+def conv_model(x_shape, w, bias=None, pads=None, act=None, **attrs):
+    rng = np.random.default_rng(1)
+    names = ["x", "w"] + (["b"] if bias is not None else [])
+    inits = [("w", w)] + ([("b", bias)] if bias is not None else [])
+    if pads is not None:
+        attrs["pads"] = pads
+    nodes = [N("Conv", names, ["y"], **attrs)]
+    out = "y"
+    if act == "Clip":
+        nodes.append(N("Clip", ["y", "lo", "hi"], ["z"]))
+        inits += [("lo", np.array(0, np.float32)), ("hi", np.array(6, np.float32))]
+        out = "z"
+    elif act is not None:
+        nodes.append(N(act, ["y"], ["z"]))
+        out = "z"
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    return make_model(nodes, [("x", x)], [out], inits, opset=17), x
+
+
+def scaled_error(model, x, algo):
+    ref = ort_run(model, [x])[0]
+    got = ck.compile(model, asm=False, conv_algorithm=algo).run(x)[0]
+    assert got.shape == ref.shape
+    return float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(algo=st.sampled_from(WINOGRAD), n=st.integers(1, 2), c=st.integers(1, 5),
+       k=st.integers(1, 5), h=st.integers(3, 11), w=st.integers(3, 11),
+       pads=st.lists(st.integers(0, 2), min_size=4, max_size=4), bias=st.booleans(),
+       act=st.sampled_from([None, "Relu", "Clip", "Sigmoid"]))
+def test_winograd_agrees_with_onnxruntime(algo, n, c, k, h, w, pads, bias, act):
+    rng = np.random.default_rng(c * 7 + k)
+    wt = rng.standard_normal((k, c, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(k).astype(np.float32) if bias else None
+    model, x = conv_model((n, c, h, w), wt, b, pads, act)
+    m, _ = winograd_variant(algo)
+    assert scaled_error(model, x, algo) <= TOLERANCE[m]
+
+
+@pytest.mark.parametrize("algo,x_shape,w_shape,pads", [
+    ("winograd-f2", (1, 3, 5, 6, 7), (4, 3, 3, 3, 3), [1, 1, 1, 1, 1, 1]),
+    ("winograd-f4-fused", (2, 2, 4, 9, 5), (3, 2, 1, 3, 3), [0, 1, 0, 0, 2, 1]),
+    ("winograd-f6", (1, 2, 9, 10), (3, 2, 1, 3), [0, 1, 0, 1]),
+])
+def test_three_d_and_mixed_kernels(algo, x_shape, w_shape, pads):
+    wt = np.random.default_rng(3).standard_normal(w_shape).astype(np.float32)
+    bias = np.linspace(-1, 1, w_shape[0]).astype(np.float32)
+    model, x = conv_model(x_shape, wt, bias, pads, "Relu")
+    assert scaled_error(model, x, algo) <= TOLERANCE[winograd_variant(algo)[0]]
+
+
+def test_error_grows_with_tile_size():
+    """On a 32-channel layer the error, relative to the output's scale, stays inside the
+    stated bounds and is largest for F(6,3), smallest for F(2,3)."""
+    rng = np.random.default_rng(5)
+    wt = (rng.standard_normal((8, 32, 3, 3)) / np.sqrt(9 * 32)).astype(np.float32)
+    model, x = conv_model((1, 32, 24, 24), wt, pads=[1, 1, 1, 1])
+    err = {m: scaled_error(model, x, f"winograd-f{m}") for m in (2, 4, 6)}
+    assert all(err[m] <= TOLERANCE[m] for m in err), err
+    assert err[2] < err[6], err
+
+
+def test_kernel_ir_is_winograd():
+    """The Kernel IR of a Winograd Conv holds the transformed weights as a constant
+    [alpha^2, C, K] and krnl.matmul products; "classic" keeps conv.py's lowering (no such
+    constant); the fused schedule sizes its groups to FUSED_BYTES."""
+    wt = np.ones((64, 64, 3, 3), np.float32)
+    model, _ = conv_model((1, 64, 56, 56), wt, pads=[1, 1, 1, 1])
+    text = str(compile_to("kernel-ir", model, conv_algorithm="winograd"))
+    assert "memref<36x64x64xf32>" in text and "winograd_f4" in text
+    assert "krnl.matmul" in text
+    assert "winograd" not in str(compile_to("kernel-ir", model, conv_algorithm="classic"))
+    fused = str(compile_to("kernel-ir", model, conv_algorithm="winograd-f2-fused"))
+    # F(2,3): 28 x 28 tiles; a tile row's V and M take 28 * 16 * 128 * 4 bytes = 224 KiB
+    rows = max(winograd.FUSED_BYTES // (28 * 16 * 128 * 4),
+               -(-winograd.MIN_GROUP_TILES // 28), 1)
+    assert 1 <= rows < 28
+    assert f"memref<{16 * rows * 28 * 64}xf32>" in fused
+
+
+@pytest.mark.parametrize("attrs,why", [
+    (dict(strides=[2, 2]), "strided"), (dict(dilations=[2, 2]), "dilated"),
+    (dict(group=2), "grouped")])
+def test_falls_back_where_it_does_not_apply(attrs, why):
+    """A Conv Winograd does not take is lowered as "auto" would, and still agrees."""
+    c = 4
+    wt = np.random.default_rng(0).standard_normal((4, c // attrs.get("group", 1), 3, 3))
+    model, x = conv_model((1, c, 9, 9), wt.astype(np.float32), pads=[1, 1, 1, 1], **attrs)
+    module = compile_to("onnx-ir", model)
+    conv = next(op for op in module.walk() if op.name == "onnx.Conv")
+    assert why in winograd.applies(conv)
+    assert "winograd" not in str(compile_to("kernel-ir", model, conv_algorithm="winograd"))
+    assert scaled_error(model, x, "winograd") < 1e-5
+
+
+@pytest.mark.parametrize("algo", ["direct", "im2col", "classic", "auto"])
+def test_other_settings_agree(algo):
+    wt = np.random.default_rng(2).standard_normal((5, 6, 3, 3)).astype(np.float32)
+    bias = np.arange(5, dtype=np.float32)
+    model, x = conv_model((1, 6, 10, 8), wt, bias, [1, 0, 2, 1], "Relu")
+    assert scaled_error(model, x, algo) < 1e-5
+
+
+def test_bad_names_are_refused():
+    wt = np.ones((2, 2, 3, 3), np.float32)
+    model, _ = conv_model((1, 2, 5, 5), wt)
+    with pytest.raises(ValueError, match="unknown conv_algorithm 'wino'.*winograd-f6"):
+        ck.compile(model, conv_algorithm="wino")
+    module = compile_to("onnx-ir", model)
+    conv = next(op for op in module.walk() if op.name == "onnx.Conv")
+    from xdsl.dialects.builtin import StringAttr
+
+    conv.attributes["conv_algorithm"] = StringAttr("fft9")
+    with pytest.raises(ModelError, match="conv_algorithm attribute"):
+        compile_to("kernel-ir", module)
+    assert set(WINOGRAD) < set(ALGORITHMS)
+
+
+def test_variant_names():
+    assert [winograd_variant(a) for a in WINOGRAD] == [
+        (4, False), (2, False), (4, False), (6, False), (4, True), (2, True), (4, True),
+        (6, True)]
+
+
+@pytest.mark.parametrize("c,k,hw,kernel,expected", [
+    (64, 64, 56, 3, "winograd-f4-fused"), (128, 128, 28, 3, "winograd-f4"),
+    (256, 256, 14, 3, "winograd-f2"), (512, 512, 7, 3, "classic"),
+    (8, 64, 56, 3, "classic"), (64, 64, 56, 5, "classic"),
+    (16, 16, (16, 16, 16), 3, "winograd-f4-fused"), (128, 128, (16, 16, 16), 3, "classic")])
+def test_auto_choice(c, k, hw, kernel, expected):
+    """"auto" takes Winograd only for the class it measured faster on (conv_algorithm.py):
+    3x3 (3x3x3 up to 64 channels), >= 16 channels, >= 49 tiles (F(4,3) before F(2,3)),
+    fused up to 64 channels."""
+    from compilerkit.lowering.conv_algorithm import choose, using
+
+    sp = hw if isinstance(hw, tuple) else (hw, hw)
+    model, _ = conv_model((1, c) + sp, np.zeros((k, c) + (kernel,) * len(sp), np.float32),
+                          pads=[kernel // 2] * 2 * len(sp))
+    module = compile_to("onnx-ir", model)
+    conv = next(op for op in module.walk() if op.name == "onnx.Conv")
+    assert choose(conv) == "classic"  # the default
+    with using("auto"):
+        assert choose(conv) == expected
+
+
+@pytest.mark.parametrize("outlier, expected", [
+    (None, "winograd-f4-fused"), (50.0, "winograd-f4-fused"), (1e4, "classic"),
+    (1e16, "classic"), (np.inf, "classic")])
+def test_auto_keeps_winograd_away_from_badly_scaled_weights(outlier, expected):
+    """One weight far above the others (a corrupted model) sends "auto" back to "classic":
+    Winograd's error in every output of a tile scales with the largest weight. The bound is
+    1000 x the median |weight|; a trained layer's largest weight is tens of medians at most.
+    All-zero weights are well scaled (Winograd is exact on them)."""
+    from compilerkit.lowering.conv_algorithm import choose, using
+
+    wt = np.random.default_rng(5).standard_normal((16, 16, 3, 3)).astype(np.float32)
+    if outlier is not None:
+        wt[3, 2, 1, 1] = outlier
+    model, _ = conv_model((1, 16, 56, 56), wt, pads=[1, 1, 1, 1])
+    conv = next(op for op in compile_to("onnx-ir", model).walk() if op.name == "onnx.Conv")
+    with using("auto"):
+        assert choose(conv) == expected
+
+
+def test_threads_give_the_same_answer():
+    """The parallelize pass may share the Winograd nests among threads: the answer is the same
+    at every thread count."""
+    wt = np.random.default_rng(4).standard_normal((16, 16, 3, 3)).astype(np.float32)
+    model, x = conv_model((1, 16, 13, 13), wt, pads=[1, 1, 1, 1])
+    for algo in ("winograd-f4", "winograd-f2-fused"):
+        cm = ck.compile(model, asm=False, conv_algorithm=algo)
+        one = cm.run(x, num_threads=1)[0]
+        np.testing.assert_array_equal(cm.run(x, num_threads=2)[0], one)
+        np.testing.assert_array_equal(cm.run(x, num_threads=3)[0], one)
+
+
+@pytest.mark.parametrize("x_shape,m", [((2, 3, 10, 7), 2), ((1, 2, 10, 5, 6), 4)])
+def test_fused_groups_with_a_ragged_last_group(monkeypatch, x_shape, m):
+    """Groups of 2 tile rows over 5 (2-D, F(2,3): 10 rows) or 3 (3-D, F(4,3): 10 planes)
+    tile rows: full groups in a loop, then a group of 1; the answer is onnxruntime's."""
+    r = len(x_shape) - 2
+    out = x_shape[2:]  # 'same' pads
+    inner = int(np.prod([-(-o // m) for o in out[1:]]))
+    monkeypatch.setattr(winograd, "FUSED_BYTES", 1)
+    monkeypatch.setattr(winograd, "MIN_GROUP_TILES", 2 * inner)
+    wt = np.random.default_rng(6).standard_normal((4, x_shape[1]) + (3,) * r)
+    model, x = conv_model(x_shape, wt.astype(np.float32), np.ones(4, np.float32),
+                          [1] * (2 * r), "Relu")
+    text = str(compile_to("kernel-ir", model, conv_algorithm=f"winograd-f{m}-fused"))
+    alpha = (m + 2) ** r
+    assert f"memref<{alpha * 2 * inner * x_shape[1]}xf32>" in text  # V of a 2-row group
+    assert scaled_error(model, x, f"winograd-f{m}-fused") <= TOLERANCE[m]
