@@ -131,16 +131,17 @@ def relative_error(got, ref) -> float:
     return worst
 
 
-SETTLE_S = 0.03  # idle time before each timed call (see `interleaved`)
+SETTLE_S = 0.15  # idle time before each timed call (see `interleaved`)
 
 
 def interleaved(calls: dict, repeat: int, budget_s: float = 120.0) -> dict:
     """{name: [seconds per round]}: one untimed call of each, then rounds of one call of each
     in turn, so a burst of load from other processes hits every contender alike. Before each
-    timed call the process idles SETTLE_S: the previous contender's idle threads (libgomp's
-    and onnxruntime's pools both spin a while after their work) must not share the two cores
-    with the next one's; back to back, the spinning threads of one made the other's 2-thread
-    run (and even its 1-thread run) slower by up to 2x (ResNet-50: 148 against 55 ms).
+    timed call the process idles SETTLE_S: the previous contender's idle threads must not share
+    the two cores with the next one's. onnxruntime's 2-thread pool spins for 30 to 100 ms after
+    a run: MobileNetV2 on compilerkit's 2 threads right after it took 28 ms (best of 8), 42 ms
+    after a 30 ms pause, 11.5 ms after 100 ms or more (libgomp's threads spin SPIN_COUNT pause
+    instructions, compilerkit/runtime.py: milliseconds at most).
     Stops after `repeat` rounds, or after 3 once `budget_s` has passed (the largest models)."""
     for fn in calls.values():
         fn()
