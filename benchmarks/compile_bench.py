@@ -360,10 +360,10 @@ def results_path() -> str:
                         "compile_bench.json")
 
 
-def write_results(update):
-    """Merge `update` into benchmarks/results/compile_bench.json, keeping the other keys (each
-    mode is written by a different run)."""
-    path = results_path()
+def write_results(update, path=None):
+    """Merge `update` into `path` (default benchmarks/results/compile_bench.json), keeping the
+    other keys (each mode is written by a different run); other benchmarks call it too."""
+    path = path or results_path()
     os.makedirs(os.path.dirname(path), exist_ok=True)
     data = {}
     if os.path.exists(path):

@@ -12,7 +12,6 @@ key, keeping the others (the tuner's rows live beside these).
 """
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -21,22 +20,13 @@ from tqdm.auto import tqdm
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from compile_bench import write_results  # noqa: E402  (the merging JSON writer)
+
 from compilerkit.loopnest.bench import compare_model, compare_nest, nest_models  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results", "tune_bench.json")
 MODELS = ("light_resnet50", "light_squeezenet", "light_inception_v1", "resnet50")
 SMOKE_MODELS = ("light_squeezenet",)
-
-
-def write(update: dict) -> None:
-    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
-    data = {}
-    if os.path.exists(RESULTS):
-        with open(RESULTS) as f:
-            data = json.load(f)
-    data.update(update)
-    with open(RESULTS, "w") as f:
-        json.dump(data, f, indent=1)
 
 
 def codegen(models, smoke: bool) -> dict:
@@ -75,7 +65,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     models = [m for m in args.models.split(",") if m] or list(
         SMOKE_MODELS if args.smoke else MODELS)
-    write({"codegen": codegen(models, args.smoke)})
+    write_results({"codegen": codegen(models, args.smoke)}, RESULTS)
     print(f"wrote {RESULTS}")
 
 
