@@ -103,7 +103,8 @@ def schedule_of(x_shape, w_shape, attrs):
     """Which schedule lowering/conv.py picks (mirrors lower_conv's dispatch)."""
     group = attrs.get("group", 1)
     taps = w_shape[1] * math.prod(w_shape[2:])
-    if group > 1 and taps <= conv_lowering.MAX_TAPS:
+    if group > 1 and taps <= conv_lowering.MAX_TAPS and (
+            w_shape[1] <= conv_lowering.DIRECT_CHANNELS):
         flat = attrs.get("strides", [1, 1]) == [1, 1] and (
             x_shape[3] < conv_lowering.FLAT_WIDTH)
         return "direct (flat)" if flat else "direct"

@@ -15,6 +15,14 @@ Writes benchmarks/results/lmskit_bench.json:
 - calibration: the stored time-model calibration (lmskit/data/calibration.json): predicted
   against measured step times (CPU here; GPU anchors). Regenerate with
   `python -m lmskit.calibrate` (about ten minutes).
+- resnet50.v1_link: TFLMS v1's largest batch on the P100, on IBM's V100 16 GB and with an
+  instant link (memory alone decides: the ceiling the rule and the capture allow). IBM's 2.88x
+  is 3900^2 / 2300^2 pixels at batch 1 on a V100 (examples/Keras_ResNet50.py), not a batch.
+- cpu_scaling: real Keras training steps of LeNet and the small ResNet at batches 32-256 here:
+  wall time (fastest of 7) and process CPU time (median) per image, cores used (CPU / wall) and
+  the load average. Wall per image that grows with the batch while CPU per image stays flat
+  means the machine was shared (long steps get preempted), not that the work is superlinear:
+  calibrate the CPU preset on a quiet machine.
 
 Usage: python benchmarks/lmskit_bench.py [--quick]   (--quick: U-Net sides in steps of 64)
 """
@@ -126,7 +134,72 @@ def resnet50():
             "swap_vs_recompute": swap_vs_recompute(g),
             "paper": {"tflms_v1_ratio": 4.7, "tflms_v2_ratio": 4.9,
                       "pytorch_save_on_cpu_measured": {"vanilla": 192, "save_on_cpu": 384}},
-            "overhead_at_batch": overheads}, speed
+            "overhead_at_batch": overheads, "v1_link": v1_link(g)}, speed
+
+
+def v1_link(graph):
+    """v1 (defaults) on the P100, on the V100 16 GB, and on the P100 with an instant link."""
+    import dataclasses
+
+    from lmskit.devices import get_device
+
+    p100 = get_device(DEVICE)
+    instant = dataclasses.replace(p100, name=f"{DEVICE} instant link", h2d_bandwidth=1e18,
+                                  d2h_bandwidth=1e18, copy_latency_s=0.0)
+    v1 = lmskit.swap(graph)
+    rows = {}
+    for dev in (p100, get_device("v100-16gb"), instant):
+        base = lmskit.max_batch_size(graph, dev, "none")
+        b = lmskit.max_batch_size(v1, dev, "none", start=base)
+        rows[dev.name] = {"none": base, "tflms": b, "ratio": round(b / base, 2)}
+    rows["ibm_keras_resnet50_example"] = {"pixels": [2300**2, 3900**2], "batch": 1,
+                                          "ratio": 2.88, "device": "V100 16 GB, TF 1.12"}
+    return rows
+
+
+def cpu_scaling(batches=(32, 64, 128, 256), rounds=7):
+    """Wall and CPU time per image of real training steps (module docstring)."""
+    import os
+    import resource
+    import statistics
+
+    import keras
+
+    def cpu_s():
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    out = {}
+    for name, build, shape in (("lenet", zoo.lenet, (28, 28, 1)),
+                               ("small_resnet", zoo.small_resnet, (32, 32, 3))):
+        model, opt = build(), keras.optimizers.SGD(0.01)
+        loss = keras.losses.SparseCategoricalCrossentropy()
+
+        @tf.function
+        def step(x, y, model=model, opt=opt, loss=loss):
+            with tf.GradientTape() as tape:
+                value = loss(y, model(x, training=True))
+            grads = tape.gradient(value, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return value
+
+        rows = []
+        for b in batches:
+            x, y = tf.random.normal((b, *shape), seed=0), tf.zeros((b,), tf.int32)
+            step(x, y).numpy()                       # trace and warm up
+            walls, cpus = [], []
+            for _ in range(rounds):
+                c, t = cpu_s(), time.perf_counter()
+                step(x, y).numpy()
+                walls.append(time.perf_counter() - t)
+                cpus.append(cpu_s() - c)
+            wall, cpu = min(walls), statistics.median(cpus)
+            rows.append({"batch": b, "wall_us_per_image": round(wall / b * 1e6, 1),
+                         "cpu_us_per_image": round(cpu / b * 1e6, 1),
+                         "cores_used": round(cpu / wall, 2),
+                         "load_average": round(os.getloadavg()[0], 2)})
+        out[name] = rows
+    return out
 
 
 # The shape of the Keras 3D U-Net (3DUnetCNN) the TFLMS experiments started from
@@ -189,7 +262,7 @@ def main(argv=None):
     result = {"benchmark": "lmskit", "machine": platform.machine(),
               "tensorflow": tf.__version__, "device_preset": DEVICE,
               "resnet50": res, "unet3d": unet, "speed": speed,
-              "calibration": calibration(),
+              "calibration": calibration(), "cpu_scaling": cpu_scaling(),
               "wall_s": round(time.perf_counter() - t0, 1)}
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=1) + "\n")

@@ -16,6 +16,14 @@ chose, and the issue's two goals (2-D layers):
 
 - F(4,3) three-stage >= 1.8x im2col on 3x3 layers with >= 64 channels;
 - L3-fused >= 1.3x three-stage (same F(m,3)) on layers with <= 64 channels.
+
+    python benchmarks/winograd_bench.py --section fft [--repeat 5]
+
+FFT section (lowering/fft.py): 3-D Convs with 5^3 and 7^3 kernels ('same' pads, bias, ReLU),
+"fft" (fft.choose_tile's tile), "fft-t8", "fft-t16", against "im2col", "classic" (conv.py's
+choice; "direct" takes no Conv with more than DIRECT_MAX_TAPS taps, so on these layers it is
+"classic") and onnxruntime, timed the same way; writes benchmarks/results/fft_bench.json
+with the issue's goal (FFT >= 2x direct/classic on 5^3 and up) per layer.
 """
 
 import argparse
@@ -38,17 +46,21 @@ LAYERS = [("64@56", 64, 64, 56), ("128@28", 128, 128, 28), ("256@14", 256, 256, 
           ("512@7", 512, 512, 7), ("16@112", 16, 16, 112), ("32@112", 32, 32, 112),
           ("32@56", 32, 32, 56), ("64@112", 64, 64, 112), ("3d 16@32", 16, 16, 32),
           ("3d 32@16", 32, 32, 16)]
+# (name, C in, C out, D = H = W, kernel): 3-D layers with large kernels for the FFT section
+FFT_LAYERS = [("3d k5 16@32", 16, 16, 32, 5), ("3d k5 32@24", 32, 32, 24, 5),
+              ("3d k7 16@24", 16, 16, 24, 7), ("3d k7 8@32", 8, 8, 32, 7)]
+FFT_ALGOS = ["im2col", "classic", "fft", "fft-t8", "fft-t16"]
 ALGOS = ["classic", "im2col", "winograd-f2", "winograd-f4", "winograd-f6", "winograd-f2-fused",
          "winograd-f4-fused", "winograd-f6-fused", "auto"]
 
 
-def conv_model(c_in, c_out, hw, rank=2):
+def conv_model(c_in, c_out, hw, rank=2, kernel=3):
     rng = np.random.default_rng(0)
-    w = (rng.standard_normal((c_out, c_in) + (3,) * rank)
-         / math.sqrt(3 ** rank * c_in)).astype(np.float32)
+    w = (rng.standard_normal((c_out, c_in) + (kernel,) * rank)
+         / math.sqrt(kernel ** rank * c_in)).astype(np.float32)
     inits = [numpy_helper.from_array(w, "w"),
              numpy_helper.from_array(rng.standard_normal(c_out).astype(np.float32), "b")]
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1] * (2 * rank)),
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[kernel // 2] * (2 * rank)),
              helper.make_node("Relu", ["y"], ["z"])]
     g = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info(
         "x", 1, [1, c_in] + [hw] * rank)], [helper.make_tensor_value_info("z", 1, None)], inits)
@@ -102,8 +114,56 @@ def model_row(name, repeat):
     return row
 
 
+def fft_section(args):
+    """The FFT rows: every algorithm of FFT_ALGOS and onnxruntime on FFT_LAYERS, same run."""
+    from compilerkit import roofline
+    from compilerkit.lowering import fft
+
+    machine = roofline.machine()  # measured by compilerkit's kernels once, then cached
+    rows = []
+    for name, c_in, c_out, hw, ks in FFT_LAYERS:
+        m = conv_model(c_in, c_out, hw, 3, ks)
+        x = np.random.default_rng(1).standard_normal((1, c_in) + (hw,) * 3).astype(np.float32)
+        sess = ort_session(m.SerializeToString())
+        ref = sess.run(None, {"x": x})[0]
+        fns = {"onnxruntime": lambda s=sess, x=x: s.run(None, {"x": x})}
+        row = {"layer": name, "c_in": c_in, "c_out": c_out, "hw": hw, "kernel": ks,
+               "fft_tile": fft.choose_tile(c_in, c_out, [ks] * 3, [hw] * 3),
+               "gflop_direct": 2 * c_in * c_out * ks ** 3 * hw ** 3 / 1e9, "error": {},
+               "compile_s": {}}
+        for a in FFT_ALGOS:
+            t = time.perf_counter()
+            cm = ck.compile(m, asm=False, num_threads=1, conv_algorithm=a)
+            row["compile_s"][a] = round(time.perf_counter() - t, 2)
+            got = cm.run(x, num_threads=1)[0]
+            row["error"][a] = float(np.abs(got - ref).max() / np.abs(ref).max())
+            fns[a] = lambda cm=cm, x=x: cm.run(x, num_threads=1)
+        t = best_cpu(fns, args.repeat)
+        ms = row["ms"] = {k: v * 1e3 for k, v in t.items()}
+        row["fft_vs_im2col"] = ms["im2col"] / ms["fft"]
+        row["fft_vs_classic"] = ms["classic"] / ms["fft"]
+        row["fft_vs_onnxruntime"] = ms["onnxruntime"] / ms["fft"]
+        layer = roofline.Layer(c_in, c_out, (hw,) * 3, ks)
+        row["predicted_ms"] = {a: roofline.predict(layer, a, machine) * 1e3
+                               for a in ("im2col", "fft", "fft-t8", "fft-t16")}
+        row["predicted_over_measured"] = {a: row["predicted_ms"][a] / ms[a]
+                                          for a in row["predicted_ms"]}
+        row["roofline_pick"] = roofline.best_algorithm(layer, machine, ["im2col", "fft"])
+        rows.append(row)
+        print(f"{name:12s} " + "  ".join(f"{k} {v:.2f}" for k, v in ms.items()), flush=True)
+    summary = {"fft_ge_2x_classic_on_all": all(r["fft_vs_classic"] >= 2 for r in rows),
+               "fft_ge_2x_im2col_on_all": all(r["fft_vs_im2col"] >= 2 for r in rows)}
+    out = os.path.join(os.path.dirname(args.out), "fft_bench.json")
+    with open(out, "w") as f:
+        json.dump({"threads": 1, "timer": "thread CPU time, best of repeat, interleaved",
+                   "repeat": args.repeat, "load": os.getloadavg(), "rows": rows,
+                   "machine": vars(machine), "summary": summary}, f, indent=1)
+    print(summary)
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--section", choices=["winograd", "fft"], default="winograd")
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--only", default="", help="comma-separated layer names")
     ap.add_argument("--algos", default=",".join(ALGOS))
@@ -113,6 +173,9 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                   "results", "winograd_bench.json"))
     args = ap.parse_args()
+    if args.section == "fft":
+        fft_section(args)
+        return
     algos = args.algos.split(",")
     only = set(args.only.split(",")) if args.only else None
     rows = []

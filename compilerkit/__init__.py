@@ -71,7 +71,9 @@ def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
     LoopStack; nodes it cannot write go to LLVM). `conv_algorithm` lowers Convs with "classic"
     (conv.py's choice), "auto" (Winograd where it measured faster and the weights are well
     scaled, else "classic"), "direct", "im2col", "winograd" (F(4, 3)), "winograd-f2"/"-f6", or
-    "winograd-fused" (L3-fused tile groups), where it applies (lowering/conv_algorithm.py,
+    "winograd-fused" (L3-fused tile groups), "fft", "fft-fused" or "fft-t<8|16|32|64>"
+    (lowering/fft.py; "auto" picks it for kernels of 5 and up where the roofline predicts it
+    faster), where it applies (lowering/conv_algorithm.py,
     which says why "classic" is the default). `schedule` replaces the Kernel IR schedule
     passes: None (the target's at -O`opt_level`), a pass pipeline string, or "tuned" (after
     `import compilerkit.tune`: LoopTune's policy tunes every matmul nest, cached by shape).

@@ -9,8 +9,11 @@ kernels, and the time a Conv layer should take with each algorithm.
 A layer's predicted time is the largest of its FLOPs over the peak and, for every level, the
 bytes it moves there over that level's bandwidth (the roofline, one roof per level). Bytes go
 to the level their working set fits in: a buffer of B bytes read or written once counts B
-there. This is a start (issue 15, item 2): the algorithms modelled are im2col and Winograd
-three-stage / L3-fused (lowering/winograd.py), 2-D, batch 1, f32; "auto" does not use it yet.
+there. The algorithms modelled: im2col, Winograd three-stage / L3-fused (lowering/winograd.py)
+and FFT on tiles (lowering/fft.py), 2-D or 3-D (the rank of `out`), batch 1, f32. The FFT's
+butterflies are unrolled scalar code over channels, not the micro-kernel: their FLOPs are
+added at `Machine.transform_flops` (not under the peak's roof). "auto" asks `best_algorithm`
+between im2col and FFT for kernels of 5 and more (lowering/conv_algorithm.py).
 
 Measured (`measure`): the peak by a 384 x 384 x 384 MatMul (the micro-kernel), each level's
 bandwidth by a chain of y = x + 1 over an array whose x and y together fill about half that
@@ -42,6 +45,9 @@ class Machine:
     peak_flops: float  # FLOP/s of the GEMM micro-kernel, 1 thread
     bandwidth: dict  # level -> bytes/s (read + write), 1 thread
     caches: dict = field(default_factory=lambda: dict(CACHES))  # level -> bytes
+    # FLOP/s of the FFT's unrolled butterflies (lowering/fft.py): fitted to 2-D 5x5 layers at
+    # 1 thread (64@56, 16@56), not yet measured by `measure`
+    transform_flops: float = 16e9
 
     def level_of(self, nbytes: float) -> str:
         """The nearest level a working set of `nbytes` fits in."""
@@ -49,6 +55,11 @@ class Machine:
             if nbytes <= self.caches[lv]:
                 return lv
         return "DRAM"
+
+
+# Rates of this machine at 1 thread, for when nothing is measured yet: the order of what
+# `measure` gives here (peak 60-75 GFLOP/s; L3 ~13 GB/s, DRAM ~4.5 GB/s read + write).
+DEFAULT = Machine(60e9, {"L1": 90e9, "L2": 60e9, "L3": 13e9, "DRAM": 4.5e9})
 
 
 @dataclass(frozen=True)
@@ -125,12 +136,15 @@ def cache_path() -> Path:
     return Path(base) / "compilerkit" / f"roofline-{key}.json"
 
 
-def machine(remeasure: bool = False) -> Machine:
-    """The cached measurement of this machine, measured on first use (or when asked)."""
+def machine(remeasure: bool = False, measure_if_missing: bool = True) -> Machine:
+    """The cached measurement of this machine, measured on first use (or when asked); with
+    measure_if_missing=False (the compiler's "auto"), DEFAULT when nothing is cached."""
     path = cache_path()
     if path.is_file() and not remeasure:
         with open(path, encoding="utf-8") as f:
             return Machine(**json.load(f))
+    if not remeasure and not measure_if_missing:
+        return DEFAULT
     m = measure()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -148,6 +162,7 @@ def traffic(layer: Layer, algorithm: str, m: Machine) -> tuple[float, dict]:
 
     c, k, r = layer.c, layer.k, layer.kernel
     out = layer.out
+    rank = len(out)
     p = math.prod(out)
     x_bytes = c * math.prod(o + r - 1 for o in out) * 4
     y_bytes = k * p * 4
@@ -158,12 +173,14 @@ def traffic(layer: Layer, algorithm: str, m: Machine) -> tuple[float, dict]:
 
     add(x_bytes + y_bytes, x_bytes + y_bytes)
     if algorithm == "im2col":
-        flops = 2.0 * k * c * r * r * p
-        w_bytes = k * c * r * r * 4
+        flops = 2.0 * k * c * r ** rank * p
+        w_bytes = k * c * r ** rank * 4
         add(w_bytes)
-        col = c * r * r * p * 4
+        col = c * r ** rank * p * 4
         add(2 * col, min(col, 2 * 1024 * 1024))  # written then read, panel by panel (conv.py)
         return flops, moved
+    if algorithm.startswith("fft"):
+        return _fft_traffic(layer, algorithm, m, moved, add)
     if not algorithm.startswith("winograd"):
         raise ValueError(f"no traffic model for algorithm {algorithm!r}")
     mm, fused = winograd_variant(algorithm)
@@ -188,10 +205,39 @@ def traffic(layer: Layer, algorithm: str, m: Machine) -> tuple[float, dict]:
     return flops, moved
 
 
+def _fft_traffic(layer: Layer, algorithm: str, m: Machine, moved: dict, add):
+    """FFT on tiles: the products' FLOPs (the "transform" FLOPs are returned apart, in
+    moved["transform_flops"]), U once per group, V and M written and read once."""
+    from compilerkit.lowering import fft, winograd
+    from compilerkit.lowering.conv_algorithm import fft_variant
+
+    t, fused = fft_variant(algorithm)
+    ks, out = [layer.kernel] * len(layer.out), list(layer.out)
+    t = t or fft.choose_tile(layer.c, layer.k, ks, out)
+    e = fft.estimate(layer.c, layer.k, ks, out, t)
+    tiles, vm_tile = e["tiles"], e["positions"] * 2 * (layer.c + layer.k) * 4
+    groups = 1
+    if fused:
+        inner = tiles // e["axes"][0][2]
+        group = max(winograd.FUSED_BYTES // (inner * vm_tile), 1) * inner
+        group = min(max(group, winograd.MIN_GROUP_TILES), tiles)
+        groups = -(-tiles // group)
+        add(2 * tiles * vm_tile, group * vm_tile)
+    else:
+        add(2 * tiles * vm_tile)
+    add(groups * e["u_bytes"], e["u_bytes"])  # 4 f32 per complex weight ([[Wr, Wi], [-Wi, Wr]])
+    moved["transform_flops"] = e["transform_flops"]
+    return e["product_flops"], moved
+
+
 def predict(layer: Layer, algorithm: str, m: Machine) -> float:
-    """Seconds: max(FLOPs / peak, bytes at each level / its bandwidth)."""
+    """Seconds: max(FLOPs / peak, bytes at each level / its bandwidth), plus the FFT's
+    transforms at m.transform_flops."""
     flops, moved = traffic(layer, algorithm, m)
-    return max([flops / m.peak_flops] + [b / m.bandwidth[lv] for lv, b in moved.items() if b])
+    moved = dict(moved)
+    extra = moved.pop("transform_flops", 0.0) / m.transform_flops
+    return extra + max([flops / m.peak_flops]
+                       + [b / m.bandwidth[lv] for lv, b in moved.items() if b])
 
 
 def best_algorithm(layer: Layer, m: Machine, algorithms) -> str:

@@ -4,7 +4,8 @@ Presets are the papers' machines and the one measured here:
 - "p100-16gb": Tesla P100 SXM2 16 GB on Power8 (Minsky), NVLink 1.0, 80 GB/s duplex (40 each
   way): the TFLMS papers' machine.
 - "v100-16gb" / "v100-32gb": Tesla V100 SXM2 on Power9 (AC922), NVLink 2.0, 150 GB/s duplex
-  (75 each way); IBM's Keras ResNet-50 example (2.88x) ran on the 16 GB one.
+  (75 each way); IBM's Keras ResNet-50 example ran on the 16 GB one (2.88x the pixels of one
+  image at batch 1 with v1: 2300^2 -> 3900^2, TF 1.12).
 - "h100-80gb-pcie": H100 PCIe 80 GB, PCIe Gen5, 54 GB/s each way (pinned copies measured here).
 - "cpu-here" (when lmskit/data/calibration.json has it): this machine's CPU, calibrated by
   lmskit.calibrate from TF's profiler.

@@ -338,8 +338,11 @@ def training_memory(model, batch: int = 1, device="p100-16gb", swapping: bool = 
     The step captured is the one ``train`` runs (this module's loss, Adam). Returns bytes:
     ``peak`` (everything live at the peak, weights and optimizer state included), ``weights``
     (variables: weights and Adam's two slots), ``activations`` (all forward tensors saved for the
-    backward pass), ``fits`` (peak <= device memory: no swapping needed) and,
-    with ``swapping=True``, ``fits_swapping`` and ``peak_swapping`` under lmskit's planner.
+    backward pass), ``fits`` (peak <= ``budget``: no swapping needed) and, with
+    ``swapping=True``, ``fits_swapping`` and ``peak_swapping`` under lmskit's planner.
+    ``budget`` is what the step may use: ``memory`` minus the device's ``reserve`` (CUDA
+    context, conv workspace, allocator slack), the same limit the simulator applies; a peak
+    between the two does not fit, as in a real run.
     """
     import tensorflow as tf
 
@@ -359,9 +362,11 @@ def training_memory(model, batch: int = 1, device="p100-16gb", swapping: bool = 
     # All saved activations, not those live at the peak: in a tiny model the peak can fall in
     # the update phase, where none is left.
     saved = sum(b.bytes for b in lt.buffers if b.kind == "activation")
-    out = {"side": side, "batch": batch, "device": dev.name, "budget": dev.memory_bytes,
+    budget = dev.usable_bytes
+    out = {"side": side, "batch": batch, "device": dev.name, "memory": int(dev.memory_bytes),
+           "reserve": int(dev.reserve_bytes), "budget": budget,
            "peak": int(lt.peak), "weights": int(graph.variable_bytes()),
-           "activations": int(saved), "fits": int(lt.peak) <= dev.memory_bytes}
+           "activations": int(saved), "fits": int(lt.peak) <= budget}
     if swapping:
         try:
             sim = simulate(plan(graph, "lmskit", dev, batch), dev, batch)
@@ -376,13 +381,15 @@ def scale_memory(memory: dict, side: int) -> dict:
 
     Every tensor of a fully convolutional step except the variables has one entry per voxel
     (times channels), so activations and the peak minus the variables grow as side^3 while the
-    weights stay. Exact up to the few scalars (the loss) that do not scale.
+    weights stay. Exact up to the few scalars (the loss) that do not scale. The budget (device
+    memory less its reserve) is carried unchanged: it belongs to the device, not the model.
     """
     side = _positive_int("side", side)
     grow = (side / memory["side"]) ** 3
     weights = memory["weights"]
     peak = int(round(weights + (memory["peak"] - weights) * grow))
-    return {"side": side, "batch": memory["batch"], "device": memory["device"],
+    kept = {k: memory[k] for k in ("memory", "reserve") if k in memory}
+    return {"side": side, "batch": memory["batch"], "device": memory["device"], **kept,
             "budget": memory["budget"], "peak": peak, "weights": weights,
             "activations": int(round(memory["activations"] * grow)),
             "fits": peak <= memory["budget"]}

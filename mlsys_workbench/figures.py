@@ -251,6 +251,8 @@ TOPICS = [
     ("ONNX conformance counts", "14_onnx_conformance.ipynb", "onnx_conformance"),
     ("LoopNest codegen vs LLVM: compile time per nest and model", "16_loopnest_codegen.ipynb",
      "loopnest_codegen"),
+    ("LoopTune policy vs searches on held-out matmuls", "15_looptune.ipynb",
+     "looptune_agents"),
     ("Emulated big-endian agreement", "12_endianness.ipynb", "emulated_big_endian"),
     ("Size-dependent single linkage vs watershed and waterz", "30_watershed_single_linkage.ipynb",
      "sdsl_vs_watershed"),

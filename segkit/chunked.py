@@ -342,6 +342,8 @@ def chunked_agglomerate(aff, chunks, threshold: float, client=None, *, low: floa
         maps = [basin_map] + [(np.concatenate([r["map"][0] for r in res]),
                                np.concatenate([r["map"][1] for r in res])) for res in results]
         final = _compose(maps)
+        order = np.argsort(final[0])  # sorted once here, not in every relabel task
+        final = (final[0][order], final[1][order])
         fm = client.scatter(final, broadcast=True)
         done = [client.submit(_relabel_task, frag, seg, lo, hi, [fm], pure=False)
                 for lo, hi in boxes.values()]

@@ -31,7 +31,17 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .basins import QUANT, _find, check_affinities, region_graph, watershed
+from .basins import (
+    FIB,
+    QUANT,
+    _find,
+    check_affinities,
+    id_table,
+    lookup,
+    region_graph,
+    region_ids,
+    watershed,
+)
 
 FREE, FROZEN, BLOCKED = 0, 1, 2
 
@@ -59,86 +69,63 @@ def size_dependent_linkage(u, v, limits, sizes):
     return parent, size
 
 
-# An open-addressing hash map int64 -> int64 in two arrays (linear probing, tombstones):
-# several times faster in numba than numba.typed.Dict for the pair -> edge lookups below.
-EMPTY, GONE = -1, -2
+# The mean-agglomeration kernel keeps each edge's fields in one row of an int64 table (one
+# cache line per edge: the walk below touches edges in random order), pairs of regions in an
+# open-addressing hash table (linear probing, Fibonacci hashing) of (key, edge) rows, and each
+# region's edges in a linked list of (edge, next) rows.
+EMPTY = -1
+U, V, SUM, CNT, TOP, VER, ALIVE = 0, 1, 2, 3, 4, 5, 6
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _slot(key, shift):
+    return np.int64((np.uint64(key) * FIB) >> shift)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _mean_key(s, c, scratch, scratch_bits):
+    """(s / c) as an int64 that orders like the float64 (bits; negatives flipped)."""
+    scratch[0] = s / c
+    b = scratch_bits[0]
+    if b < 0:
+        b ^= 0x7FFFFFFFFFFFFFFF
+    return b
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _above(h, i, j):
+    """Heap entry i ranks before entry j: higher mean, then higher top."""
+    return h[i, 0] > h[j, 0] or (h[i, 0] == h[j, 0] and h[i, 1] > h[j, 1])
 
 
 @numba.njit(nogil=True, cache=True)
-def _get(keys, vals, key):
-    mask = len(keys) - 1
-    i = (key * 0x9E3779B97F4A7C15) & mask
-    while keys[i] != EMPTY:
-        if keys[i] == key:
-            return vals[i]
-        i = (i + 1) & mask
-    return -1
-
-
-@numba.njit(nogil=True, cache=True)
-def _put(keys, vals, key, value):
-    """Insert (the key must be absent), reusing the first tombstone on the probe path; returns
-    1 if a never-used slot was taken (the caller rebuilds the table when too few are left)."""
-    mask = len(keys) - 1
-    i = (key * 0x9E3779B97F4A7C15) & mask
-    while keys[i] != EMPTY and keys[i] != GONE:
-        i = (i + 1) & mask
-    fresh = 1 if keys[i] == EMPTY else 0
-    keys[i] = key
-    vals[i] = value
-    return fresh
-
-
-@numba.njit(nogil=True, cache=True)
-def _delete(keys, key):
-    mask = len(keys) - 1
-    i = (key * 0x9E3779B97F4A7C15) & mask
-    while keys[i] != EMPTY:
-        if keys[i] == key:
-            keys[i] = GONE
-            return
-        i = (i + 1) & mask
-
-
-@numba.njit(nogil=True, cache=True)
-def _less(k1, k2, i, j):
-    return k1[i] < k1[j] or (k1[i] == k1[j] and k2[i] < k2[j])
-
-
-@numba.njit(nogil=True, cache=True)
-def _swap(k1, k2, ed, ve, i, j):
-    k1[i], k1[j] = k1[j], k1[i]
-    k2[i], k2[j] = k2[j], k2[i]
-    ed[i], ed[j] = ed[j], ed[i]
-    ve[i], ve[j] = ve[j], ve[i]
-
-
-@numba.njit(nogil=True, cache=True)
-def _sift_down(k1, k2, ed, ve, i, n):
+def _sift_down(h, i, n):
+    """Heap rows (mean key, top, edge, version), best first: move row i down into place."""
+    k0, k1, k2, k3 = h[i, 0], h[i, 1], h[i, 2], h[i, 3]
     while True:
         c = 2 * i + 1
         if c >= n:
-            return
-        if c + 1 < n and _less(k1, k2, c + 1, c):
+            break
+        if c + 1 < n and _above(h, c + 1, c):
             c += 1
-        if not _less(k1, k2, c, i):
-            return
-        _swap(k1, k2, ed, ve, i, c)
+        if not (h[c, 0] > k0 or (h[c, 0] == k0 and h[c, 1] > k1)):
+            break
+        h[i, 0], h[i, 1], h[i, 2], h[i, 3] = h[c, 0], h[c, 1], h[c, 2], h[c, 3]
         i = c
+    h[i, 0], h[i, 1], h[i, 2], h[i, 3] = k0, k1, k2, k3
 
 
 @numba.njit(nogil=True, cache=True)
-def _push(k1, k2, ed, ve, n, a, b, e, v):
-    """Push (a, b) -> edge e, version v on the array heap of size n; returns n + 1. numba's
-    heapq on a list of tuples is several times slower than these four arrays."""
-    k1[n], k2[n], ed[n], ve[n] = a, b, e, v
+def _push(h, n, k0, k1, e, ver):
+    """Add a row to the heap of n rows; returns n + 1."""
     i = n
     while i > 0:
         p = (i - 1) // 2
-        if not _less(k1, k2, i, p):
+        if not (k0 > h[p, 0] or (k0 == h[p, 0] and k1 > h[p, 1])):
             break
-        _swap(k1, k2, ed, ve, i, p)
+        h[i, 0], h[i, 1], h[i, 2], h[i, 3] = h[p, 0], h[p, 1], h[p, 2], h[p, 3]
         i = p
+    h[i, 0], h[i, 1], h[i, 2], h[i, 3] = k0, k1, e, ver
     return n + 1
 
 
@@ -155,159 +142,208 @@ def mean_agglomeration(canon, eu, ev, esum, ecount, etop, threshold, state):
     mean affinity of each merge, id per index after merging (a group's smallest), alive edge
     mask, edge endpoints, sums, counts and tops after merging)."""
     n = len(canon)
-    cid = canon.copy()
     m = len(eu)
-    su = eu.copy()
-    sv = ev.copy()
-    ssum = esum.copy()
-    scount = ecount.copy()
-    stop = etop.copy()
-    alive = np.ones(m, np.bool_)
-    version = np.zeros(m, np.int64)
-    # Adjacency: one hash map (pair of slots -> edge) and, per region, a linked list of its
-    # edge entries (dead entries are skipped). Merging splices the absorbed region's list onto
-    # the kept one's, after moving or combining each of its edges: the smaller list is walked.
-    hcap = 1
-    while hcap < 4 * m + 16:
+    cid = canon.copy()
+    E = np.empty((m, 8), np.int64)
+    for e in range(m):
+        E[e, U], E[e, V], E[e, SUM], E[e, CNT] = eu[e], ev[e], esum[e], ecount[e]
+        E[e, TOP], E[e, VER], E[e, ALIVE] = etop[e], 0, 1
+    hcap, bits = 16, 4
+    while hcap < 2 * m + 16:
         hcap *= 2
-    hkeys = np.full(hcap, EMPTY, np.int64)
-    hvals = np.empty(hcap, np.int64)
+        bits += 1
+    shift = np.uint64(64 - bits)
+    mask = hcap - 1
+    H = np.full((hcap, 2), EMPTY, np.int64)  # (key, edge) per slot
     used = 0
-    head = np.full(n, -1, np.int64)
-    tail = np.full(n, -1, np.int64)
-    size = np.zeros(n, np.int64)
-    nxt = np.full(2 * m, -1, np.int64)
-    entry = np.empty(2 * m, np.int64)
+    R = np.full((n, 3), -1, np.int64)  # head, tail, length of each region's edge list
+    R[:, 2] = 0
+    L = np.full((2 * m, 2), -1, np.int64)  # (edge, next entry)
     k = 0
     for e in range(m):
-        used += _put(hkeys, hvals, min(su[e], sv[e]) * n + max(su[e], sv[e]), e)
-        for x in (su[e], sv[e]):
-            entry[k] = e
-            if head[x] < 0:
-                head[x] = k
+        a, b = E[e, U], E[e, V]
+        key = min(a, b) * n + max(a, b)
+        i = _slot(key, shift)
+        while H[i, 0] != EMPTY:
+            i = (i + 1) & mask
+        H[i, 0], H[i, 1] = key, e
+        used += 1
+        for x in (a, b):
+            L[k, 0] = e
+            if R[x, 0] < 0:
+                R[x, 0] = k
             else:
-                nxt[tail[x]] = k
-            tail[x] = k
-            size[x] += 1
+                L[R[x, 1], 1] = k
+            R[x, 1] = k
+            R[x, 2] += 1
             k += 1
-    # the priority queue: (-mean, -top) smallest first, as four arrays (see _push)
-    cap = 2 * m + 1
-    k1 = np.empty(cap, np.float64)
-    k2 = np.empty(cap, np.int64)
-    ed = np.empty(cap, np.int64)
-    ve = np.empty(cap, np.int64)
+    # The queue: the edges above threshold at the start, sorted once (mean, then top, both
+    # descending), and a heap for the edges whose mean changes later (pushed again with a new
+    # version; older entries are skipped when they come up).
+    scratch = np.empty(1, np.float64)
+    scratch_bits = scratch.view(np.int64)
+    ik0 = np.empty(m, np.int64)
+    ik1 = np.empty(m, np.int64)
+    ie = np.empty(m, np.int64)
+    p = 0
     for e in range(m):
-        k1[e], k2[e], ed[e], ve[e] = -(ssum[e] / scount[e]) / QUANT, -stop[e], e, 0
-    hn = m
-    for i in range(m // 2 - 1, -1, -1):
-        _sift_down(k1, k2, ed, ve, i, hn)
-    merges = []
-    heights = []
-    while hn > 0:
-        negm, e, ver = k1[0], ed[0], ve[0]
-        hn -= 1
-        _swap(k1, k2, ed, ve, 0, hn)
-        _sift_down(k1, k2, ed, ve, 0, hn)
-        if not alive[e] or ver != version[e]:
+        if (E[e, SUM] / E[e, CNT]) / QUANT > threshold:
+            ik0[p] = _mean_key(E[e, SUM], E[e, CNT], scratch, scratch_bits)
+            ik1[p], ie[p] = E[e, TOP], e
+            p += 1
+    order = np.argsort(-ik1[:p], kind="mergesort")
+    order = order[np.argsort(-ik0[:p][order], kind="mergesort")]
+    ik0, ik1, ie = ik0[:p][order], ik1[:p][order], ie[:p][order]
+    ni = p
+    p = 0
+    heap = np.empty((m + 1, 4), np.int64)
+    hn = 0
+    out = np.empty((max(n - 1, 0), 2), np.int64)  # at most n - 1 merges
+    hts = np.empty(max(n - 1, 0), np.float64)
+    nm = 0
+    while p < ni or hn > 0:
+        if hn == 0 or (p < ni and (ik0[p] > heap[0, 0] or (ik0[p] == heap[0, 0]
+                                                          and ik1[p] > heap[0, 1]))):
+            e, ver = ie[p], 0
+            p += 1
+        else:
+            e, ver = heap[0, 2], heap[0, 3]
+            hn -= 1
+            heap[0, :] = heap[hn, :]
+            _sift_down(heap, 0, hn)
+        if E[e, ALIVE] == 0 or ver != E[e, VER]:
             continue
-        if -negm <= threshold:
-            break
-        a, b = su[e], sv[e]
+        a, b = E[e, U], E[e, V]
         if state[a] != 0 or state[b] != 0:
             if state[a] == 0:
                 state[a] = 2
             if state[b] == 0:
                 state[b] = 2
             continue
-        if size[a] < size[b]:  # walk the shorter list; the kept region takes the smaller id
+        if R[a, 2] < R[b, 2]:
             a, b = b, a
         cid[a] = min(cid[a], cid[b])
-        merges.append((b, a))
-        heights.append(-negm)
-        alive[e] = False
-        _delete(hkeys, min(a, b) * n + max(a, b))
-        i = head[b]
+        out[nm, 0], out[nm, 1] = b, a
+        hts[nm] = (E[e, SUM] / E[e, CNT]) / QUANT
+        nm += 1
+        E[e, ALIVE] = 0
+        i = R[b, 0]
+        first = last = -1  # b's list, rebuilt with its live entries only
         while i >= 0:
-            f = entry[i]
-            i = nxt[i]
-            if not alive[f]:
+            f = L[i, 0]
+            here = i
+            i = L[i, 1]
+            if E[f, ALIVE] == 0:
                 continue
-            c = sv[f] if su[f] == b else su[f]
-            _delete(hkeys, min(b, c) * n + max(b, c))
+            c = E[f, V] if E[f, U] == b else E[f, U]
             key = min(a, c) * n + max(a, c)
-            g = _get(hkeys, hvals, key)
-            if g >= 0:
-                ssum[g] += ssum[f]
-                scount[g] += scount[f]
-                stop[g] = max(stop[g], stop[f])
-                alive[f] = False
-                version[g] += 1
-                hn = _push(k1, k2, ed, ve, hn, -(ssum[g] / scount[g]) / QUANT, -stop[g], g,
-                           version[g])
-            else:  # the edge moves to a unchanged: its entry in the heap stays valid
-                if su[f] == b:
-                    su[f] = a
+            s = _slot(key, shift)
+            while H[s, 0] != EMPTY and H[s, 0] != key:
+                s = (s + 1) & mask
+            if H[s, 0] == key:  # a already has an edge to c: add f into it
+                g = H[s, 1]
+                E[g, SUM] += E[f, SUM]
+                E[g, CNT] += E[f, CNT]
+                E[g, TOP] = max(E[g, TOP], E[f, TOP])
+                E[f, ALIVE] = 0
+                E[g, VER] += 1
+                if (E[g, SUM] / E[g, CNT]) / QUANT > threshold:
+                    hn = _push(heap, hn, _mean_key(E[g, SUM], E[g, CNT], scratch, scratch_bits),
+                               E[g, TOP], g, E[g, VER])
+            else:  # f moves to a; its key (b, c) stays behind, stale (b is gone for good)
+                if E[f, U] == b:
+                    E[f, U] = a
                 else:
-                    sv[f] = a
-                used += _put(hkeys, hvals, key, f)
-                if used > hcap // 2:  # too many tombstones: rebuild from the live edges
-                    hkeys[:] = EMPTY
+                    E[f, V] = a
+                H[s, 0], H[s, 1] = key, f
+                used += 1
+                if first < 0:
+                    first = here
+                else:
+                    L[last, 1] = here
+                last = here
+                if used > hcap - hcap // 4:  # too many stale keys: rebuild from the live edges
+                    H[:, 0] = EMPTY
                     used = 0
                     for h in range(m):
-                        if alive[h]:
-                            used += _put(hkeys, hvals, min(su[h], sv[h]) * n + max(su[h], sv[h]),
-                                         h)
-        if head[b] >= 0:
-            if head[a] < 0:
-                head[a] = head[b]
+                        if E[h, ALIVE]:
+                            kk = min(E[h, U], E[h, V]) * n + max(E[h, U], E[h, V])
+                            s = _slot(kk, shift)
+                            while H[s, 0] != EMPTY:
+                                s = (s + 1) & mask
+                            H[s, 0], H[s, 1] = kk, h
+                            used += 1
+        if first >= 0:
+            L[last, 1] = -1
+            if R[a, 0] < 0:
+                R[a, 0] = first
             else:
-                nxt[tail[a]] = head[b]
-            tail[a] = tail[b]
-        size[a] += size[b]
-        head[b] = tail[b] = -1
-        size[b] = 0
-    out = np.empty((len(merges), 2), np.int64)
-    hts = np.empty(len(merges), np.float64)
-    for k in range(len(merges)):
-        out[k, 0] = merges[k][0]
-        out[k, 1] = merges[k][1]
-        hts[k] = heights[k]
-    return out, hts, cid, alive, su, sv, ssum, scount, stop
+                L[R[a, 1], 1] = first
+            R[a, 1] = last
+        R[a, 2] += R[b, 2]
+        R[b, 0] = R[b, 1] = -1
+        R[b, 2] = 0
+    out, hts = out[:nm].copy(), hts[:nm].copy()
+    alive = E[:, ALIVE] == 1
+    return (out, hts, cid, alive, E[:, U].copy(), E[:, V].copy(), E[:, SUM].copy(),
+            E[:, CNT].copy(), E[:, TOP].copy())
 
 
-def _compact(graph, ids=None):
-    """Map the region graph's uint64 ids to 0..n-1 (sorted, so order is kept)."""
-    if ids is None:
-        ids = np.unique(np.concatenate([graph["a"], graph["b"]]))
-    u = np.searchsorted(ids, graph["a"]).astype(np.int64)
-    v = np.searchsorted(ids, graph["b"]).astype(np.int64)
-    return ids, u, v
-
-
+@numba.njit(nogil=True, cache=True)
 def _resolve(merges, n):
     """Union-find parents (index -> final index) from (absorbed, kept) pairs."""
     parent = np.arange(n, dtype=np.int64)
-    for b, a in merges:  # each absorbed index is absorbed once, into a live one
-        parent[b] = a
-    # follow chains (a kept index may be absorbed later)
-    while True:
-        nxt = parent[parent]
-        if np.array_equal(nxt, parent):
-            return parent
-        parent = nxt
+    for k in range(len(merges)):  # each absorbed index is absorbed once, into a live one
+        parent[merges[k, 0]] = merges[k, 1]
+    for i in range(n):  # follow chains (a kept index may be absorbed later)
+        r = i
+        while parent[r] != r:
+            r = parent[r]
+        j = i
+        while parent[j] != r:
+            parent[j], j = r, parent[j]
+    return parent
+
+
+@numba.njit(nogil=True, cache=True)
+def _remap(seg, old, new, out):
+    """``out`` = ``seg`` with ids ``old`` replaced by ``new`` (the table is asked only when the
+    label changes from one voxel to the next)."""
+    keys, pos, shift = id_table(old)
+    flat = seg.reshape(-1)
+    res = out.reshape(-1)
+    last = np.uint64(0)
+    lastv = np.uint64(0)
+    for k in range(flat.size):
+        s = flat[k]
+        if s != last:
+            last = s
+            lastv = s
+            if s != 0:
+                i = lookup(keys, pos, shift, s)
+                if i >= 0:
+                    lastv = new[i]
+        res[k] = lastv
+    return out
 
 
 def relabel(seg, old, new):
     """Replace ids ``old`` by ``new`` in ``seg`` (uint64); ids not in ``old`` stay."""
+    old = np.asarray(old, np.uint64)
     if len(old) == 0:
         return seg
-    import fastremap
-
-    present = np.isin(old, fastremap.unique(seg))  # only the ids this array holds
-    if not present.any():
+    seg = np.ascontiguousarray(seg, np.uint64)
+    present = region_ids(seg)  # only the ids this array holds: a small table per chunk
+    so, sn = old, np.asarray(new, np.uint64)
+    if not np.all(so[1:] > so[:-1]):  # callers with one big map sort it once (chunked)
+        order = np.argsort(old)
+        so, sn = so[order], sn[order]
+    pos = np.searchsorted(so, present)
+    pos[pos == len(so)] = 0
+    hit = so[pos] == present
+    if not hit.any():
         return seg
-    mapping = dict(zip(old[present].tolist(), new[present].tolist(), strict=True))
-    return fastremap.remap(seg, mapping, preserve_missing_labels=True, in_place=False)
+    return _remap(seg, present[hit], sn[pos[hit]], np.empty_like(seg))
 
 
 def square_size_fn(threshold: float, size: float):
@@ -344,27 +380,23 @@ def agglomerate(aff, threshold: float, mode: str = "size-dependent", basins=None
             raise ValueError(f"basins shape {basins.shape} != affinity volume {aff.shape[1:]}")
         basins = np.ascontiguousarray(basins, dtype=np.uint64)
     graph = region_graph(basins, aff)
+    ids, u, v = graph["ids"], graph["u"], graph["v"]  # every basin, sorted, and edge ends
     if mode == "mean":
-        ids, u, v = _compact(graph)
         state = np.zeros(len(ids), np.uint8)
-        merges, heights, *_ = mean_agglomeration(ids.astype(np.int64), u, v, graph["sum"],
-                                                 graph["count"], graph["top"], float(threshold),
-                                                 state)
+        merges, heights, cid, *_ = mean_agglomeration(ids.astype(np.int64), u, v, graph["sum"],
+                                                      graph["count"], graph["top"],
+                                                      float(threshold), state)
         parent = _resolve(merges, len(ids))
-        # canonical name of each final region: its smallest id
-        root_min = np.full(len(ids), np.iinfo(np.int64).max, np.int64)
-        np.minimum.at(root_min, parent, ids.astype(np.int64))
-        new = root_min[parent].astype(np.uint64)
+        new = cid[parent].astype(np.uint64)  # a final region's name: its smallest id
         changed = new != ids
-        seg = relabel(basins, ids[changed], new[changed])
+        seg = _remap(basins, ids[changed], new[changed], np.empty_like(basins)) \
+            if changed.any() else basins
         history = {"a": ids[merges[:, 1]], "b": ids[merges[:, 0]], "height": heights}
     else:
         import fastremap
 
-        ids, counts = fastremap.unique(basins, return_counts=True)  # sorted; faster than numpy
-        if len(ids) and ids[0] == 0:
-            ids, counts = ids[1:], counts[1:]
-        _, u, v = _compact(graph, ids)
+        uniq, counts = fastremap.unique(basins, return_counts=True)  # sorted, as graph["ids"]
+        counts = counts[1:] if len(uniq) and uniq[0] == 0 else counts
         # upstream order: affinity descending, then ids descending (stable sort on the tuple)
         order = np.lexsort((-v, -u, -graph["max"].astype(np.float64)))
         f = size_fn if size_fn is not None else square_size_fn(threshold, size)
@@ -376,7 +408,8 @@ def agglomerate(aff, threshold: float, mode: str = "size-dependent", basins=None
         new = ids[parent]
         new[sizes[parent] < dust] = 0
         changed = new != ids
-        seg = relabel(basins, ids[changed], new[changed])
+        seg = _remap(basins, ids[changed], new[changed], np.empty_like(basins)) \
+            if changed.any() else basins
         merged = parent != np.arange(len(ids))
         history = {"a": ids[parent][merged], "b": ids[merged], "height": None}
     if return_merges:

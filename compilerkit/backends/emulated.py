@@ -27,7 +27,7 @@ import threading
 import llvmlite.binding as llvm
 import numpy as np
 
-from compilerkit.backends.base import Backend, Target, init_llvm
+from compilerkit.backends.base import Backend, Target, init_llvm, without_lsr
 from compilerkit.backends.emulator import (  # noqa: F401
     EmulatedMachine,
     EmulationFault,
@@ -85,10 +85,12 @@ class EmulatedBackend(Backend):
         return str(mod), mod
 
     def assembly(self, mod, opt_level: int = 3) -> str:
-        return self.machine(opt_level).emit_assembly(mod)
+        with without_lsr():
+            return self.machine(opt_level).emit_assembly(mod)
 
     def object_code(self, mod, opt_level: int = 3) -> bytes:
-        return self.machine(opt_level).emit_object(mod)
+        with without_lsr():
+            return self.machine(opt_level).emit_object(mod)
 
     def session(self, mod, inputs, outputs, opt_level: int = 3):
         return EmulatedSession(self.target.name, self.object_code(mod, opt_level), inputs,

@@ -14,7 +14,7 @@ import tempfile
 import llvmlite.binding as llvm
 import numpy as np
 
-from compilerkit.backends.base import Backend, Target, init_llvm
+from compilerkit.backends.base import Backend, Target, init_llvm, without_lsr
 from compilerkit.codegen.emit import ENTRY
 from compilerkit.runtime import Session, load_libgomp, openmp_defaults
 
@@ -60,7 +60,8 @@ class HostBackend(Backend):
         return mod
 
     def assembly(self, mod, opt_level: int = 3) -> str:
-        return self.machine(opt_level).emit_assembly(mod)
+        with without_lsr():
+            return self.machine(opt_level).emit_assembly(mod)
 
     def object_code(self, mod, opt_level: int = 3) -> bytes:
         missing = [g.name for g in mod.global_variables if g.is_declaration]
@@ -68,14 +69,16 @@ class HostBackend(Backend):
             raise ValueError(f"the module declares {len(missing)} weight(s) without their "
                              f"bytes (@{missing[0]}, ...): it was built for the JIT; emit "
                              "'obj' with compile_to('obj', ...) instead")
-        return self.machine(opt_level, reloc="pic").emit_object(mod)
+        with without_lsr():
+            return self.machine(opt_level, reloc="pic").emit_object(mod)
 
     def load(self, mod, entry: str):
         if uses_threads(mod):
             load_libgomp()  # the JIT links GOMP_parallel & co. against the process
         engine = llvm.create_mcjit_compiler(mod, self.machine(3))
         weights = map_weights(engine, mod, self.external_weights or {})
-        engine.finalize_object()
+        with without_lsr():
+            engine.finalize_object()
         self._engines.append((engine, weights))  # keep code and weights alive with the backend
         fn = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64)(
             engine.get_function_address(entry))

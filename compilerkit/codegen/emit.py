@@ -71,6 +71,13 @@ def llvm_type(t):
     raise NotImplementedError(f"type {t}")
 
 
+def _type_suffix(t) -> str:
+    """LLVM's overloaded-intrinsic suffix of a float type: f32, f64, f16, v8f32, ..."""
+    if isinstance(t, ir.VectorType):
+        return f"v{t.count}{_type_suffix(t.element)}"
+    return {ir.FloatType: "f32", ir.DoubleType: "f64", ir.HalfType: "f16"}[type(t)]
+
+
 def mem_type(t):
     """Scalar type in memory: booleans are bytes, as numpy stores them."""
     lt = llvm_type(t)
@@ -441,10 +448,15 @@ class Emitter:
         if n in simple:
             return simple[n](v[0], v[1])
         if n in ("maximumf", "minimumf"):
-            # NaN-propagating max/min, as ONNX Max/Min/Relu on NaN inputs.
-            pick = b.fcmp_ordered(">" if n == "maximumf" else "<", v[0], v[1])
-            r = b.select(pick, v[0], v[1])
-            return b.select(b.fcmp_unordered("uno", v[0], v[0]), v[0], r)
+            # NaN-propagating max/min (ONNX Max/Min/Relu/MaxPool on NaN inputs), -0 < +0: LLVM's
+            # llvm.maximum/minimum. Not two selects: a scalar float select has no x86 cmov, so
+            # it became a branch per tap, mispredicted on real data (MaxPool 256 x 27 x 27,
+            # 3 x 3 / 2: 0.97 ms against onnxruntime's 0.07 ms); the intrinsic lowers without
+            # branches on every target.
+            name = f"llvm.{n[:-1]}.{_type_suffix(v[0].type)}"
+            fn = self.module.globals.get(name) or ir.Function(
+                self.module, ir.FunctionType(v[0].type, [v[0].type] * 2), name)
+            return b.call(fn, [v[0], v[1]])
         if n in ("maxsi", "minsi"):
             # i1 holds booleans: signed, true would be -1 and max(true, false) false.
             cmp = b.icmp_unsigned if v[0].type == ir.IntType(1) else b.icmp_signed

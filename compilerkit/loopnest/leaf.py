@@ -120,6 +120,7 @@ class Leaf:
         self.steps: list = []
         self.fconst: dict = {}
         self.clamped: dict = {}
+        self.store_index: dict = {}  # id(store's Access) -> (memref, per-dimension indices)
         self._read_body()
         self._choose_vector_loop()
         self._check()
@@ -179,6 +180,7 @@ class Leaf:
                 idx = [env.affine(i) for i in op.indices]
                 self._bounds(op.memref, idx, clamped=())
                 acc = self._access(op.memref, flat_offset(op.memref, idx))
+                self.store_index[id(acc)] = (op.memref, idx)
                 self.steps.append(("store", op.value, acc))
             elif name == "arith.constant":
                 if not isinstance(op.result.type, Float32Type):
@@ -230,17 +232,29 @@ class Leaf:
             raise Unsupported(f"node {self.node!r}: no loop along which the stores are "
                               "contiguous")
         # Moving V innermost keeps each element's updates in order only if a buffer written
-        # here is read at the very element being written.
-        written = {}
+        # here is read at the very elements being written, and its stores never write one
+        # element twice (`_apart`: a copy into phase planes stores to two planes).
+        written: dict = {}
         for a in stores:
-            root = id(self.frame.buffers.root(a.mem))
-            if written.setdefault(root, a) is not a:
-                raise Unsupported(f"node {self.node!r}: two stores into one buffer")
+            ws = written.setdefault(id(self.frame.buffers.root(a.mem)), [])
+            if a not in ws:
+                if any(not self._apart(w, a) for w in ws):
+                    raise Unsupported(f"node {self.node!r}: two stores into one buffer that "
+                                      "may write one element")
+                ws.append(a)
         for a in self.accesses.values():
-            w = written.get(id(self.frame.buffers.root(a.mem)))
-            if w is not None and w is not a:
+            ws = written.get(id(self.frame.buffers.root(a.mem)))
+            if ws is not None and not any(w is a for w in ws):
                 raise Unsupported(f"node {self.node!r}: a buffer read at another element than "
                                   "the one written")
+
+    def _apart(self, a, b) -> bool:
+        """Whether stores a and b never write one element: through one view, in some dimension
+        both indices are different constants (every index is proven inside its dimension, so
+        no other dimension can make up the difference)."""
+        (ma, ia), (mb, ib) = self.store_index[id(a)], self.store_index[id(b)]
+        return ma is mb and any(not x.terms and not y.terms and x.const != y.const
+                                for x, y in zip(ia, ib, strict=True))
 
     def _check(self):
         v = self.v[0]

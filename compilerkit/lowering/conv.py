@@ -48,12 +48,17 @@ from compilerkit.lowering.matmul import emit_matmul, fill
 from compilerkit.onnx_passes.fuse_conv import conv_activation
 
 MAX_TAPS = 64  # most products one direct-convolution body sums (unrolled)
+# Grouped Convs with at most this many input channels per group (depthwise: 1) run direct;
+# more go to a GEMM per group: ShuffleNet's 1x1 group-4 Convs with 34 channels per group took
+# 0.365 ms direct, 0.174 ms as GEMMs (16 per group: 0.095 / 0.068 ms; 8: 0.028 / 0.024;
+# 4: 0.040 / 0.043, direct still ahead).
+DIRECT_CHANNELS = 4
 # Column buffer + output of one GEMM panel: 2 MiB (L3-resident; this machine's L2 is 512 KiB)
 # measured no slower at 1 thread than 512 KiB.
 PANEL_BYTES = 2 * 1024 * 1024
 MIN_PANEL = 64  # fewest output columns of a GEMM panel (narrower ones starve the micro-kernel)
 FLAT_WIDTH = 32  # stride-1 2-D direct Convs with narrower output rows run flattened
-SHIFT_CHANNELS = (16, 64)  # input channels (per group) for the shifted-GEMM schedule ...
+SHIFT_CHANNELS = (32, 64)  # input channels (per group) for the shifted-GEMM schedule ...
 SHIFT_MIN_WIDTH = 48  # ... and the narrowest output rows it takes
 PAR_PANELS = 8  # panels wanted when threads share a Conv's panel loop (even counts preferred)
 COL_BYTES = 64 * 1024 * 1024  # most column buffer, all panels together, for shared panels
@@ -115,7 +120,7 @@ def lower_conv(b: KernelBuilder, op, ins):
         return [lower_chosen(b, op, ins, algo, pads)]
     conv = _Conv(x, w, bias, out_dims, groups, st, dil, pads, conv_activation(op))
     out = b.alloc(out_dims, op.results[0].type.element_type)
-    if algo == "direct" or (algo == "classic" and groups > 1
+    if algo == "direct" or (algo == "classic" and groups > 1 and conv.cg <= DIRECT_CHANNELS
                             and conv.cg * math.prod(k_sp) <= MAX_TAPS):
         _direct(b, conv, out)
     elif algo == "classic" and _shifted_pays(conv):
@@ -194,21 +199,38 @@ def _phase_scratch(b: KernelBuilder, conv: _Conv):
 
 
 def _copy_phases(b: KernelBuilder, conv: _Conv, scratch, nn, g, border=0.0):
-    """Group g's planes of x[nn] into the phase-split buffer: `border` everywhere, then one
-    nest per input column phase q (columns j*s + q, padded column j*s + q + pad: phase
-    (q + pad) % s, position j + (q + pad) // s), reading every s-th element and writing
-    consecutively."""
+    """Group g's planes of x[nn] into the phase-split buffer: `border` everywhere, then the
+    input columns j*s + q (padded column j*s + q + pad: phase (q + pad) % s, position
+    j + (q + pad) // s), all phases q in one nest where they all have column j
+    (`_phase_pieces`)."""
     s, pad, width = conv.st[-1], conv.pads[-1], conv.in_sp[-1]
     with b.nest(shape(scratch)[1:]) as ivs:
         b.store(b.const(border, conv.elem), scratch, [g] + ivs)
-    for q in range(min(s, width)):
-        with b.nest([conv.cg] + conv.in_sp[:-1] + [-(-(width - q) // s)]) as ivs:
+    cols = [(0, -(-(width - q) // s)) for q in range(min(s, width))]
+    for phases, span_j in _phase_pieces(cols):
+        with b.nest([conv.cg] + conv.in_sp[:-1] + [span_j]) as ivs:
             c, rows, j = ivs[0], ivs[1:-1], ivs[-1]
             ch = b.affine([(g, conv.cg), (c, 1)])
-            v = b.load(conv.x, [nn, ch] + rows + [b.affine([(j, s)], q)])
             at = [b.affine([(i, 1)], conv.pads[d]) for d, i in enumerate(rows)]
-            phase = [b.index((q + pad) % s), b.affine([(j, 1)], (q + pad) // s)]
-            b.store(v, scratch, [g, c] + at + phase)
+            for q in phases:
+                v = b.load(conv.x, [nn, ch] + rows + [b.affine([(j, s)], q)])
+                phase = [b.index((q + pad) % s), b.affine([(j, 1)], (q + pad) // s)]
+                b.store(v, scratch, [g, c] + at + phase)
+
+
+def _phase_pieces(ranges):
+    """How to copy input columns into column-phase planes: `ranges[p]` is the [lo, hi) of
+    positions j that phase p has. The positions every phase has go in one piece with all the
+    phases, so its nest reads s neighbouring columns per j and writes one to each plane (an
+    interleaved group LLVM vectorises with shuffles; a nest per phase reads every s-th
+    element, lane by lane); the few positions only some phases have get a piece per phase.
+    Returns [(phases, (lo, hi))]."""
+    lo, hi = max(r[0] for r in ranges), min(r[1] for r in ranges)
+    pieces = [(list(range(len(ranges))), (lo, hi))] if lo < hi else []
+    for p, (r0, r1) in enumerate(ranges):
+        rest = [(r0, min(r1, lo)), (max(r0, hi), r1)] if lo < hi else [(r0, r1)]
+        pieces += [([p], r) for r in rest if r[0] < r[1]]
+    return pieces
 
 
 def _phase_tap_index(b: KernelBuilder, conv: _Conv, pos, ks):
@@ -339,16 +361,18 @@ def _direct_phases(b: KernelBuilder, conv: _Conv, out):
     with b.nest([conv.n, conv.groups]) as (nn, g):
         with b.nest(shape(scratch)[1:]) as ivs:
             b.store(b.const(0.0, conv.elem), scratch, [g] + ivs)
-        for ph, pw in itertools.product(range(sh), range(sw)):
+        cols = [phase_range(pw, sw, conv.pads[1], conv.in_sp[1]) for pw in range(sw)]
+        for ph in range(sh):
             rows = phase_range(ph, sh, conv.pads[0], conv.in_sp[0])
-            cols = phase_range(pw, sw, conv.pads[1], conv.in_sp[1])
-            if rows[0] >= rows[1] or cols[0] >= cols[1]:
+            if rows[0] >= rows[1]:
                 continue
-            with b.nest([conv.cg, rows, cols]) as (c, i, j):
-                ch = b.affine([(g, conv.cg), (c, 1)])
-                v = b.load(conv.x, [nn, ch, b.affine([(i, sh)], ph - conv.pads[0]),
-                                    b.affine([(j, sw)], pw - conv.pads[1])])
-                b.store(v, scratch, [g, c, b.index(ph), b.index(pw), i, j])
+            for phases, span_j in _phase_pieces(cols):
+                with b.nest([conv.cg, rows, span_j]) as (c, i, j):
+                    ch = b.affine([(g, conv.cg), (c, 1)])
+                    row = b.affine([(i, sh)], ph - conv.pads[0])
+                    for pw in phases:
+                        v = b.load(conv.x, [nn, ch, row, b.affine([(j, sw)], pw - conv.pads[1])])
+                        b.store(v, scratch, [g, c, b.index(ph), b.index(pw), i, j])
         with b.nest([conv.ocg, span]) as (o, q):
             oc = b.affine([(g, conv.ocg), (o, 1)])
 
@@ -385,7 +409,9 @@ def _shifted_pays(conv: _Conv) -> bool:
     """Stride-1 2-D Convs with several taps over large planes of few channels (ResNet's 3x3 at
     56 x 56 x 64) run as one GEMM per tap, without im2col: there the column buffer (9 x the
     input) costs more than re-reading the output once per tap. With more channels or smaller
-    planes, im2col measured faster (128 x 28 x 28: 3.5 vs 4.0 ms; 256 x 14 x 14: 3.4 vs 5.6)."""
+    planes, im2col measured faster (128 x 28 x 28: 3.5 vs 4.0 ms; 256 x 14 x 14: 3.4 vs 5.6),
+    and with fewer (squeezenet's 16 -> 64 at 55 x 55: im2col 0.83 ms, shifted 1.0 ms: with
+    K = 16 per tap, C goes through the cache nine times for little work)."""
     if conv.r != 2 or conv.st != [1, 1] or math.prod(conv.k_sp) == 1:
         return False
     return SHIFT_CHANNELS[0] <= conv.cg <= SHIFT_CHANNELS[1] and conv.out_sp[1] >= SHIFT_MIN_WIDTH

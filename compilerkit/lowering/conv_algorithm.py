@@ -6,17 +6,23 @@
     "classic"             (the default) conv.py's own choice (direct for grouped/depthwise,
                           shifted GEMMs, im2col + GEMM panels)
     "auto"                Winograd where it measured faster and the weights are well scaled
-                          (`auto_choice`, `well_scaled`), else "classic"
+                          (`auto_choice`, `well_scaled`); for kernels of AUTO_FFT_KERNEL and
+                          more, "fft" where compilerkit.roofline predicts it faster than
+                          im2col; else "classic"
     "direct"              conv.py's direct schedule (taps unrolled, no GEMM) where a Conv has
                           at most DIRECT_MAX_TAPS products per output (C/g * prod(kernel))
     "im2col"              conv.py's im2col + GEMM panels
     "winograd"            Winograd F(4, 3), three-stage (lowering/winograd.py)
     "winograd-f2" / "-f4" / "-f6"               F(2, 3) / F(4, 3) / F(6, 3), three-stage
     "winograd-fused", "winograd-f2-fused", ...  the same, L3-fused schedule (tile groups)
+    "fft"                 FFT convolution on tiles (lowering/fft.py), tile size from
+                          fft.choose_tile, three-stage; "fft-fused": L3-fused
+    "fft-t8" ... "fft-t64", "fft-t16-fused", ...  the same with the tile size t named
 
-A Conv the named algorithm does not apply to (a strided 3x3 under "winograd", a 3x3 with 512
-channels under "direct") gets "classic", so one name can be given for a whole model and every
-setting computes the same function. An `conv_algorithm` string attribute on an onnx.Conv
+A Conv the named algorithm does not apply to (a strided 3x3 under "winograd", a strided,
+dilated or grouped Conv or a kernel as long as the tile under "fft", a 3x3 with 512 channels
+under "direct") gets "classic", so one name can be given for a whole model and every setting
+computes the same function. An `conv_algorithm` string attribute on an onnx.Conv
 (hand-written ONNX IR, the FileCheck tests) overrides the option for that node.
 
 Why "classic" is the default: Winograd spreads rounding error over every output of a tile, so
@@ -40,7 +46,7 @@ import numpy as np
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError
-from compilerkit.lowering import winograd
+from compilerkit.lowering import fft, winograd
 from compilerkit.onnx_passes.single_node import node_label
 
 # "auto" (auto_choice): Winograd for 3x3 Convs with this many channels in and out ...
@@ -48,10 +54,13 @@ AUTO_MIN_CHANNELS = 16
 AUTO_MIN_TILES = 49  # ... and tiles per batch entry (F(4,3) on 28 x 28, F(2,3) on 14 x 14)
 AUTO_FUSED_CHANNELS = 64  # the L3-fused schedule up to this many channels
 AUTO_MAX_RANGE = 1000.0  # ... and weights whose max |w| is at most this many times the median
+AUTO_FFT_KERNEL = 5  # "auto" weighs FFT against im2col (the roofline) from this kernel size on
 DIRECT_MAX_TAPS = 576  # unrolled products of one output under "direct" (64 channels x 3x3)
 BASIC = ("auto", "classic", "direct", "im2col")
 WINOGRAD = tuple(f"winograd{f}{s}" for s in ("", "-fused") for f in ("", "-f2", "-f4", "-f6"))
-ALGORITHMS = BASIC + WINOGRAD
+FFT = tuple(f"fft{t}{s}" for s in ("", "-fused")
+            for t in ("",) + tuple(f"-t{t}" for t in fft.TILES))
+ALGORITHMS = BASIC + WINOGRAD + FFT
 
 _CHOSEN = contextvars.ContextVar("conv_algorithm", default="classic")
 
@@ -81,6 +90,13 @@ def winograd_variant(name: str) -> tuple[int, bool]:
     return (sizes[0] if sizes else winograd.DEFAULT_M), "fused" in parts
 
 
+def fft_variant(name: str) -> tuple[int | None, bool]:
+    """(tile size t, or None for fft.choose_tile's, fused) of an "fft..." name."""
+    parts = name.split("-")[1:]
+    sizes = [int(x[1:]) for x in parts if x[:1] == "t" and x[1:].isdigit()]
+    return (sizes[0] if sizes else None), "fused" in parts
+
+
 def choose(op) -> str:
     """The algorithm for the Conv `op` (ONNX IR): the node's `conv_algorithm` attribute, else
     the compile option, falling back to "classic" where it does not apply."""
@@ -96,6 +112,8 @@ def choose(op) -> str:
         return auto_choice(op)
     if name.startswith("winograd"):
         return name if winograd.applies(op) is None else "classic"
+    if name.startswith("fft"):
+        return name if fft.applies(op, fft_variant(name)[0]) is None else "classic"
     if name == "direct":
         taps = math.prod(onnx_d.shape_of(op.operands[1])[1:])
         return name if taps <= DIRECT_MAX_TAPS else "classic"
@@ -113,6 +131,8 @@ def auto_choice(op) -> str:
     "classic"); 3x3x3 layers were measured only at 16 and 32 channels, hence their limit."""
     ws = onnx_d.shape_of(op.operands[1])
     xs = onnx_d.shape_of(op.operands[0])
+    if max(ws[2:], default=0) >= AUTO_FFT_KERNEL:
+        return _auto_fft(op, ws)
     fused = "-fused" if max(ws[0], xs[1]) <= AUTO_FUSED_CHANNELS else ""
     shape_ok = list(ws[2:]) == [3, 3] or (list(ws[2:]) == [3, 3, 3] and fused)
     if not shape_ok or min(ws[0], ws[1]) < AUTO_MIN_CHANNELS or (
@@ -123,6 +143,22 @@ def auto_choice(op) -> str:
         if math.prod(-(-o // m) for o in out) >= AUTO_MIN_TILES:
             return f"winograd-f{m}{fused}"
     return "classic"
+
+
+def _auto_fft(op, ws) -> str:
+    """"fft" where it applies, the weights are well scaled and compilerkit.roofline (the
+    cached measurement of this machine, or its DEFAULT rates: a compile never measures)
+    predicts it faster than im2col, else "classic". The layer is modelled as a cube kernel
+    of the largest size, 'same' output: an approximation for uneven kernels."""
+    from compilerkit import roofline
+
+    if fft.applies(op) is not None or not well_scaled(op):
+        return "classic"
+    out = tuple(onnx_d.shape_of(op.results[0])[2:])
+    layer = roofline.Layer(ws[1], ws[0], out, max(ws[2:]))
+    m = roofline.machine(measure_if_missing=False)
+    best = roofline.best_algorithm(layer, m, ["im2col", "fft"])
+    return "fft" if best == "fft" else "classic"
 
 
 def well_scaled(op) -> bool:
@@ -145,5 +181,8 @@ def lower_chosen(b, op, ins, name: str, pads):
     """Lower the Conv `op` with `name`, one of the algorithms conv.py does not hold itself
     (`choose` gave it, so it applies), `pads` the begin pads (conv.conv_geometry); returns
     the output buffer."""
+    if name.startswith("fft"):
+        t, fused = fft_variant(name)
+        return fft.lower_fft(b, op, ins, pads, t, fused)
     m, fused = winograd_variant(name)
     return winograd.lower_winograd(b, op, ins, pads, m, fused)

@@ -196,6 +196,15 @@ def _bands(p: _Plan):
     return [g for g in groups if g[0] > 0]
 
 
+
+def copy_channels_last(b: KernelBuilder, p, xp, nn) -> None:
+    """x[nn] (p.x, NC...) into xp, the zeroed padded input channels last, at p.pads from its
+    start (unguarded: a guarded copy of every element measured slower). Shared with fft.py."""
+    with b.nest(p.in_sp + [p.c]) as ivs:
+        pos, c = ivs[:-1], ivs[-1]
+        at = [b.affine([(i, 1)], p.pads[d]) for d, i in enumerate(pos)]
+        b.store(b.load(p.x, [nn, c] + pos), xp, at + [c])
+
 def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = DEFAULT_M, fused: bool = False):
     """Lower the Conv `op` (which `applies` accepted; `pads`: its begin pads, auto_pad
     resolved) with F(m, 3); returns the output."""
@@ -223,12 +232,7 @@ def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = DEFAULT_M, fused: b
     if p.ext != p.in_sp:
         fill(b, xp, 0.0)
     with b.nest([p.n]) as (nn,):
-        # the input, channels last, inside the zeroed buffer (unguarded: a guarded copy of
-        # every element measured slower)
-        with b.nest(p.in_sp + [p.c]) as ivs:
-            pos, c = ivs[:-1], ivs[-1]
-            at = [b.affine([(i, 1)], p.pads[d]) for d, i in enumerate(pos)]
-            b.store(b.load(p.x, [nn, c] + pos), xp, at + [c])
+        copy_channels_last(b, p, xp, nn)
         for count, height, first in _bands(p):
             with b.nest([count]) as (jb,):
                 row0 = b.affine([(jb, height)], first)

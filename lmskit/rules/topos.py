@@ -18,7 +18,9 @@ Step 3 runs before step 4 in the published code, so a backward op that shares a 
 We keep that order (build's clean_with_update_ops=True). It matters: Keras 3 builds each
 variable's update from several ops, which sit on many backward levels. Measured on ResNet-50
 (p100-16gb preset, HEAD's simulator): Keras 3 BatchNorm 2.64x with the published order, 2.70x
-with update ops dropped first; TF1-style FusedBatchNormV3 2.29x vs 2.92x (IBM reports 2.88x).
+with update ops dropped first; TF1-style FusedBatchNormV3 2.29x vs 2.92x. (IBM's 2.88x is not
+a batch ratio: it is 3900^2 / 2300^2 pixels at batch 1 on a V100 16 GB, TF 1.12, RMSprop:
+examples/Keras_ResNet50.py.)
 
 Assumptions: phases are assigned ("backward" plays the role of TFLMS's optimizer-scope ops).
 """

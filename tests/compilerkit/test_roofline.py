@@ -74,4 +74,24 @@ def test_weight_bound_layers_keep_im2col():
 
 def test_unknown_algorithm():
     with pytest.raises(ValueError, match="no traffic model"):
-        rl.traffic(rl.Layer(8, 8, (8, 8)), "fft", FLAT)
+        rl.traffic(rl.Layer(8, 8, (8, 8)), "direct", FLAT)
+
+
+def test_fft_traffic_hand_counted():
+    """FFT, 16-point tiles, 5^3 kernel, 16 -> 16 channels, 32^3 'same': m = 12, so 3 tiles per
+    axis (27), P = 16 * 16 * 9 = 2304 complex positions; the products are 8 P T C K FLOPs
+    (a complex multiply-add is 8), U is P x 2C x 2K f32 = 9.4 MB (L3), V and M are
+    2 x P x 2(C + K) x 4 B per tile, written and read; the butterflies (radix-2: 5 n log2 n
+    per complex line, half on the real axis) go at transform_flops, after the roofs."""
+    layer = rl.Layer(16, 16, (32, 32, 32), 5)
+    flops, moved = rl.traffic(layer, "fft-t16", FLAT)
+    assert flops == 8 * 2304 * 27 * 16 * 16
+    per_tile = 16 * 16 * 5 * 16 * 4 * (0.5 + 1 + 1)  # 256 lines per axis
+    assert moved["transform_flops"] == pytest.approx(per_tile * 27 * 32)
+    vm = 2 * 27 * 2304 * 2 * 32 * 4
+    u = 2304 * 32 * 32 * 4
+    assert vm < 32 * 2 ** 20 and moved["DRAM"] == 0  # V and M: 31.9 MB, just in the L3
+    assert moved["L3"] == pytest.approx(vm + u + 16 * 36 ** 3 * 4 + 16 * 32 ** 3 * 4)
+    slow_butterflies = rl.Machine(1e9, {lv: 1e15 for lv in rl.LEVELS}, transform_flops=1e6)
+    assert rl.predict(layer, "fft-t16", slow_butterflies) == pytest.approx(
+        flops / 1e9 + per_tile * 27 * 32 / 1e6)

@@ -206,12 +206,12 @@ def test_variant_names():
 @pytest.mark.parametrize("c,k,hw,kernel,expected", [
     (64, 64, 56, 3, "winograd-f4-fused"), (128, 128, 28, 3, "winograd-f4"),
     (256, 256, 14, 3, "winograd-f2"), (512, 512, 7, 3, "classic"),
-    (8, 64, 56, 3, "classic"), (64, 64, 56, 5, "classic"),
+    (8, 64, 56, 3, "classic"), (64, 64, 56, 5, "fft"),
     (16, 16, (16, 16, 16), 3, "winograd-f4-fused"), (128, 128, (16, 16, 16), 3, "classic")])
 def test_auto_choice(c, k, hw, kernel, expected):
     """"auto" takes Winograd only for the class it measured faster on (conv_algorithm.py):
     3x3 (3x3x3 up to 64 channels), >= 16 channels, >= 49 tiles (F(4,3) before F(2,3)),
-    fused up to 64 channels."""
+    fused up to 64 channels; kernels of 5 and more go to the roofline (FFT or classic)."""
     from compilerkit.lowering.conv_algorithm import choose, using
 
     sp = hw if isinstance(hw, tuple) else (hw, hw)

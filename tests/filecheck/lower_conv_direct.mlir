@@ -1,6 +1,6 @@
 // RUN: python -m compilerkit.opt --split-input-file -p lower-to-krnl %s | filecheck %s
-// Grouped and depthwise Conv (groups > 1 and C/g * prod(kernel) <= MAX_TAPS = 64) take the
-// direct schedule of lowering/conv.py (`_direct`): one nest over (batch entry n, group g)
+// Grouped and depthwise Conv (groups > 1, C/g <= DIRECT_CHANNELS = 4 and C/g * prod(kernel)
+// <= MAX_TAPS = 64) take the direct schedule of lowering/conv.py (`_direct`): one nest over (batch entry n, group g)
 // around, per group, one nest over (output channel o of the group, output rows, output
 // columns), the columns innermost. Its body sums all C/g * prod(kernel) taps, unrolled in
 // (c, kh, kw) order, starting from bias[oc] (or from the first product when there is no
@@ -218,70 +218,82 @@ builtin.module {
 // CHECK-NEXT:        [[ZERO:%[0-9]+]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:        "krnl.store"([[ZERO]], [[PAD]], [[G]], [[Z0]], [[Z1]], [[Z2]], [[Z3]], [[Z4]])
 // CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 2 : i64], [0 : i64, 4 : i64], [0 : i64, 3 : i64]]
-// Phase (0, 0): x[n, g + c, 2 i + 0, 2 j + 0] to [g, c, 0, 0, i, j], i < 3, j < 3.
+// Row phase 0 (rows 2 i, i < 3): columns 2 j and 2 j + 1 for j < 2 in one nest (both column
+// phases have those positions: an interleaved pair LLVM vectorises), then column 2 j, j = 2,
+// which only phase 0 has.
 // CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
 // CHECK-NEXT:      "krnl.iterate"
-// CHECK-NEXT:      ^bb0([[C00:%[0-9]+]]: index, [[I00:%[0-9]+]]: index, [[J00:%[0-9]+]]: index):
-// CHECK-NEXT:        [[CH00:%[0-9]+]] = arith.addi [[G]], [[C00]] : index
-// CHECK-NEXT:        [[RS00:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[RM00:%[0-9]+]] = arith.muli [[I00]], [[RS00]] : index
-// CHECK-NEXT:        [[CS00:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[CM00:%[0-9]+]] = arith.muli [[J00]], [[CS00]] : index
-// CHECK-NEXT:        [[XV00:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH00]], [[RM00]], [[CM00]])
-// CHECK-NEXT:        [[PH00:%[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:        [[PW00:%[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:        "krnl.store"([[XV00]], [[PAD]], [[G]], [[C00]], [[PH00]], [[PW00]], [[I00]], [[J00]])
-// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64]]
-// Phase (0, 1): x[n, g + c, 2 i + 0, 2 j + 1] to [g, c, 0, 1, i, j], i < 3, j < 2.
-// CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
-// CHECK-NEXT:      "krnl.iterate"
-// CHECK-NEXT:      ^bb0([[C01:%[0-9]+]]: index, [[I01:%[0-9]+]]: index, [[J01:%[0-9]+]]: index):
-// CHECK-NEXT:        [[CH01:%[0-9]+]] = arith.addi [[G]], [[C01]] : index
-// CHECK-NEXT:        [[RS01:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[RM01:%[0-9]+]] = arith.muli [[I01]], [[RS01]] : index
-// CHECK-NEXT:        [[CS01:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[CM01:%[0-9]+]] = arith.muli [[J01]], [[CS01]] : index
-// CHECK-NEXT:        [[CP01:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[CA01:%[0-9]+]] = arith.addi [[CM01]], [[CP01]] : index
-// CHECK-NEXT:        [[XV01:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH01]], [[RM01]], [[CA01]])
-// CHECK-NEXT:        [[PH01:%[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:        [[PW01:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        "krnl.store"([[XV01]], [[PAD]], [[G]], [[C01]], [[PH01]], [[PW01]], [[I01]], [[J01]])
+// CHECK-NEXT:      ^bb0([[CA:%[0-9]+]]: index, [[IA:%[0-9]+]]: index, [[JA:%[0-9]+]]: index):
+// CHECK-NEXT:        [[CHA:%[0-9]+]] = arith.addi [[G]], [[CA]] : index
+// CHECK-NEXT:        [[RSA:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[RMA:%[0-9]+]] = arith.muli [[IA]], [[RSA]] : index
+// CHECK-NEXT:        [[CSA0:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CMA0:%[0-9]+]] = arith.muli [[JA]], [[CSA0]] : index
+// CHECK-NEXT:        [[XVA0:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CHA]], [[RMA]], [[CMA0]])
+// CHECK-NEXT:        [[PHA0:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        [[PWA0:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        "krnl.store"([[XVA0]], [[PAD]], [[G]], [[CA]], [[PHA0]], [[PWA0]], [[IA]], [[JA]])
+// CHECK-NEXT:        [[CSA1:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CMA1:%[0-9]+]] = arith.muli [[JA]], [[CSA1]] : index
+// CHECK-NEXT:        [[CPA1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[CAA1:%[0-9]+]] = arith.addi [[CMA1]], [[CPA1]] : index
+// CHECK-NEXT:        [[XVA1:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CHA]], [[RMA]], [[CAA1]])
+// CHECK-NEXT:        [[PHA1:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        [[PWA1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        "krnl.store"([[XVA1]], [[PAD]], [[G]], [[CA]], [[PHA1]], [[PWA1]], [[IA]], [[JA]])
 // CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 3 : i64], [0 : i64, 2 : i64]]
-// Phase (1, 0): x[n, g + c, 2 i + 1, 2 j + 0] to [g, c, 1, 0, i, j], i < 2, j < 3.
 // CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
 // CHECK-NEXT:      "krnl.iterate"
-// CHECK-NEXT:      ^bb0([[C10:%[0-9]+]]: index, [[I10:%[0-9]+]]: index, [[J10:%[0-9]+]]: index):
-// CHECK-NEXT:        [[CH10:%[0-9]+]] = arith.addi [[G]], [[C10]] : index
-// CHECK-NEXT:        [[RS10:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[RM10:%[0-9]+]] = arith.muli [[I10]], [[RS10]] : index
-// CHECK-NEXT:        [[RP10:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[RA10:%[0-9]+]] = arith.addi [[RM10]], [[RP10]] : index
-// CHECK-NEXT:        [[CS10:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[CM10:%[0-9]+]] = arith.muli [[J10]], [[CS10]] : index
-// CHECK-NEXT:        [[XV10:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH10]], [[RA10]], [[CM10]])
-// CHECK-NEXT:        [[PH10:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[PW10:%[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:        "krnl.store"([[XV10]], [[PAD]], [[G]], [[C10]], [[PH10]], [[PW10]], [[I10]], [[J10]])
-// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 3 : i64]]
-// Phase (1, 1): x[n, g + c, 2 i + 1, 2 j + 1] to [g, c, 1, 1, i, j], i < 2, j < 2.
+// CHECK-NEXT:      ^bb0([[CB:%[0-9]+]]: index, [[IB:%[0-9]+]]: index, [[JB:%[0-9]+]]: index):
+// CHECK-NEXT:        [[CHB:%[0-9]+]] = arith.addi [[G]], [[CB]] : index
+// CHECK-NEXT:        [[RSB:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[RMB:%[0-9]+]] = arith.muli [[IB]], [[RSB]] : index
+// CHECK-NEXT:        [[CSB0:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CMB0:%[0-9]+]] = arith.muli [[JB]], [[CSB0]] : index
+// CHECK-NEXT:        [[XVB0:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CHB]], [[RMB]], [[CMB0]])
+// CHECK-NEXT:        [[PHB0:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        [[PWB0:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        "krnl.store"([[XVB0]], [[PAD]], [[G]], [[CB]], [[PHB0]], [[PWB0]], [[IB]], [[JB]])
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 3 : i64], [2 : i64, 3 : i64]]
+// Row phase 1 (rows 2 i + 1, i < 2): the same column pieces.
 // CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
 // CHECK-NEXT:      "krnl.iterate"
-// CHECK-NEXT:      ^bb0([[C11:%[0-9]+]]: index, [[I11:%[0-9]+]]: index, [[J11:%[0-9]+]]: index):
-// CHECK-NEXT:        [[CH11:%[0-9]+]] = arith.addi [[G]], [[C11]] : index
-// CHECK-NEXT:        [[RS11:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[RM11:%[0-9]+]] = arith.muli [[I11]], [[RS11]] : index
-// CHECK-NEXT:        [[RP11:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[RA11:%[0-9]+]] = arith.addi [[RM11]], [[RP11]] : index
-// CHECK-NEXT:        [[CS11:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[CM11:%[0-9]+]] = arith.muli [[J11]], [[CS11]] : index
-// CHECK-NEXT:        [[CP11:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[CA11:%[0-9]+]] = arith.addi [[CM11]], [[CP11]] : index
-// CHECK-NEXT:        [[XV11:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH11]], [[RA11]], [[CA11]])
-// CHECK-NEXT:        [[PH11:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[PW11:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        "krnl.store"([[XV11]], [[PAD]], [[G]], [[C11]], [[PH11]], [[PW11]], [[I11]], [[J11]])
+// CHECK-NEXT:      ^bb0([[CC:%[0-9]+]]: index, [[IC:%[0-9]+]]: index, [[JC:%[0-9]+]]: index):
+// CHECK-NEXT:        [[CHC:%[0-9]+]] = arith.addi [[G]], [[CC]] : index
+// CHECK-NEXT:        [[RSC:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[RMC:%[0-9]+]] = arith.muli [[IC]], [[RSC]] : index
+// CHECK-NEXT:        [[RPC:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[RAC:%[0-9]+]] = arith.addi [[RMC]], [[RPC]] : index
+// CHECK-NEXT:        [[CSC0:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CMC0:%[0-9]+]] = arith.muli [[JC]], [[CSC0]] : index
+// CHECK-NEXT:        [[XVC0:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CHC]], [[RAC]], [[CMC0]])
+// CHECK-NEXT:        [[PHC0:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[PWC0:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        "krnl.store"([[XVC0]], [[PAD]], [[G]], [[CC]], [[PHC0]], [[PWC0]], [[IC]], [[JC]])
+// CHECK-NEXT:        [[CSC1:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CMC1:%[0-9]+]] = arith.muli [[JC]], [[CSC1]] : index
+// CHECK-NEXT:        [[CPC1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[CAC1:%[0-9]+]] = arith.addi [[CMC1]], [[CPC1]] : index
+// CHECK-NEXT:        [[XVC1:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CHC]], [[RAC]], [[CAC1]])
+// CHECK-NEXT:        [[PHC1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[PWC1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        "krnl.store"([[XVC1]], [[PAD]], [[G]], [[CC]], [[PHC1]], [[PWC1]], [[IC]], [[JC]])
 // CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 2 : i64]]
+// CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
+// CHECK-NEXT:      "krnl.iterate"
+// CHECK-NEXT:      ^bb0([[CD:%[0-9]+]]: index, [[ID:%[0-9]+]]: index, [[JD:%[0-9]+]]: index):
+// CHECK-NEXT:        [[CHD:%[0-9]+]] = arith.addi [[G]], [[CD]] : index
+// CHECK-NEXT:        [[RSD:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[RMD:%[0-9]+]] = arith.muli [[ID]], [[RSD]] : index
+// CHECK-NEXT:        [[RPD:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[RAD:%[0-9]+]] = arith.addi [[RMD]], [[RPD]] : index
+// CHECK-NEXT:        [[CSD0:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CMD0:%[0-9]+]] = arith.muli [[JD]], [[CSD0]] : index
+// CHECK-NEXT:        [[XVD0:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CHD]], [[RAD]], [[CMD0]])
+// CHECK-NEXT:        [[PHD0:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[PWD0:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        "krnl.store"([[XVD0]], [[PAD]], [[G]], [[CD]], [[PHD0]], [[PWD0]], [[ID]], [[JD]])
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64], [2 : i64, 3 : i64]]
 // One nest over (o, q), q in [0, 5); oc = g * 2 + o (W's index).
 // CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)
 // CHECK-NEXT:      "krnl.iterate"
@@ -419,69 +431,51 @@ builtin.module {
 // CHECK-NEXT:        [[ZERO:%[0-9]+]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:        "krnl.store"([[ZERO]], [[PAD]], [[G]], [[Z0]], [[Z1]], [[Z2]], [[Z3]], [[Z4]])
 // CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 2 : i64], [0 : i64, 5 : i64], [0 : i64, 4 : i64]]
-// Phase (0, 0): x[n, g + c, 2 i + 0, 2 j + 0] to [g, c, 0, 0, i, j], i < 3, j < 3.
+// Per row phase (rows 2 i + ph, i < 3), one nest copies columns 2 j and 2 j + 1 for every
+// j < 3: both column phases have all three positions, so nothing is left for a nest of its own.
 // CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
 // CHECK-NEXT:      "krnl.iterate"
-// CHECK-NEXT:      ^bb0([[C00:%[0-9]+]]: index, [[I00:%[0-9]+]]: index, [[J00:%[0-9]+]]: index):
-// CHECK-NEXT:        [[CH00:%[0-9]+]] = arith.addi [[G]], [[C00]] : index
-// CHECK-NEXT:        [[RS00:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[RM00:%[0-9]+]] = arith.muli [[I00]], [[RS00]] : index
-// CHECK-NEXT:        [[CS00:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[CM00:%[0-9]+]] = arith.muli [[J00]], [[CS00]] : index
-// CHECK-NEXT:        [[XV00:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH00]], [[RM00]], [[CM00]])
-// CHECK-NEXT:        [[PH00:%[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:        [[PW00:%[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:        "krnl.store"([[XV00]], [[PAD]], [[G]], [[C00]], [[PH00]], [[PW00]], [[I00]], [[J00]])
+// CHECK-NEXT:      ^bb0([[CA:%[0-9]+]]: index, [[IA:%[0-9]+]]: index, [[JA:%[0-9]+]]: index):
+// CHECK-NEXT:        [[CHA:%[0-9]+]] = arith.addi [[G]], [[CA]] : index
+// CHECK-NEXT:        [[RSA:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[RMA:%[0-9]+]] = arith.muli [[IA]], [[RSA]] : index
+// CHECK-NEXT:        [[CSA0:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CMA0:%[0-9]+]] = arith.muli [[JA]], [[CSA0]] : index
+// CHECK-NEXT:        [[XVA0:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CHA]], [[RMA]], [[CMA0]])
+// CHECK-NEXT:        [[PHA0:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        [[PWA0:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        "krnl.store"([[XVA0]], [[PAD]], [[G]], [[CA]], [[PHA0]], [[PWA0]], [[IA]], [[JA]])
+// CHECK-NEXT:        [[CSA1:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CMA1:%[0-9]+]] = arith.muli [[JA]], [[CSA1]] : index
+// CHECK-NEXT:        [[CPA1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[CAA1:%[0-9]+]] = arith.addi [[CMA1]], [[CPA1]] : index
+// CHECK-NEXT:        [[XVA1:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CHA]], [[RMA]], [[CAA1]])
+// CHECK-NEXT:        [[PHA1:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        [[PWA1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        "krnl.store"([[XVA1]], [[PAD]], [[G]], [[CA]], [[PHA1]], [[PWA1]], [[IA]], [[JA]])
 // CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64]]
-// Phase (0, 1): x[n, g + c, 2 i + 0, 2 j + 1] to [g, c, 0, 1, i, j], i < 3, j < 3.
 // CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
 // CHECK-NEXT:      "krnl.iterate"
-// CHECK-NEXT:      ^bb0([[C01:%[0-9]+]]: index, [[I01:%[0-9]+]]: index, [[J01:%[0-9]+]]: index):
-// CHECK-NEXT:        [[CH01:%[0-9]+]] = arith.addi [[G]], [[C01]] : index
-// CHECK-NEXT:        [[RS01:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[RM01:%[0-9]+]] = arith.muli [[I01]], [[RS01]] : index
-// CHECK-NEXT:        [[CS01:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[CM01:%[0-9]+]] = arith.muli [[J01]], [[CS01]] : index
-// CHECK-NEXT:        [[CP01:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[CA01:%[0-9]+]] = arith.addi [[CM01]], [[CP01]] : index
-// CHECK-NEXT:        [[XV01:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH01]], [[RM01]], [[CA01]])
-// CHECK-NEXT:        [[PH01:%[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:        [[PW01:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        "krnl.store"([[XV01]], [[PAD]], [[G]], [[C01]], [[PH01]], [[PW01]], [[I01]], [[J01]])
-// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64]]
-// Phase (1, 0): x[n, g + c, 2 i + 1, 2 j + 0] to [g, c, 1, 0, i, j], i < 3, j < 3.
-// CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
-// CHECK-NEXT:      "krnl.iterate"
-// CHECK-NEXT:      ^bb0([[C10:%[0-9]+]]: index, [[I10:%[0-9]+]]: index, [[J10:%[0-9]+]]: index):
-// CHECK-NEXT:        [[CH10:%[0-9]+]] = arith.addi [[G]], [[C10]] : index
-// CHECK-NEXT:        [[RS10:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[RM10:%[0-9]+]] = arith.muli [[I10]], [[RS10]] : index
-// CHECK-NEXT:        [[RP10:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[RA10:%[0-9]+]] = arith.addi [[RM10]], [[RP10]] : index
-// CHECK-NEXT:        [[CS10:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[CM10:%[0-9]+]] = arith.muli [[J10]], [[CS10]] : index
-// CHECK-NEXT:        [[XV10:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH10]], [[RA10]], [[CM10]])
-// CHECK-NEXT:        [[PH10:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[PW10:%[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:        "krnl.store"([[XV10]], [[PAD]], [[G]], [[C10]], [[PH10]], [[PW10]], [[I10]], [[J10]])
-// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64]]
-// Phase (1, 1): x[n, g + c, 2 i + 1, 2 j + 1] to [g, c, 1, 1, i, j], i < 3, j < 3.
-// CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
-// CHECK-NEXT:      "krnl.iterate"
-// CHECK-NEXT:      ^bb0([[C11:%[0-9]+]]: index, [[I11:%[0-9]+]]: index, [[J11:%[0-9]+]]: index):
-// CHECK-NEXT:        [[CH11:%[0-9]+]] = arith.addi [[G]], [[C11]] : index
-// CHECK-NEXT:        [[RS11:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[RM11:%[0-9]+]] = arith.muli [[I11]], [[RS11]] : index
-// CHECK-NEXT:        [[RP11:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[RA11:%[0-9]+]] = arith.addi [[RM11]], [[RP11]] : index
-// CHECK-NEXT:        [[CS11:%[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:        [[CM11:%[0-9]+]] = arith.muli [[J11]], [[CS11]] : index
-// CHECK-NEXT:        [[CP11:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[CA11:%[0-9]+]] = arith.addi [[CM11]], [[CP11]] : index
-// CHECK-NEXT:        [[XV11:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH11]], [[RA11]], [[CA11]])
-// CHECK-NEXT:        [[PH11:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        [[PW11:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:        "krnl.store"([[XV11]], [[PAD]], [[G]], [[C11]], [[PH11]], [[PW11]], [[I11]], [[J11]])
+// CHECK-NEXT:      ^bb0([[CC:%[0-9]+]]: index, [[IC:%[0-9]+]]: index, [[JC:%[0-9]+]]: index):
+// CHECK-NEXT:        [[CHC:%[0-9]+]] = arith.addi [[G]], [[CC]] : index
+// CHECK-NEXT:        [[RSC:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[RMC:%[0-9]+]] = arith.muli [[IC]], [[RSC]] : index
+// CHECK-NEXT:        [[RPC:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[RAC:%[0-9]+]] = arith.addi [[RMC]], [[RPC]] : index
+// CHECK-NEXT:        [[CSC0:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CMC0:%[0-9]+]] = arith.muli [[JC]], [[CSC0]] : index
+// CHECK-NEXT:        [[XVC0:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CHC]], [[RAC]], [[CMC0]])
+// CHECK-NEXT:        [[PHC0:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[PWC0:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:        "krnl.store"([[XVC0]], [[PAD]], [[G]], [[CC]], [[PHC0]], [[PWC0]], [[IC]], [[JC]])
+// CHECK-NEXT:        [[CSC1:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:        [[CMC1:%[0-9]+]] = arith.muli [[JC]], [[CSC1]] : index
+// CHECK-NEXT:        [[CPC1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[CAC1:%[0-9]+]] = arith.addi [[CMC1]], [[CPC1]] : index
+// CHECK-NEXT:        [[XVC1:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CHC]], [[RAC]], [[CAC1]])
+// CHECK-NEXT:        [[PHC1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        [[PWC1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:        "krnl.store"([[XVC1]], [[PAD]], [[G]], [[CC]], [[PHC1]], [[PWC1]], [[IC]], [[JC]])
 // CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64]]
 // One nest over (o, q), q in [0, 11); oc = g * 1 + o (W's index).
 // CHECK-NEXT:      "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)

@@ -99,24 +99,32 @@ func.func @maxpool_s2_pads_phases(%x: tensor<1x1x5x5xf32>) -> tensor<1x1x3x3xf32
 // CHECK-NEXT:        [[NINF:%[0-9]+]] = arith.constant 0xff800000 : f32
 // CHECK-NEXT:        "krnl.store"([[NINF]], [[P]], [[G0]], [[Z0]], [[Z1]], [[Z2]], [[Z3]])
 // CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 7 : i64], [0 : i64, 2 : i64], [0 : i64, 4 : i64]]
-// Even input columns 2j: phase 1, position j (3 of them).
+// Input columns 2j (phase 1, position j) and 2j + 1 (phase 0, position j + 1) for j < 2 in one
+// nest: both column phases have j = 0 and 1, so it reads neighbouring columns (an interleaved
+// pair LLVM vectorises).
 // CHECK:         ^bb0([[C0:%[0-9]+]]: index, [[H0:%[0-9]+]]: index, [[J0:%[0-9]+]]: index):
 // CHECK-NEXT:      [[CH0:%[0-9]+]] = arith.addi [[G0]], [[C0]] : index
+// CHECK-NEXT:      [[R1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:      [[HP:%[0-9]+]] = arith.addi [[H0]], [[R1]] : index
 // CHECK-NEXT:      [[S0:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:      [[W0:%[0-9]+]] = arith.muli [[J0]], [[S0]] : index
 // CHECK-NEXT:      [[V0:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH0]], [[H0]], [[W0]])
-// CHECK-NEXT:      [[R1:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:      [[HP:%[0-9]+]] = arith.addi [[H0]], [[R1]] : index
 // CHECK-NEXT:      [[PH1:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:      "krnl.store"([[V0]], [[P]], [[G0]], [[C0]], [[HP]], [[PH1]], [[J0]])
-// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 5 : i64], [0 : i64, 3 : i64]]
-// Odd input columns 2j + 1: phase 0, position j + 1 (2 of them).
-// CHECK:         ^bb0([[C1:%[0-9]+]]: index, [[H1:%[0-9]+]]: index, [[J1:%[0-9]+]]: index):
-// CHECK:           [[PH0:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:      [[S1:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:      [[W1A:%[0-9]+]] = arith.muli [[J0]], [[S1]] : index
+// CHECK-NEXT:      [[O1:%[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:      [[W1:%[0-9]+]] = arith.addi [[W1A]], [[O1]] : index
+// CHECK-NEXT:      [[V1:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH0]], [[H0]], [[W1]])
+// CHECK-NEXT:      [[PH0:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:      [[ONE:%[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:      [[Q1:%[0-9]+]] = arith.addi [[J1]], [[ONE]] : index
-// CHECK-NEXT:      "krnl.store"({{%[0-9]+}}, [[P]], [[G0]], [[C1]], {{%[0-9]+}}, [[PH0]], [[Q1]])
+// CHECK-NEXT:      [[Q1:%[0-9]+]] = arith.addi [[J0]], [[ONE]] : index
+// CHECK-NEXT:      "krnl.store"([[V1]], [[P]], [[G0]], [[C0]], [[HP]], [[PH0]], [[Q1]])
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 5 : i64], [0 : i64, 2 : i64]]
+// Then column 4 = 2 * 2, which only the even phase has: phase 1, position 2.
+// CHECK:         ^bb0([[C2:%[0-9]+]]: index, [[H2:%[0-9]+]]: index, [[J2:%[0-9]+]]: index):
+// CHECK:           "krnl.store"({{%[0-9]+}}, [[P]], [[G0]], [[C2]], {{%[0-9]+}}, {{%[0-9]+}}, [[J2]])
+// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 5 : i64], [2 : i64, 3 : i64]]
 // CHECK:         ^bb0([[C:%[0-9]+]]: index, [[OH:%[0-9]+]]: index, [[OW:%[0-9]+]]: index):
 // CHECK-NEXT:      [[I:%[0-9]+]] = arith.constant 0xff800000 : f32
 // CHECK-NEXT:      [[S:%[0-9]+]] = arith.constant 2 : index

@@ -312,3 +312,40 @@ def test_scale_memory_by_hand():
     twice = P.scale_memory(mem, 20)           # 8x the voxels
     assert (twice["peak"], twice["weights"], twice["activations"]) == (810, 10, 400)
     assert twice["fits"] and not P.scale_memory(mem, 30)["fits"]   # 10 + 100*27 > 1000
+
+
+def test_training_memory_keeps_the_allocator_reserve_back():
+    # A real run cannot use the CUDA context, the conv workspace and the allocator's slack, so
+    # a step fits when peak <= memory - reserve (lmskit.devices), not when peak <= memory.
+    # Hand-worked: a device with twice the step's peak of memory. A reserve 1,000 bytes larger
+    # than the peak leaves a budget 1,000 bytes short of it (does not fit); 1,000 bytes smaller
+    # leaves 1,000 to spare (fits).
+    from lmskit.devices import get_device
+
+    model = tiny_unet(8, depth=1)
+    peak = P.training_memory(model)["peak"]
+    assert peak > 1000
+    base = get_device("p100-16gb")
+    short = P.training_memory(model, device=base.with_memory(2 * peak, reserve_bytes=peak + 1000))
+    assert short["peak"] == peak
+    assert (short["memory"], short["reserve"]) == (2 * peak, peak + 1000)
+    assert short["budget"] == peak - 1000 and not short["fits"]
+    roomy = P.training_memory(model, device=base.with_memory(2 * peak, reserve_bytes=peak - 1000))
+    assert roomy["budget"] == peak + 1000 and roomy["fits"]
+    # The preset's own reserve is taken off too.
+    assert P.training_memory(model)["budget"] == base.memory_bytes - base.reserve_bytes > 0
+    assert base.reserve_bytes > 0
+
+
+def test_scale_memory_keeps_the_budget_less_the_reserve():
+    # memory 1000, reserve 100 -> budget 900: side 10 -> 20 gives peak 10 + 100 * 8 = 810
+    # (fits 900); side 20 with 850 of activations per side-10 would not. The budget must not
+    # be reset to the memory.
+    mem = {"side": 10, "batch": 1, "device": "d", "memory": 1000, "reserve": 100,
+           "budget": 900, "peak": 120, "weights": 10, "activations": 50, "fits": True}
+    twice = P.scale_memory(mem, 20)          # 10 + 110 * 8 = 890 <= 900
+    assert (twice["peak"], twice["budget"], twice["memory"], twice["reserve"]) == (890, 900,
+                                                                                  1000, 100)
+    assert twice["fits"]
+    mem["peak"] = 122                         # 10 + 112 * 8 = 906: above 900, below 1000
+    assert not P.scale_memory(mem, 20)["fits"]

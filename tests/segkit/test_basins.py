@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 import waterz
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mlsys_datasets import em_volume
 
 import segkit
@@ -108,3 +110,41 @@ def test_bad_affinities_are_named(bad, match):
         segkit.watershed(bad)
     with pytest.raises(ValueError, match=match):
         segkit.agglomerate(bad, 0.5)
+
+
+def brute_region_graph(seg, aff):
+    """Plain-Python reference: every voxel edge between two different nonzero labels."""
+    out = {}
+    zd, yd, xd = seg.shape
+    for z in range(zd):
+        for y in range(yd):
+            for x in range(xd):
+                for d, (dz, dy, dx) in enumerate([(1, 0, 0), (0, 1, 0), (0, 0, 1)]):
+                    if z - dz < 0 or y - dy < 0 or x - dx < 0:
+                        continue
+                    s, t = int(seg[z, y, x]), int(seg[z - dz, y - dy, x - dx])
+                    if s == 0 or t == 0 or s == t:
+                        continue
+                    w = aff[d, z, y, x]
+                    key = (min(s, t), max(s, t))
+                    m, q, c, top = out.get(key, (-1.0, 0, 0, -1))
+                    idx = ((z * yd + y) * xd + x) * 3 + d
+                    out[key] = (max(m, float(w)), q + int(np.floor(np.float64(w) * 2 ** 24)),
+                                c + 1, max(top, idx))
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2 ** 16), st.tuples(*[st.integers(1, 7)] * 3), st.integers(1, 6))
+def test_region_graph_equals_a_brute_force_count(seed, shape, k):
+    rng = np.random.default_rng(seed)
+    seg = (rng.integers(0, k, shape) * rng.integers(1, 2 ** 40)).astype(np.uint64)
+    aff = rng.uniform(0, 1, (3, *shape)).astype(np.float32)
+    g = basins.region_graph(seg, aff)
+    got = {(int(a), int(b)): (float(m), int(q), int(c), int(t)) for a, b, m, q, c, t in
+           zip(g["a"], g["b"], g["max"], g["sum"], g["count"], g["top"], strict=True)}
+    assert got == brute_region_graph(seg, aff)
+    keys = list(zip(g["a"].tolist(), g["b"].tolist(), strict=True))
+    assert keys == sorted(keys)  # sorted by (a, b)
+    assert np.array_equal(g["ids"], np.unique(seg[seg != 0]))
+    assert np.array_equal(g["ids"][g["u"]], g["a"]) and np.array_equal(g["ids"][g["v"]], g["b"])

@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 import waterz
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mlsys_datasets import em_volume
 
 import segkit
@@ -118,3 +120,19 @@ def test_bad_arguments_are_named():
         segkit.agglomerate(aff, 0.5, basins=basins[:, :1])
     with pytest.raises(ValueError, match="size_fn"):
         segkit.agglomerate(aff, 0.5, basins=basins, size_fn=lambda w: -np.ones_like(w))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2 ** 16), st.tuples(*[st.integers(1, 6)] * 2), st.integers(1, 8))
+def test_relabel_matches_a_dictionary(seed, shape, k):
+    from segkit.linkage import relabel
+
+    rng = np.random.default_rng(seed)
+    seg = rng.integers(0, k, shape).astype(np.uint64) * np.uint64(rng.integers(1, 2 ** 50))
+    old = np.unique(rng.integers(0, k + 2, k).astype(np.uint64) * seg.max())  # some absent
+    old = old[old != 0]
+    rng.shuffle(old)
+    new = rng.integers(1, 2 ** 60, len(old)).astype(np.uint64)
+    table = dict(zip(old.tolist(), new.tolist(), strict=True))
+    want = np.array([table.get(int(s), int(s)) for s in seg.ravel()], np.uint64).reshape(shape)
+    assert np.array_equal(relabel(seg, old, new), want)
