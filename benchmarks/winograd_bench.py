@@ -116,10 +116,10 @@ def model_row(name, repeat):
 
 def fft_section(args):
     """The FFT rows: every algorithm of FFT_ALGOS and onnxruntime on FFT_LAYERS, same run."""
-    from compilerkit import roofline
+    from compilerkit import roofline, roofline_measure
     from compilerkit.lowering import fft
 
-    machine = roofline.machine()  # measured by compilerkit's kernels once, then cached
+    machine = roofline_measure.measured_machine()  # measured once, then cached
     rows = []
     for name, c_in, c_out, hw, ks in FFT_LAYERS:
         m = conv_model(c_in, c_out, hw, 3, ks)

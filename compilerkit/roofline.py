@@ -2,7 +2,7 @@
 FLOP/s and the bandwidth of each memory level, measured by compilerkit's own generated
 kernels, and the time a Conv layer should take with each algorithm.
 
-    m = roofline.machine()            # measured once, then read from the cache file
+    m = roofline.machine()            # the cached measurement (roofline_measure), else DEFAULT
     roofline.predict(Layer(64, 64, (56, 56)), "winograd-f4", m)   # seconds
     roofline.traffic(layer, algorithm)                             # what the prediction uses
 
@@ -15,7 +15,8 @@ butterflies are unrolled scalar code over channels, not the micro-kernel: their 
 added at `Machine.transform_flops` (not under the peak's roof). "auto" asks `best_algorithm`
 between im2col and FFT for kernels of 5 and more (lowering/conv_algorithm.py).
 
-Measured (`measure`): the peak by a 384 x 384 x 384 MatMul (the micro-kernel), each level's
+Measured by `compilerkit.roofline_measure` (apart, because it compiles kernels and the
+compiler itself reads this module): the peak by a 384 x 384 x 384 MatMul (the micro-kernel), each level's
 bandwidth by a chain of y = x + 1 over an array whose x and y together fill about half that
 level (L1, L2, L3 as `CACHES` says for this machine; DRAM: 64 MiB), all compiled by
 compilerkit and run on one thread, best of `repeat`. Cached as JSON in
@@ -28,11 +29,9 @@ import json
 import math
 import os
 import platform
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
 
 # This machine (AMD EPYC, 1 thread's share): L1d 32 KiB, L2 512 KiB, L3 32 MiB shared.
 CACHES = {"L1": 32 * 1024, "L2": 512 * 1024, "L3": 32 * 1024 * 1024}
@@ -72,57 +71,6 @@ class Layer:
     kernel: int = 3
 
 
-def _compiled(model):
-    import compilerkit as ck
-
-    return ck.compile(model, asm=False, num_threads=1)
-
-
-def _best(fn, repeat: int) -> float:
-    fn()
-    best = math.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
-def measure(repeat: int = 20, caches=None, dram_bytes: int = DRAM_TEST_BYTES) -> Machine:
-    """Measure the peak and the bandwidths with compilerkit's kernels (see the docstring)."""
-    from onnx import helper, numpy_helper
-
-    caches = dict(caches or CACHES)
-    n = 384
-    rng = np.random.default_rng(0)
-    w = numpy_helper.from_array(rng.standard_normal((n, n)).astype(np.float32), "w")
-    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
-                          [helper.make_tensor_value_info("x", 1, [n, n])],
-                          [helper.make_tensor_value_info("y", 1, None)], [w])
-    mm = _compiled(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
-    x = rng.standard_normal((n, n)).astype(np.float32)
-    peak = 2 * n ** 3 / _best(lambda: mm.run(x, num_threads=1), repeat)
-    bw = {}
-    sizes = {lv: caches[lv] // 2 for lv in ("L1", "L2", "L3")}
-    sizes["DRAM"] = dram_bytes
-    for lv, nbytes in sizes.items():
-        count = max(1024, nbytes // 8)  # x and y, 4 bytes each
-        # a chain of `links` Adds in one model, so a call of a small array outlasts the
-        # call's overhead; buffer planning gives the links' outputs two buffers in turn
-        links = int(min(256, max(1, 4e6 // count)))
-        one = numpy_helper.from_array(np.array(1, np.float32), "one")
-        names = ["x"] + [f"y{i}" for i in range(links)]
-        nodes = [helper.make_node("Add", [names[i], "one"], [names[i + 1]])
-                 for i in range(links)]
-        g = helper.make_graph(nodes, "add", [helper.make_tensor_value_info("x", 1, [count])],
-                              [helper.make_tensor_value_info(names[-1], 1, None)], [one])
-        add = _compiled(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
-        xv = np.ones(count, np.float32)
-        secs = _best(lambda add=add, xv=xv: add.run(xv, num_threads=1), max(3, repeat // 4))
-        bw[lv] = 8 * count * links / secs
-    return Machine(peak, bw, caches)
-
-
 def cache_path() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     cpu = platform.processor() or platform.machine()
@@ -136,29 +84,31 @@ def cache_path() -> Path:
     return Path(base) / "compilerkit" / f"roofline-{key}.json"
 
 
-def machine(remeasure: bool = False, measure_if_missing: bool = True) -> Machine:
-    """The cached measurement of this machine, measured on first use (or when asked); with
-    measure_if_missing=False (the compiler's "auto"), DEFAULT when nothing is cached."""
+def machine() -> Machine:
+    """This machine's measurement as `compilerkit.roofline_measure` cached it, or DEFAULT
+    when nothing is cached (the compiler's "auto" reads this and never measures)."""
     path = cache_path()
-    if path.is_file() and not remeasure:
+    if path.is_file():
         with open(path, encoding="utf-8") as f:
             return Machine(**json.load(f))
-    if not remeasure and not measure_if_missing:
-        return DEFAULT
-    m = measure()
+    return DEFAULT
+
+
+def save(m: Machine) -> Path:
+    """Write `m` as this machine's cached measurement (atomically); its path."""
+    path = cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(asdict(m), f, indent=1)
     os.replace(tmp, path)
-    return m
+    return path
 
 
 def traffic(layer: Layer, algorithm: str, m: Machine) -> tuple[float, dict]:
     """(FLOPs, {level: bytes}) of `layer` under `algorithm` ("im2col", "winograd-f<m>", with
     "-fused" for the L3-fused schedule)."""
     from compilerkit.lowering import winograd
-    from compilerkit.lowering.conv_algorithm import winograd_variant
 
     c, k, r = layer.c, layer.k, layer.kernel
     out = layer.out
@@ -183,7 +133,7 @@ def traffic(layer: Layer, algorithm: str, m: Machine) -> tuple[float, dict]:
         return _fft_traffic(layer, algorithm, m, moved, add)
     if not algorithm.startswith("winograd"):
         raise ValueError(f"no traffic model for algorithm {algorithm!r}")
-    mm, fused = winograd_variant(algorithm)
+    mm, fused = winograd.winograd_variant(algorithm)
     alpha = mm + r - 1
     a = alpha ** len(out)
     tiles = math.prod(-(-o // mm) for o in out)
@@ -209,9 +159,8 @@ def _fft_traffic(layer: Layer, algorithm: str, m: Machine, moved: dict, add):
     """FFT on tiles: the products' FLOPs (the "transform" FLOPs are returned apart, in
     moved["transform_flops"]), U once per group, V and M written and read once."""
     from compilerkit.lowering import fft, winograd
-    from compilerkit.lowering.conv_algorithm import fft_variant
 
-    t, fused = fft_variant(algorithm)
+    t, fused = fft.fft_variant(algorithm)
     ks, out = [layer.kernel] * len(layer.out), list(layer.out)
     t = t or fft.choose_tile(layer.c, layer.k, ks, out)
     e = fft.estimate(layer.c, layer.k, ks, out, t)

@@ -47,6 +47,8 @@ import numpy as np
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError
 from compilerkit.lowering import fft, winograd
+from compilerkit.lowering.fft import fft_variant
+from compilerkit.lowering.winograd import winograd_variant
 from compilerkit.onnx_passes.single_node import node_label
 
 # "auto" (auto_choice): Winograd for 3x3 Convs with this many channels in and out ...
@@ -81,20 +83,6 @@ def using(name: str):
         yield
     finally:
         _CHOSEN.reset(token)
-
-
-def winograd_variant(name: str) -> tuple[int, bool]:
-    """(m of F(m, 3), fused) of a "winograd..." name."""
-    parts = name.split("-")[1:]
-    sizes = [int(x[1:]) for x in parts if x[:1] == "f" and x[1:].isdigit()]
-    return (sizes[0] if sizes else winograd.DEFAULT_M), "fused" in parts
-
-
-def fft_variant(name: str) -> tuple[int | None, bool]:
-    """(tile size t, or None for fft.choose_tile's, fused) of an "fft..." name."""
-    parts = name.split("-")[1:]
-    sizes = [int(x[1:]) for x in parts if x[:1] == "t" and x[1:].isdigit()]
-    return (sizes[0] if sizes else None), "fused" in parts
 
 
 def choose(op) -> str:
@@ -156,7 +144,7 @@ def _auto_fft(op, ws) -> str:
         return "classic"
     out = tuple(onnx_d.shape_of(op.results[0])[2:])
     layer = roofline.Layer(ws[1], ws[0], out, max(ws[2:]))
-    m = roofline.machine(measure_if_missing=False)
+    m = roofline.machine()
     best = roofline.best_algorithm(layer, m, ["im2col", "fft"])
     return "fft" if best == "fft" else "classic"
 

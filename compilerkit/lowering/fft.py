@@ -148,6 +148,13 @@ class _Lazy:
         return v
 
 
+def fft_variant(name: str) -> tuple[int | None, bool]:
+    """(tile size t, or None for fft.choose_tile's, fused) of an "fft..." name."""
+    parts = name.split("-")[1:]
+    sizes = [int(x[1:]) for x in parts if x[:1] == "t" and x[1:].isdigit()]
+    return (sizes[0] if sizes else None), "fused" in parts
+
+
 def twiddle(f: int, n: int, sign: int) -> tuple[float, float]:
     """(cos, sin) of sign * 2 pi f / n, exact where it is 0 or +-1."""
     eighth = (8 * f) % (8 * n)

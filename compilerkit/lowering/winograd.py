@@ -81,6 +81,13 @@ MIN_GROUP_TILES = 24
 
 
 @functools.cache
+def winograd_variant(name: str) -> tuple[int, bool]:
+    """(m of F(m, 3), fused) of a "winograd..." name."""
+    parts = name.split("-")[1:]
+    sizes = [int(x[1:]) for x in parts if x[:1] == "f" and x[1:].isdigit()]
+    return (sizes[0] if sizes else DEFAULT_M), "fused" in parts
+
+
 def matrices(m: int, r: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(A^T [m, alpha], G [alpha, r], B^T [alpha, alpha]) of F(m, r) in float64, from wincnn's
     Cook-Toom construction (exact rationals, then converted). F(1, 1) is the identity."""

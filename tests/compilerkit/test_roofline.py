@@ -1,6 +1,6 @@
 """compilerkit.roofline (a start): the traffic model's FLOPs and bytes per level against
 hand-counted cases, and the roofline's max rule, on a made-up machine (no measurement: that
-is `roofline.machine()`, cached, and too slow for a test)."""
+is `roofline_measure.measured_machine()`, cached, and too slow for a test)."""
 
 import math
 
