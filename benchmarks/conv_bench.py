@@ -1,6 +1,7 @@
 """compilerkit's Conv kernels vs onnxruntime, one fused Conv at a time, at 1 thread, same run.
 
     python benchmarks/conv_bench.py [--repeat 20] [--only depthwise]
+    python benchmarks/conv_bench.py --section znni [--smoke]    # ZNNi sliding window
 
 The layers are the Conv shapes of Keras MobileNetV2, ResNet-50 and EfficientNet-B0 at 224x224,
 each followed by the activation the model puts after it (so onnxruntime fuses it too, and
@@ -11,6 +12,16 @@ the time other processes hold the core, which wall time does on a loaded machine
 best of the calls is kept. Writes benchmarks/results/conv_bench.json: per case the schedule
 compilerkit chose, both times and ratio = onnxruntime / compilerkit (> 1: compilerkit faster),
 and the geometric mean per model.
+
+`--section znni` (compilerkit.inference, compilerkit/inference_figures.py `bench`): a small
+ZNN-like valid 3-D net (Convs 3^3, 5^3, 3^3, 1^3 with 8 channels and a 2^3 max filter, seeded
+weights) compiled at output patches of side 1 to 128 under im2col and FFT, each patch timed
+(thread CPU time, best of `--repeat`, default 3 here); output voxels per second over a
+265^3 volume against the side (the ZNNi curve), and the planner's pick per RAM cap (16, 64,
+256 MiB and the issue's 1, 2, 4 GiB) against the best measured that fits: from predictions
+alone (roofline + memory model), and with its 3 best predictions measured (`plan(...,
+measure=3)`; the measurements are the sweep's own rows). Writes
+benchmarks/results/znni_bench.json (smoke: znni_bench_smoke.json).
 """
 
 import argparse
@@ -134,7 +145,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--only", default="", help="substring of the case names to run")
+    ap.add_argument("--section", choices=("layers", "znni"), default="layers")
+    ap.add_argument("--smoke", action="store_true", help="znni: a few small patches")
     args = ap.parse_args()
+    if args.section == "znni":
+        return znni(args)
     rows = []
     for model_name, name, x_shape, w_shape, attrs, act in CASES:
         if args.only and args.only not in name:
@@ -168,6 +183,36 @@ def main():
     with open(os.path.join(out, "conv_bench.json"), "w") as f:
         json.dump({"threads": 1, "timer": "thread CPU time, best of repeat",
                    "load": os.getloadavg(), "rows": rows, "geomean_ratio": geo}, f, indent=1)
+
+
+def znni(args):
+    """ZNNi sliding-window throughput against patch size, and the planner vs best measured."""
+    from compilerkit import inference_figures as zf
+
+    repeat = args.repeat if args.repeat != 20 else 3  # 20 is the layers section's default
+    res = zf.bench(sides=zf.SMOKE_SIDES if args.smoke else None,
+                   volume_shape=(40, 40, 40) if args.smoke else zf.BENCH_VOLUME, repeat=repeat)
+    for r in res["rows"]:
+        print(f"{r['algorithm']:7s} side {r['side']:4d}  {r['bytes'] / 2 ** 20:8.1f} MiB  "
+              f"{r['seconds'] * 1e3:9.2f} ms/patch (predicted {r['predicted_seconds'] * 1e3:9.2f})"
+              f"  {r['voxels_per_s'] / 1e6:6.3f} Mvox/s (predicted "
+              f"{r['predicted_voxels_per_s'] / 1e6:6.3f})", flush=True)
+    for p in res["picks"]:
+        if p.get("pick"):
+            print(f"cap {p['cap_bytes'] / 2 ** 20:6.0f} MiB: best {p['best']}\n"
+                  f"    predicted pick {p['pick']}: /best {p['pick_over_best']:.3f}"
+                  f" /smallest {p.get('pick_over_smallest', float('nan')):.1f}\n"
+                  f"    top-{res['measure_top']} measured pick {p['pick_measured']}: /best "
+                  f"{p['pick_measured_over_best']:.3f}"
+                  f" /smallest {p.get('pick_measured_over_smallest', float('nan')):.1f}")
+    print("loadavg before/after:", res["loadavg_before"], res["loadavg_after"], "goals: within "
+          "10% (predicted)", res["goal_within_10pct_predicted"], "(top measured)",
+          res["goal_within_10pct_measured_top"], "2x smallest", res["goal_2x_smallest"])
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    os.makedirs(out, exist_ok=True)
+    name = "znni_bench_smoke.json" if args.smoke else "znni_bench.json"
+    with open(os.path.join(out, name), "w") as f:
+        json.dump(res, f, indent=1)
 
 
 if __name__ == "__main__":

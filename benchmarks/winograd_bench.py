@@ -24,6 +24,16 @@ FFT section (lowering/fft.py): 3-D Convs with 5^3 and 7^3 kernels ('same' pads, 
 choice; "direct" takes no Conv with more than DIRECT_MAX_TAPS taps, so on these layers it is
 "classic") and onnxruntime, timed the same way; writes benchmarks/results/fft_bench.json
 with the issue's goal (FFT >= 2x direct/classic on 5^3 and up) per layer.
+
+    python benchmarks/winograd_bench.py --section sweep [--repeat 5] [--only "2d k3 64@56"]
+
+Roofline sweep (compilerkit/fastconv_figures.py): the layers of fastconv_figures.SWEEP (2-D and
+3-D, kernels 3/5/7, 8-256 channels), each with its candidate algorithms (im2col, Winograd
+F(2,3)/F(4,3)/F(4,3) L3-fused and FFT for 3x3, im2col and FFT three-stage/fused for 5 and 7)
+and onnxruntime, timed the same way; beside each, compilerkit.roofline's prediction with this
+machine's cached measurement. Writes benchmarks/results/sweep_bench.json with the issue's goal:
+the roofline's pick within 5% of the fastest candidate on >= 80% of the layers, and how many
+predictions fall within 35% of the measured time; /proc/loadavg before and after.
 """
 
 import argparse
@@ -33,10 +43,10 @@ import os
 import time
 
 import numpy as np
-from onnx import helper, numpy_helper
 
 import compilerkit as ck
 from compilerkit.conformance import ort_session
+from compilerkit.fastconv_figures import best_cpu, conv_model
 from compilerkit.lowering.conv_algorithm import auto_choice
 from compilerkit.pipeline import compile_to
 
@@ -52,39 +62,6 @@ FFT_LAYERS = [("3d k5 16@32", 16, 16, 32, 5), ("3d k5 32@24", 32, 32, 24, 5),
 FFT_ALGOS = ["im2col", "classic", "fft", "fft-t8", "fft-t16"]
 ALGOS = ["classic", "im2col", "winograd-f2", "winograd-f4", "winograd-f6", "winograd-f2-fused",
          "winograd-f4-fused", "winograd-f6-fused", "auto"]
-
-
-def conv_model(c_in, c_out, hw, rank=2, kernel=3):
-    rng = np.random.default_rng(0)
-    w = (rng.standard_normal((c_out, c_in) + (kernel,) * rank)
-         / math.sqrt(kernel ** rank * c_in)).astype(np.float32)
-    inits = [numpy_helper.from_array(w, "w"),
-             numpy_helper.from_array(rng.standard_normal(c_out).astype(np.float32), "b")]
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[kernel // 2] * (2 * rank)),
-             helper.make_node("Relu", ["y"], ["z"])]
-    g = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info(
-        "x", 1, [1, c_in] + [hw] * rank)], [helper.make_tensor_value_info("z", 1, None)], inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def best_cpu(fns, repeat):
-    """{name: best thread CPU seconds} over `repeat` interleaved rounds (after one warm-up),
-    each round in a new random order: what runs just before a call decides which of its
-    weights are still in the L3 (a variant that always followed F(6,3)'s 67 MB of transformed
-    weights measured up to 1.4x slower than the same code earlier in the round)."""
-    for f in fns.values():
-        f()
-    times = {k: [] for k in fns}
-    order = list(fns)
-    rng = np.random.default_rng(0)
-    for _ in range(repeat):
-        rng.shuffle(order)
-        for k in order:
-            f = fns[k]
-            t = time.thread_time()
-            f()
-            times[k].append(time.thread_time() - t)
-    return {k: min(v) for k, v in times.items()}
 
 
 def model_row(name, repeat):
@@ -161,9 +138,39 @@ def fft_section(args):
     print(summary)
 
 
+def sweep_section(args):
+    """The roofline sweep: fastconv_figures.sweep on SWEEP (or --only), same run."""
+    from compilerkit import fastconv_figures as fc
+    from compilerkit import roofline_measure
+
+    machine = roofline_measure.measured_machine()  # measured once, then cached
+    only = set(args.only.split(",")) if args.only else None
+    specs = [s for s in fc.SWEEP if not only or fc.layer_name(s) in only]
+    load_before = fc.load()
+    rows = []
+    for spec in specs:
+        row = fc.measure_layer(spec, args.repeat, machine)
+        rows.append(row)
+        print(f"{row['layer']:16s} pick {row['pick']:18s} fastest {row['fastest']:18s} "
+              + "  ".join(f"{a} {row['ms'][a]:.2f}/{row['predicted_ms'][a]:.2f}"
+                          for a in row["candidates"]) + f"  ort {row['ms']['onnxruntime']:.2f}",
+              flush=True)
+    summary = fc.summary(rows)
+    held = [r for r in rows if fc.SWEEP.index(tuple(r["spec"])) >= len(fc.SWEEP) - fc.HELD_OUT]
+    if held:  # layers added after the model's fitted constants were chosen
+        summary["held_out"] = fc.summary(held) | {"layers_named": [r["layer"] for r in held]}
+    out = os.path.join(os.path.dirname(args.out), "sweep_bench.json")
+    with open(out, "w") as f:
+        json.dump({"threads": 1, "timer": "thread CPU time, best of repeat, interleaved",
+                   "repeat": args.repeat, "loadavg_before": load_before,
+                   "loadavg_after": fc.load(), "machine": vars(machine),
+                   "pick_slack": fc.PICK_SLACK, "rows": rows, "summary": summary}, f, indent=1)
+    print(json.dumps(summary, indent=1))
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--section", choices=["winograd", "fft"], default="winograd")
+    ap.add_argument("--section", choices=["winograd", "fft", "sweep"], default="winograd")
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--only", default="", help="comma-separated layer names")
     ap.add_argument("--algos", default=",".join(ALGOS))
@@ -175,6 +182,9 @@ def main():
     args = ap.parse_args()
     if args.section == "fft":
         fft_section(args)
+        return
+    if args.section == "sweep":
+        sweep_section(args)
         return
     algos = args.algos.split(",")
     only = set(args.only.split(",")) if args.only else None

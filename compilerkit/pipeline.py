@@ -33,6 +33,8 @@ Every stage's time goes to `.timings` and every pass's to `.pass_timings`.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import time
 from collections import OrderedDict
@@ -432,6 +434,10 @@ class Compilation:
     def run(self, source, stage: str = "native", out: str | None = None):
         """`source` through every stage up to `stage`; returns that stage's product (see the
         module's docstring)."""
+        with caller_objects_frozen():
+            return self._run(source, stage, out)
+
+    def _run(self, source, stage: str, out: str | None):
         stage = self.stage_name(stage)
         level, thing = self.read(source)
         if level != "model" and self.options.input_shapes:
@@ -522,6 +528,25 @@ class LaterStages:
         code = self.backend.assembly(mod, self.compilation.opt_level)
         self._made(self.backend.code_stage)
         return code
+
+
+@contextlib.contextmanager
+def caller_objects_frozen():
+    """Keep the caller's objects out of the garbage collector's full passes while compiling.
+    A compile makes about 10^6 short-lived IR objects, which trigger a few full (generation
+    2) collections; each one walks every object of the process, so the same MobileNetV2
+    compile took 0.04 s of collection in a fresh process and 0.6 s beside two compiled
+    models (480k objects), a third of the 3 s target. gc.freeze() moves what exists now to
+    the permanent generation (still alive, never walked) until gc.unfreeze(). Left alone when
+    the caller froze objects itself (their unfreeze is theirs to do)."""
+    if gc.get_freeze_count() or not gc.isenabled():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def compile_to(stage: str, source, target: str | Target | Backend = "host", opt_level: int = 3,

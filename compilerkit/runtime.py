@@ -39,7 +39,16 @@ def check_num_threads(num_threads) -> int:
 _GOMP = []  # the path loaded, once per process
 
 
-SPIN_COUNT = 100_000  # libgomp's spin iterations before an idle thread sleeps (default 300000)
+# libgomp's spin iterations before an idle thread sleeps (its default: 300000). Short, because a
+# spinning thread waiting at a loop's end barrier burns the share of CPU its partner needs when
+# another process competes for the cores (the kernel's autogroups split CPU between sessions
+# whatever their nice level): MobileNetV2 at 2 threads beside one niced busy process took
+# 364 ms (median) at 100000, 58 ms at 10000, 19 ms passive, against 17 ms at 1 thread; on the
+# idle machine 10000 was as fast as 100000 (MobileNetV2 10.6 vs 12.3 ms, ResNet-50 81.7 vs
+# 81.7 ms at 2 threads, best of 12). The cure for the contended case is a pool whose caller
+# does the work its late partners have not started (onnxruntime's); libgomp's barrier always
+# waits for every thread of the team.
+SPIN_COUNT = 10_000
 
 
 def openmp_defaults() -> None:

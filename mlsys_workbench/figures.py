@@ -259,6 +259,18 @@ TOPICS = [
     ("Chunked agglomeration equals the whole volume", "31_chunked_agglomeration.ipynb",
      "chunked_rounds"),
     ("ZNN task-parallel speed-up vs Brent's bound", "33_znn_task_parallel.ipynb", "znn_brent"),
+    ("Hierarchical roofline: predicted vs measured Conv times", "17_fast_convolutions.ipynb",
+     "fastconv_roofline"),
+    ("Roofline's pick of the Conv algorithm vs the fastest", "17_fast_convolutions.ipynb",
+     "fastconv_picks"),
+    ("L3-fused vs three-stage Winograd", "17_fast_convolutions.ipynb", "fastconv_fused"),
+    ("FFT convolution on 5^3 / 7^3 kernels (ZNN, ZNNi)", "17_fast_convolutions.ipynb",
+     "fastconv_fft"),
+    ("ZNNi sliding window: stitched equals the whole volume", "18_3d_inference.ipynb",
+     "znni_stitched"),
+    ("ZNNi throughput against patch size per algorithm", "18_3d_inference.ipynb", "znni_curve"),
+    ("ZNNi planner's patch and algorithm under RAM caps vs best measured",
+     "18_3d_inference.ipynb", "znni_planner"),
 ]
 SMOKE_SUFFIX = "_smoke"
 VALUE_CHARS = 600  # longer values are cut in REPORT.md's table of every figure

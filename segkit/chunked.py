@@ -1,16 +1,20 @@
 """Chunked mean-affinity agglomeration on Dask: the whole-volume answer, chunk by chunk.
 
 After Lu, Zlateski and Seung's distributed agglomeration (seung-lab/abiss). The volume lives in
-zarr arrays; every task reads only its own chunk (plus a voxel or two of halo) and hands on
-small graphs. ``chunked_agglomerate(aff, chunks, threshold)`` equals
+zarr arrays; every task reads only its own chunk from zarr (its halo, a voxel or two deep, comes
+from the neighbours' face slabs through Dask) and hands on small graphs.
+``chunked_agglomerate(aff, chunks, threshold)`` equals
 ``segkit.agglomerate(aff, threshold, mode="mean")`` on the whole volume, voxel for voxel (ids
 included: both name a segment by its first voxel), for every chunking, ragged ones included.
 
+0. **Shells** (one task per chunk): the chunk's affinities on its six faces, 2 layers deep.
+   Reading the halo from zarr instead would decode the 26 neighbouring storage chunks whole.
 1. **Basins per chunk** (one task per chunk): steepest ascent with a 2-voxel halo, plateau
    division inside the chunk, components. Two things cross chunk faces: kept edges that point
    into a neighbour chunk (linked afterwards), and the rare plateaus that straddle a face (their
    even split needs the whole plateau: gathered and divided on the client, in global raster
-   order, as the whole-volume run would). Fragment labels go to a zarr array.
+   order, as the whole-volume run would). Fragment labels go to a zarr array; those of the
+   three upper faces also go to round 0 of the next chunks (their 1-voxel low halo).
 2. **Linking** (client): union-find over the links; a basin's id is its smallest fragment id,
    1 + the raster index of its first voxel, as in ``segkit.watershed``.
 3. **Round 0** (one task per chunk): the region graph of the chunk's edges (each voxel edge
@@ -22,7 +26,9 @@ included: both name a segment by its first voxel), for every chunking, ragged on
    edges (sums and counts), go up.
 4. **Rounds 1, 2, ...**: a parent task takes up to 2x2x2 children (chunk size doubles in every
    dimension), adds their graphs, freezes only what touches its own inner faces, and merges
-   again, until one task covers the volume and nothing is frozen.
+   again, until one task covers the volume and nothing is frozen. Each task's summary (its
+   merges and statistics, not its graph) rides up with its result, so the client gathers
+   only the root.
 5. **Relabel** (one task per chunk): fragments -> basins -> the merges of every round.
 
 With no ``client``, a ``dask.distributed.LocalCluster`` is started on this machine (and closed
@@ -65,13 +71,77 @@ def _inner_faces(lo, hi, shape):
     return [(a, s) for a, s in FACES if (lo[a] > 0 if s == 0 else hi[a] < shape[a])]
 
 
+# ----------------------------------------------------------------------------- halos
+# A task's halo comes from its neighbours' *slabs* (their outer layers), handed over by Dask,
+# not read from zarr: reading a box 2 voxels wider than a chunk decodes the 26 neighbouring
+# storage chunks whole (27x the chunk's bytes), which cost more than the watershed itself.
+AFF_HALO = 2  # steepest ascent of the 1-voxel ring needs the ring's neighbours' edges too
+
+
+def _slab_box(lo, hi, axis, side, width):
+    """The ``width`` outermost layers of box [lo, hi) on face (axis, side)."""
+    slo, shi = list(lo), list(hi)
+    if side == 0:
+        shi[axis] = min(hi[axis], lo[axis] + width)
+    else:
+        slo[axis] = max(lo[axis], hi[axis] - width)
+    return tuple(slo), tuple(shi)
+
+
+def _halo_sources(idx, boxes, chunks, elo, ehi):
+    """(neighbour grid index, axis, side) of the slabs that cover [elo, ehi) outside chunk
+    ``idx``: each neighbour whose box meets it, with the face that looks toward ``idx`` along
+    the first axis where the two differ (a slab of width >= the halo holds that part)."""
+    ranges = [range(e // c, (h - 1) // c + 1) for e, h, c in zip(elo, ehi, chunks, strict=True)]
+    out = []
+    for n in itertools.product(*ranges):
+        if n == idx or n not in boxes:
+            continue
+        axis = next(a for a in range(3) if n[a] != idx[a])
+        out.append((n, axis, 1 if n[axis] < idx[axis] else 0))
+    return out
+
+
+def _paste(dst, dlo, pieces):
+    """Copy each (piece lo, piece array) into ``dst`` (box starting at ``dlo``) where they
+    overlap; the last axes of a piece are z, y, x."""
+    dhi = [d + n for d, n in zip(dlo, dst.shape[-3:], strict=True)]
+    for plo, piece in pieces:
+        phi = [p + n for p, n in zip(plo, piece.shape[-3:], strict=True)]
+        ilo = [max(a, b) for a, b in zip(plo, dlo, strict=True)]
+        ihi = [min(a, b) for a, b in zip(phi, dhi, strict=True)]
+        if any(a >= b for a, b in zip(ilo, ihi, strict=True)):
+            continue
+        d = tuple(slice(a - o, b - o) for a, b, o in zip(ilo, ihi, dlo, strict=True))
+        q = tuple(slice(a - o, b - o) for a, b, o in zip(ilo, ihi, plo, strict=True))
+        dst[(Ellipsis, *d)] = piece[(Ellipsis, *q)]
+    return dst
+
+
+def _shell_task(aff, lo, hi):
+    """The chunk's affinities on each of its six faces, ``AFF_HALO`` layers deep: what its
+    neighbours need of it as halo. Reads only the chunk itself."""
+    a = np.ascontiguousarray(aff[:, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]], np.float32)
+    out = {}
+    for axis, side in FACES:
+        slo, shi = _slab_box(lo, hi, axis, side, AFF_HALO)
+        sl = tuple(slice(p - o, q - o) for p, q, o in zip(slo, shi, lo, strict=True))
+        out[(axis, side)] = (slo, np.ascontiguousarray(a[(slice(None), *sl)]))
+    return out
+
+
 # ----------------------------------------------------------------------------- step 1
-def _basins_task(aff, frag, lo, hi, low, high):
-    """Fragments of one chunk; returns crossing links and the deferred plateau voxels."""
+def _basins_task(aff, frag, lo, hi, low, high, halo):
+    """Fragments of one chunk; returns crossing links, the deferred plateau voxels, and the
+    fragment labels of its three upper faces (the next chunks' 1-voxel halo in round 0).
+    ``halo``: (face, neighbour's _shell_task result) pairs covering the AFF_HALO-voxel ring."""
     shape = aff.shape[1:]
-    elo = [max(0, v - 2) for v in lo]
-    ehi = [min(s, h + 2) for s, h in zip(shape, hi, strict=True)]
-    a = np.ascontiguousarray(aff[:, elo[0]:ehi[0], elo[1]:ehi[1], elo[2]:ehi[2]], np.float32)
+    elo = [max(0, v - AFF_HALO) for v in lo]
+    ehi = [min(s, h + AFF_HALO) for s, h in zip(shape, hi, strict=True)]
+    a = np.empty((3, *[h - e for e, h in zip(elo, ehi, strict=True)]), np.float32)
+    core = tuple(slice(v - e, h - e) for v, h, e in zip(lo, hi, elo, strict=True))
+    a[(slice(None), *core)] = aff[:, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]]
+    _paste(a, elo, [shell[face] for face, shell in halo])
     bits = _ws.steepest_ascent(a, np.float32(low), np.float32(high))
     clo = np.array([v - e for v, e in zip(lo, elo, strict=True)], np.int64)
     chi = np.array([h - e for h, e in zip(hi, elo, strict=True)], np.int64)
@@ -84,8 +154,13 @@ def _basins_task(aff, frag, lo, hi, low, high):
     core = (slice(clo[0], chi[0]), slice(clo[1], chi[1]), slice(clo[2], chi[2]))
     dz, dy, dx = np.nonzero(deferred[core])
     index = ((dz + lo[0]) * shape[1] + dy + lo[1]) * shape[2] + dx + lo[2]
-    return {"crossing": crossing, "deferred": index.astype(np.int64),
-            "deferred_bits": raw[core][dz, dy, dx], "deferred_labels": labels[dz, dy, dx]}
+    upper = {}
+    for axis in range(3):
+        slo, _ = _slab_box(lo, hi, axis, 1, 1)
+        upper[axis] = (slo, np.ascontiguousarray(np.take(labels, [-1], axis=axis)))
+    return {"link": {"crossing": crossing, "deferred": index.astype(np.int64),
+                     "deferred_bits": raw[core][dz, dy, dx],
+                     "deferred_labels": labels[dz, dy, dx]}, "upper": upper}
 
 
 def _link(results, frag, shape):
@@ -148,14 +223,16 @@ def _agglomerate_graph(a, b, sums, counts, tops, frozen_ids, threshold):
             "heights": heights}
 
 
-def _round0_task(aff, frag, lo, hi, basin_map, threshold):
-    """Region graph of one chunk and its first round of merging."""
+def _round0_task(aff, frag, lo, hi, basin_map, threshold, halo):
+    """Region graph of one chunk and its first round of merging. ``halo``: (axis, lower
+    neighbour's _basins_task result) pairs: their upper faces cover the 1-voxel low halo."""
     t0, c0 = time.perf_counter(), time.process_time()
     shape = aff.shape[1:]
     hlo = [1 if v > 0 else 0 for v in lo]
-    seg = np.ascontiguousarray(frag[lo[0] - hlo[0]:hi[0], lo[1] - hlo[1]:hi[1],
-                                    lo[2] - hlo[2]:hi[2]], np.uint64)
-    seg = _agg.relabel(seg, *basin_map)
+    elo = [v - h for v, h in zip(lo, hlo, strict=True)]
+    seg = np.zeros([h - e for e, h in zip(elo, hi, strict=True)], np.uint64)
+    seg[hlo[0]:, hlo[1]:, hlo[2]:] = frag[lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]]
+    seg = _agg.relabel(_paste(seg, elo, [r["upper"][axis] for axis, r in halo]), *basin_map)
     a = np.ascontiguousarray(aff[:, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]], np.float32)
     g = _ws.region_graph(seg, a, hlo, lo, shape)
     core = seg[hlo[0]:, hlo[1]:, hlo[2]:]
@@ -170,10 +247,11 @@ def _round0_task(aff, frag, lo, hi, basin_map, threshold):
     out = _agglomerate_graph(g["a"], g["b"], g["sum"], g["count"], g["top"], frozen, threshold)
     out.update(faces=faces, lo=lo, hi=hi, seconds=time.perf_counter() - t0,
                cpu_seconds=time.process_time() - c0, bytes=int(a.nbytes + seg.nbytes * 2))
+    out["done"] = [_summary(out, 0)]
     return out
 
 
-def _parent_task(children, lo, hi, shape, threshold):
+def _parent_task(children, lo, hi, shape, threshold, round_):
     """Add up to 8 children's graphs; freeze what touches this box's inner faces; merge."""
     t0, c0 = time.perf_counter(), time.process_time()
     olds = [c["map"][0] for c in children if len(c["map"][0])]
@@ -215,7 +293,16 @@ def _parent_task(children, lo, hi, shape, threshold):
     out.update(faces=faces, lo=lo, hi=hi, seconds=time.perf_counter() - t0,
                cpu_seconds=time.process_time() - c0,
                bytes=int(sum(c["a"].nbytes * 4 for c in children)))
+    # the subtree's summaries ride up with the graph: the driver gathers only the root
+    out["done"] = [d for c in children for d in c["done"]] + [_summary(out, round_)]
     return out
+
+
+def _summary(r, round_):
+    """A task's result without its graph (which only its parent needs)."""
+    return {k: r[k] for k in ("map", "lo", "hi", "frozen", "blocked", "merges", "seconds",
+                              "cpu_seconds", "bytes")} | {"edges_up": int(len(r["a"])),
+                                                          "round": round_}
 
 
 def _relabel_task(frag, out, lo, hi, maps):
@@ -225,24 +312,30 @@ def _relabel_task(frag, out, lo, hi, maps):
 
 
 def _compose(maps):
-    """Chain maps (old ids -> new ids) applied in order into one."""
-    old = np.zeros(0, np.uint64)
-    new = np.zeros(0, np.uint64)
+    """Chain maps (old ids -> new ids) applied in order into one, sorted by old id. An id
+    renamed by an earlier map keeps that entry (a merged-away id is gone from later rounds,
+    so this does not happen; np.isin per map to check it cost the driver a second)."""
+    olds, news = [], []
     for o, n in maps:
         if len(o) == 0:
             continue
-        if len(new):  # ids already renamed and renamed again
+        if news:  # ids already renamed and renamed again
             order = np.argsort(o)
             so, sn = o[order], n[order]
-            pos = np.searchsorted(so, new)
-            pos[pos == len(so)] = 0
-            hit = so[pos] == new
-            new = new.copy()
-            new[hit] = sn[pos[hit]]
-        fresh = ~np.isin(o, old)
-        old = np.concatenate([old, o[fresh]])
-        new = np.concatenate([new, n[fresh]])
-    return old, new
+            for new in news:
+                pos = np.searchsorted(so, new)
+                pos[pos == len(so)] = 0
+                hit = so[pos] == new
+                new[hit] = sn[pos[hit]]
+        olds.append(np.asarray(o, np.uint64))
+        news.append(np.array(n, np.uint64))  # a copy: renamed in place above
+    old = np.concatenate([np.zeros(0, np.uint64), *olds])
+    new = np.concatenate([np.zeros(0, np.uint64), *news])
+    order = np.argsort(old, kind="stable")
+    old, new = old[order], new[order]
+    first = np.ones(len(old), bool)
+    first[1:] = old[1:] != old[:-1]  # the earliest map's entry for each id
+    return old[first], new[first]
 
 
 # ----------------------------------------------------------------------------- driver
@@ -310,13 +403,30 @@ def chunked_agglomerate(aff, chunks, threshold: float, client=None, *, low: floa
                               chunks=chunks, dtype="uint64", fill_value=0)
         boxes = _boxes(shape, chunks)
         t0 = time.perf_counter()
-        futs = [client.submit(_basins_task, aff_z, frag, lo, hi, low, high, pure=False)
-                for lo, hi in boxes.values()]
-        basin_map = _link(client.gather(futs), frag, shape)
+        # every chunk reads itself once; its face slabs go to its neighbours through Dask
+        shells = {idx: client.submit(_shell_task, aff_z, lo, hi, pure=False)
+                  for idx, (lo, hi) in boxes.items()}
+        basins = {}
+        for idx, (lo, hi) in boxes.items():
+            elo = [max(0, v - AFF_HALO) for v in lo]
+            ehi = [min(s, h + AFF_HALO) for s, h in zip(shape, hi, strict=True)]
+            halo = [((axis, side), shells[n])
+                    for n, axis, side in _halo_sources(idx, boxes, chunks, elo, ehi)]
+            basins[idx] = client.submit(_basins_task, aff_z, frag, lo, hi, low, high, halo,
+                                        pure=False)
+        del shells  # released once the basins tasks are done with them
+        basin_map = _link([r["link"] for r in client.gather(list(basins.values()))], frag,
+                          shape)
         t_basins = time.perf_counter() - t0
         bm = client.scatter(basin_map, broadcast=True)
-        level = {idx: client.submit(_round0_task, aff_z, frag, lo, hi, bm, threshold,
-                                    pure=False) for idx, (lo, hi) in boxes.items()}
+        level = {}
+        for idx, (lo, hi) in boxes.items():
+            elo = [max(0, v - 1) for v in lo]
+            halo = [(axis, basins[n])
+                    for n, axis, _ in _halo_sources(idx, boxes, chunks, elo, hi)]
+            level[idx] = client.submit(_round0_task, aff_z, frag, lo, hi, bm, threshold, halo,
+                                       pure=False)
+        del basins
         rounds = [level]
         size = list(chunks)
         while len(level) > 1:
@@ -327,7 +437,7 @@ def chunked_agglomerate(aff, chunks, threshold: float, client=None, *, low: floa
                 kids = [level[k] for k in itertools.product(*[(2 * i, 2 * i + 1) for i in pidx])
                         if k in level]
                 nxt[pidx] = client.submit(_parent_task, kids, lo, hi, shape, threshold,
-                                          pure=False)
+                                          len(rounds), pure=False)
             level = nxt
             rounds.append(level)
         if progress:
@@ -337,13 +447,17 @@ def chunked_agglomerate(aff, chunks, threshold: float, client=None, *, low: floa
             pending = [f for r in rounds for f in r.values()]
             for _ in tqdm(as_completed(pending), total=len(pending), desc="chunk tasks"):
                 pass
-        results = [client.gather(list(r.values())) for r in rounds]
+        # only the root comes back, with every task's summary (the graphs stay on the workers)
+        (root,) = level.values()
+        results = [[] for _ in rounds]
+        for d in client.gather(root)["done"]:
+            results[d["round"]].append(d)
+        for res in results:  # grid order, as the tasks were made
+            res.sort(key=lambda d: tuple(d["lo"]))
         t_rounds = time.perf_counter() - t0 - t_basins
         maps = [basin_map] + [(np.concatenate([r["map"][0] for r in res]),
                                np.concatenate([r["map"][1] for r in res])) for res in results]
-        final = _compose(maps)
-        order = np.argsort(final[0])  # sorted once here, not in every relabel task
-        final = (final[0][order], final[1][order])
+        final = _compose(maps)  # sorted once here, not in every relabel task
         fm = client.scatter(final, broadcast=True)
         done = [client.submit(_relabel_task, frag, seg, lo, hi, [fm], pure=False)
                 for lo, hi in boxes.values()]
@@ -361,7 +475,7 @@ def chunked_agglomerate(aff, chunks, threshold: float, client=None, *, low: floa
     for _k, res in enumerate(results):
         info["rounds"].append([{"lo": r["lo"], "hi": r["hi"], "frozen": r["frozen"],
                                 "blocked": r["blocked"], "merges": r["merges"],
-                                "map": r["map"], "edges_up": int(len(r["a"])),
+                                "map": r["map"], "edges_up": r["edges_up"],
                                 "seconds": r["seconds"], "cpu_seconds": r["cpu_seconds"],
                                 "bytes": r["bytes"]} for r in res])
     return seg, info

@@ -39,6 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
+from compilerkit.inference import axis_starts, stitch
+
 from . import boundary as _boundary
 
 
@@ -144,13 +146,8 @@ def compile_net(model, patch_out, path=None, opt_level: int = 3) -> CompiledNet:
 
 
 # the patch loop ----------------------------------------------------------------------------
-def _starts(n, p):
-    """Output patch starts along an axis of ``n`` voxels, patches of ``p``: tiles, the last one
-    moved back to end at ``n``."""
-    if p >= n:
-        return [0]
-    starts = list(range(0, n - p, p))
-    return starts + [n - p]
+# The sliding window itself (starts, overlap, stitching) is compilerkit.inference's.
+_starts = axis_starts
 
 
 def patch_loop(run, volumes, fov, patch_out, progress: bool = False) -> np.ndarray:
@@ -158,10 +155,9 @@ def patch_loop(run, volumes, fov, patch_out, progress: bool = False) -> np.ndarr
     for the recursive net VD2D's map) and stitch the outputs into a map of the volume's shape.
 
     Each volume is reflect-padded by half the field of view ``fov``; an output patch at ``s``
-    reads input ``[s, s + patch_out + fov - 1)`` of the padded volume (overlap ``fov - 1``).
-    ``patch_out`` must fit in the volume (use the volume's size on a small axis)."""
-    from tqdm.auto import tqdm
-
+    reads input ``[s, s + patch_out + fov - 1)`` of the padded volume (overlap ``fov - 1``),
+    stitched by ``compilerkit.inference.stitch``. ``patch_out`` must fit in the volume (use
+    the volume's size on a small axis)."""
     shape = volumes[0].shape
     if any(v.shape != shape for v in volumes):
         raise ValueError(f"volumes of shapes {[v.shape for v in volumes]}: they must agree")
@@ -169,18 +165,7 @@ def patch_loop(run, volumes, fov, patch_out, progress: bool = False) -> np.ndarr
         raise ValueError(f"output patch {tuple(patch_out)} is larger than the volume {shape}")
     pads = [((f - 1) // 2, f - 1 - (f - 1) // 2) for f in fov]
     padded = [np.pad(v.astype(np.float32), pads, mode="reflect") for v in volumes]
-    out = np.empty(shape, np.float32)
-    grid = [(z, y, x) for z in _starts(shape[0], patch_out[0])
-            for y in _starts(shape[1], patch_out[1]) for x in _starts(shape[2], patch_out[2])]
-    for z, y, x in tqdm(grid, disable=not progress, desc="patches"):
-        window = tuple(slice(s, s + p + f - 1) for s, p, f in zip((z, y, x), patch_out, fov,
-                                                                   strict=True))
-        result = run(*[v[window] for v in padded])
-        if result.shape != tuple(patch_out):
-            raise ValueError(f"the net returned a patch of {result.shape}, expected "
-                             f"{tuple(patch_out)}")
-        out[z:z + patch_out[0], y:y + patch_out[1], x:x + patch_out[2]] = result
-    return out
+    return stitch(run, padded, fov, patch_out, progress=progress).astype(np.float32, copy=False)
 
 
 def infer(net: CompiledNet, image, prior=None, tf: bool = False, progress: bool = False):

@@ -54,6 +54,8 @@ from compilerkit.onnx_passes.single_node import main_func
 
 ENTRY = "main_graph"
 THREADED_TARGETS = ("host",)  # targets whose code calls libgomp for krnl.parallel loops
+# a parallel loop is handed out in about this many chunks per thread (parallel_iterate)
+GRAINS_PER_THREAD = 4
 I64 = ir.IntType(64)
 I8P = ir.IntType(8).as_pointer()
 
@@ -691,12 +693,17 @@ class Emitter:
     def parallel_iterate(self, op):
         """A nest whose outer loop is krnl.parallel, on libgomp's threads (what onnx-mlir gets
         from OpenMP). The nest becomes one function `void body(i8 *ctx)`, ctx a struct on the
-        caller's stack: {status, threads, params...}. With more than one thread (and
-        iteration) `GOMP_parallel(body, ctx, n, 0)` runs it on n threads, each taking its
-        static chunk [t * trip / n, (t + 1) * trip / n) of the outer loop from
-        omp_get_thread_num / omp_get_num_threads; with one, the caller calls `body(ctx)`
-        itself, and it runs the whole loop. A chunk never splits a tile or an element's
-        arithmetic, so every thread count gives the same bits. Threads' statuses join with an
+        caller's stack: {status, threads, next, params...}. With more than one thread (and
+        iteration) `GOMP_parallel(body, ctx, n, 0)` runs it on n threads; with one, the
+        caller calls `body(ctx)` itself. The outer loop is handed out dynamically: each
+        thread takes the next chunk of `grain` iterations with an atomic add on ctx.next
+        until none is left (grain = trip / (GRAINS_PER_THREAD * n), at least 1; the whole
+        loop when called directly). A thread that starts late (its core was busy, or it was
+        asleep) then finds the work done by the others instead of holding up the loop's end
+        with its static share, which is what onnxruntime's pool does too. Every iteration is
+        independent (krnl.parallel_conflict proved it) and a chunk never splits a tile or an
+        element's arithmetic, so every thread count and every hand-out order gives the same
+        bits. Threads' statuses join with an
         atomic max. The buffers come from ctx, so they carry no `noalias`; on the convolution
         models measured LLVM still vectorises these loops with no run-time overlap checks
         (the heavy GEMM tiles go to the micro-kernel, whose arguments are `noalias`)."""
@@ -704,7 +711,7 @@ class Emitter:
         seen, params = self.captures([op])
         trip = _trip_count(op, self.loops)
         i32 = ir.IntType(32)
-        ctx_t = ir.LiteralStructType([I64, I64] + [q.type for q in params])
+        ctx_t = ir.LiteralStructType([I64, I64, I64] + [q.type for q in params])
         field = lambda bld, c, k: bld.gep(c, [ir.Constant(i32, 0),  # noqa: E731
                                               ir.Constant(i32, k)])
         self.n_parallel += 1
@@ -716,17 +723,29 @@ class Emitter:
         self.alloca_block = bb.block
         self.status = self.new_status()
         ctx = bb.bitcast(body.args[0], ctx_t.as_pointer())
-        # The chunk: everything when called directly (threads = 1), else this thread's.
-        serial = bb.icmp_signed("<=", bb.load(field(bb, ctx, 1)), ir.Constant(I64, 1))
-        tid = bb.sext(bb.call(self._omp("omp_get_thread_num", i32, []), []), I64)
-        nth = bb.sext(bb.call(self._omp("omp_get_num_threads", i32, []), []), I64)
-        tid = bb.select(serial, ir.Constant(I64, 0), tid)
-        nth = bb.select(serial, ir.Constant(I64, 1), nth)
+        # The grain: the whole loop when called directly (threads = 1), else a share.
+        threads = bb.load(field(bb, ctx, 1))
         total = ir.Constant(I64, trip)
-        first = bb.sdiv(bb.mul(tid, total), nth)
-        last = bb.sdiv(bb.mul(bb.add(tid, ir.Constant(I64, 1)), total), nth)
-        self.bind(seen, params, [bb.load(field(bb, ctx, k + 2)) for k in range(len(params))])
+        grain = bb.sdiv(total, bb.mul(threads, ir.Constant(I64, GRAINS_PER_THREAD)))
+        grain = bb.select(bb.icmp_signed("<", grain, ir.Constant(I64, 1)),
+                          ir.Constant(I64, 1), grain)
+        grain = bb.select(bb.icmp_signed("<=", threads, ir.Constant(I64, 1)), total, grain)
+        self.bind(seen, params, [bb.load(field(bb, ctx, k + 3)) for k in range(len(params))])
+        nxt = field(bb, ctx, 2)
+        take = bb.append_basic_block("take")
+        work = bb.append_basic_block("work")
+        bb.branch(take)
+        bb.position_at_end(take)
+        first = bb.atomic_rmw("add", nxt, grain, "monotonic")
+        more = bb.icmp_signed("<", first, total)
+        bb.position_at_end(work)
+        last = self.imin(bb.add(first, grain), total)
         self.iterate(op, outer_range=(first, last))
+        self.b.branch(take)
+        done = bb.append_basic_block("done")  # after the nest's blocks, so the text reads in order
+        bb.position_at_end(take)
+        bb.cbranch(more, work, done)
+        self.b.position_at_end(done)
         self.b.atomic_rmw("umax", field(self.b, ctx, 0), self.b.load(self.status), "monotonic")
         self.b.ret_void()
         self.b, self.alloca_block, self.status = saved
@@ -737,8 +756,9 @@ class Emitter:
             slot = b.alloca(ctx_t, name="par_ctx")
         b.store(ir.Constant(I64, 0), field(b, slot, 0))
         b.store(n, field(b, slot, 1))
+        b.store(ir.Constant(I64, 0), field(b, slot, 2))
         for k, q in enumerate(params):
-            b.store(q, field(b, slot, k + 2))
+            b.store(q, field(b, slot, k + 3))
         raw = b.bitcast(slot, I8P)
         with b.if_else(b.icmp_signed(">", n, ir.Constant(I64, 1))) as (threaded, serial):
             with threaded:

@@ -225,3 +225,37 @@ def test_compile_verifies_after_a_stages_passes_and_names_them(model):
     with pytest.raises(ck.ModelError, match="after passes 'breaks', 'keeps' does not verify"):
         compile_to("onnx-ir", model, onnx_passes=[BreaksReturn(ran), Keeps()])
     assert ran == ["breaks", "keeps"]  # one verification, after the last pass
+
+
+def test_compile_keeps_the_callers_objects_out_of_full_collections():
+    """caller_objects_frozen: during a compile the caller's objects sit in the permanent
+    generation (so full collections walk only the compile's own objects), afterwards they are
+    back; a caller that froze objects itself keeps its frozen set untouched."""
+    import gc
+
+    from compilerkit.pipeline import caller_objects_frozen
+
+    seen = []
+    assert gc.get_freeze_count() == 0
+    existing = len(gc.get_objects())
+    with caller_objects_frozen():
+        seen.append(gc.get_freeze_count())
+    assert seen[0] >= existing * 0.9  # what existed (a few frames' objects come and go)
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        mine = gc.get_freeze_count()
+        with caller_objects_frozen():
+            assert gc.get_freeze_count() == mine
+        assert gc.get_freeze_count() == mine  # not unfrozen by the compile
+    finally:
+        gc.unfreeze()
+    # a compile inside someone else's frozen set still gives onnxruntime's answer
+    m = affine_model()
+    x = R.standard_normal((2, 4)).astype(np.float32)
+    gc.freeze()
+    try:
+        got = ck.compile(m).run(x)[0]
+    finally:
+        gc.unfreeze()
+    np.testing.assert_allclose(got, ort_run(m, [x])[0], rtol=1e-5, atol=1e-6)

@@ -1,6 +1,6 @@
-"""compilerkit.roofline (a start): the traffic model's FLOPs and bytes per level against
-hand-counted cases, and the roofline's max rule, on a made-up machine (no measurement: that
-is `roofline_measure.measured_machine()`, cached, and too slow for a test)."""
+"""compilerkit.roofline: the stages' FLOPs and bytes per level against hand-counted cases, the
+per-stage roofline summed, on made-up machines (no measurement: that is
+`roofline_measure.measured_machine()`, cached, and too slow for a test)."""
 
 import math
 
@@ -9,8 +9,12 @@ import pytest
 from compilerkit import roofline as rl
 from compilerkit.lowering import winograd
 
-# 1 GFLOP/s and 1 GB/s at every level: times are FLOPs or bytes in ns
-FLAT = rl.Machine(1e9, {lv: 1e9 for lv in rl.LEVELS})
+# 1 GFLOP/s and 1 GB/s at every level and for the transforms: times are FLOPs or bytes in ns
+FLAT = rl.Machine(1e9, {lv: 1e9 for lv in rl.LEVELS}, transform_flops=1e9, winograd_flops=1e9)
+
+
+def by_name(layer, algorithm, m=FLAT):
+    return {st.name: st for st in rl.stages(layer, algorithm, m)}
 
 
 def test_level_of():
@@ -20,46 +24,88 @@ def test_level_of():
     assert FLAT.level_of(32 * 2 ** 20 + 1) == "DRAM"
 
 
-def test_im2col_traffic_hand_counted():
-    """64 -> 64 channels, 56 x 56 'same' 3x3: 2 * 64 * 64 * 9 * 3136 FLOPs; the weights
-    (147,456 B) in L2; the column buffer 9 * 64 * 3136 * 4 = 7,225,344 B written and read,
-    panel by panel (2 MiB panels: L3)."""
-    flops, moved = rl.traffic(rl.Layer(64, 64, (56, 56)), "im2col", FLAT)
-    assert flops == 2 * 64 * 64 * 9 * 3136
-    assert moved["L2"] == 64 * 64 * 9 * 4
-    x_y = 64 * 58 * 58 * 4 + 64 * 3136 * 4  # input (with the halo) and output: L3
-    assert moved["L3"] == pytest.approx(x_y + 2 * 9 * 64 * 3136 * 4)
+def test_gemm_efficiency_hand_worked():
+    """8 columns fill half of a 16-wide strip; depth 4 spends as long on the accumulators as
+    on the FMAs; 16 rows against ROW_OVERHEAD = 16 rows of panel traffic: half again."""
+    assert rl.gemm_efficiency(16, 10 ** 9) == pytest.approx(1.0)
+    assert rl.gemm_efficiency(8, 4) == pytest.approx(0.5 * 0.5)
+    assert rl.gemm_efficiency(24, 4) == pytest.approx(24 / 32 * 0.5)
+    assert rl.gemm_efficiency(16, 4, rows=16) == pytest.approx(0.5 * 0.5)
 
 
-def test_winograd_traffic():
-    """F(4,3) on 64@56: 14 x 14 tiles, 36 positions: the products are 2 * 36 * 196 * 64 * 64
-    FLOPs, plus the transforms: 2 passes each way of alpha^2 sums of alpha terms per tile
-    and channel, 2 * 2 * 6^3 * 196 * 64 each way (zeros counted: an upper bound), together
-    fewer than half im2col's; three-stage keeps V and M (36 x
-    196 x 128 x 4 B = 3.6 MB, in L3), fused keeps a group's in L2 and reads U once per group."""
+def test_im2col_stages_hand_counted():
+    """64 -> 64 channels, 56 x 56 'same' 3x3. Input with its halo x = 64 * 58^2 * 4 =
+    861,184 B, output y = 64 * 3136 * 4 = 802,816 B, column buffer 9 * 64 * 3136 * 4 =
+    7,225,344 B in 2 MiB panels (L3; 4 panels). Gather: x copied (2x, L3), each column value
+    read from the copy (col bytes, x's level: L3) and written (col, L3). GEMM: 2 * 64 * 576 *
+    3136 FLOPs, the columns read (L3), the 147,456 B of weights once per panel (L2), the
+    output panel written 4 times (bias, product, activation: L3)."""
+    x, y, col = 861_184, 802_816, 7_225_344
+    st = by_name(rl.Layer(64, 64, (56, 56)), "im2col")
+    assert st["im2col"].flops == 0
+    assert st["im2col"].moved["L3"] == 2 * x + 2 * col
+    gemm = st["gemm"]
+    assert gemm.flops == 2 * 64 * 576 * 3136
+    assert gemm.moved["L2"] == 4 * 147_456
+    assert gemm.moved["L3"] == col + 4 * y
+    # panel of 2 MiB // ((576 + 64) * 4) = 819 columns: 819 / 832 lanes; depth 576
+    assert gemm.efficiency == pytest.approx(819 / 832 * 576 / 580)
+    assert rl.predict(rl.Layer(64, 64, (56, 56)), "im2col", FLAT) == pytest.approx(
+        (2 * x + 2 * col) / 1e9 + max(gemm.flops / (1e9 * gemm.efficiency),
+                                      (col + 4 * y) / 1e9))
+
+
+def test_winograd_transform_flops_from_the_published_matrices():
+    """Lavin & Gray's F(4,3): B^T has 22 non-zero entries, A^T 18 (the same zero pattern
+    wincnn gives). 2-D input transform: 2 passes x 6 lines x 22 terms x 2 FLOPs = 528 per
+    tile and channel; output: 6 lines x 18 x 2, then 4 lines x 18 x 2 = 360."""
+    assert rl._winograd_transform_flops(4, 3, 2) == (528.0, 360.0)
+    # F(2,3): B^T 8, A^T 6 non-zeros; 3-D: 3 passes of 16 lines in, 16 + 8 + 4 lines out
+    assert rl._winograd_transform_flops(2, 3, 3) == (3 * 16 * 8 * 2.0, (16 + 8 + 4) * 6 * 2.0)
+
+
+def test_winograd_three_stage_and_fused_hand_counted():
+    """F(4,3) on 64@56: 14 x 14 = 196 tiles, 36 positions; V and M are 196 x 36 x (64 + 64)
+    x 4 B = 3.6 MB (L3) in three-stage. Fused: one row of 14 tiles (14 x 18,432 B) fits
+    FUSED_BYTES, two do not, and 14 is fewer than MIN_GROUP_TILES = 24: groups of 24 tiles,
+    442,368 B (L2), 9 groups, each reading U (36 x 64 x 64 x 4 = 589,824 B, L3)."""
     layer = rl.Layer(64, 64, (56, 56))
-    flops, three = rl.traffic(layer, "winograd-f4", FLAT)
-    gemm = 2 * 36 * 196 * 64 * 64
-    assert flops == gemm + 2 * (2 * 2 * 6 ** 3 * 196 * 64)
-    assert flops < rl.traffic(layer, "im2col", FLAT)[0] / 2
-    vm = 36 * 196 * 128 * 4
-    _, fused = rl.traffic(layer, "winograd-f4-fused", FLAT)
-    assert three["L3"] >= 2 * vm and fused["L3"] < three["L3"]
-    group = max(winograd.FUSED_BYTES // (14 * 36 * 128 * 4), 1) * 14
-    group = max(group, winograd.MIN_GROUP_TILES)
-    assert fused["L2"] >= math.ceil(196 / group) * 36 * 64 * 64 * 4  # U, once per group
+    three, fused = by_name(layer, "winograd-f4"), by_name(layer, "winograd-f4-fused")
+    v = m = 196 * 36 * 64 * 4
+    u = 589_824
+    assert winograd.MIN_GROUP_TILES == 24
+    assert 14 * 18_432 <= winograd.FUSED_BYTES < 28 * 18_432
+    for st in (three, fused):
+        assert st["winograd products"].flops == 2 * 36 * 196 * 64 * 64
+        assert st["winograd input"].flops == 528 * 196 * 64
+        assert st["winograd output"].flops == 360 * 196 * 64
+        assert st["winograd products"].efficiency == pytest.approx(
+            64 / (64 + rl.DEPTH_OVERHEAD) * 196 / (196 + rl.ROW_OVERHEAD))
+    assert three["winograd products"].moved["L3"] == v + 3 * m + u
+    assert fused["winograd products"].moved["L2"] == v + 3 * m
+    assert fused["winograd products"].moved["L3"] == 9 * u
+    assert three["winograd output"].moved["L3"] == m + 802_816
+    assert fused["winograd output"].moved["L2"] == m
+    # everything else equal, fused is never predicted slower: V and M move through the L2
+    slow_l3 = rl.Machine(1e12, {"L1": 1e12, "L2": 1e12, "L3": 1e9, "DRAM": 1e9})
+    assert rl.predict(layer, "winograd-f4-fused", slow_l3) < rl.predict(layer, "winograd-f4",
+                                                                         slow_l3)
 
 
-def test_predict_is_the_highest_roof():
+def test_predict_sums_the_stages_roofs():
     layer = rl.Layer(32, 32, (28, 28))
-    fast_memory = rl.Machine(1e9, {lv: 1e15 for lv in rl.LEVELS})
-    flops, _ = rl.traffic(layer, "im2col", fast_memory)
-    assert rl.predict(layer, "im2col", fast_memory) == pytest.approx(flops / 1e9)
-    slow_dram = rl.Machine(1e15, {"L1": 1e15, "L2": 1e15, "L3": 1e15, "DRAM": 1e6})
-    _, moved = rl.traffic(rl.Layer(512, 512, (7, 7)), "winograd-f4", slow_dram)
-    assert moved["DRAM"] == 36 * 512 * 512 * 4  # U: 37.7 MB, more than the L3
-    assert rl.predict(rl.Layer(512, 512, (7, 7)), "winograd-f4", slow_dram) == pytest.approx(
-        moved["DRAM"] / 1e6)
+    fast_memory = rl.Machine(1e9, {lv: 1e15 for lv in rl.LEVELS}, transform_flops=1e9,
+                             winograd_flops=1e9)
+    want = sum(st.flops / (1e9 * (st.efficiency if st.rate == "gemm" else 1.0))
+               for st in rl.stages(layer, "winograd-f2", fast_memory))
+    assert rl.predict(layer, "winograd-f2", fast_memory) == pytest.approx(want)
+    slow_dram = rl.Machine(1e15, {"L1": 1e15, "L2": 1e15, "L3": 1e15, "DRAM": 1e6},
+                           transform_flops=1e15, winograd_flops=1e15)
+    big = rl.Layer(512, 512, (7, 7))
+    st = by_name(big, "winograd-f4", slow_dram)
+    assert st["winograd products"].moved["DRAM"] == 36 * 512 * 512 * 4  # U: 37.7 MB > L3
+    assert rl.predict(big, "winograd-f4", slow_dram) == pytest.approx(
+        36 * 512 * 512 * 4 / 1e6, rel=1e-6)
 
 
 def test_weight_bound_layers_keep_im2col():
@@ -72,26 +118,52 @@ def test_weight_bound_layers_keep_im2col():
         "winograd-f4"
 
 
+def test_ties_go_to_the_fused_schedule():
+    """Where V and M fit the L2 either way, three-stage and fused are predicted alike; the
+    fused schedule is picked (it never moves more data, nor farther)."""
+    layer = rl.Layer(8, 8, (8, 8))
+    algos = ["winograd-f2", "winograd-f2-fused"]
+    assert rl.predict(layer, algos[0], FLAT) == rl.predict(layer, algos[1], FLAT)
+    assert rl.best_algorithm(layer, FLAT, algos) == "winograd-f2-fused"
+
+
 def test_unknown_algorithm():
     with pytest.raises(ValueError, match="no traffic model"):
-        rl.traffic(rl.Layer(8, 8, (8, 8)), "direct", FLAT)
+        rl.stages(rl.Layer(8, 8, (8, 8)), "direct", FLAT)
 
 
-def test_fft_traffic_hand_counted():
+def test_fft_stages_hand_counted():
     """FFT, 16-point tiles, 5^3 kernel, 16 -> 16 channels, 32^3 'same': m = 12, so 3 tiles per
     axis (27), P = 16 * 16 * 9 = 2304 complex positions; the products are 8 P T C K FLOPs
-    (a complex multiply-add is 8), U is P x 2C x 2K f32 = 9.4 MB (L3), V and M are
-    2 x P x 2(C + K) x 4 B per tile, written and read; the butterflies (radix-2: 5 n log2 n
-    per complex line, half on the real axis) go at transform_flops, after the roofs."""
+    (a complex multiply-add is 8) on a GEMM of 2K = 32 columns and depth 2C = 32; U is P x 2C
+    x 2K f32 = 9.4 MB (L3); V and M are P x 2C (2K) x 4 B per tile, 15.9 MB each: together
+    31.9 MB, just in the L3. The butterflies (radix-2: 5 n log2 n per complex line, half on
+    the real axis) split between the forward (C) and inverse (K) transforms."""
     layer = rl.Layer(16, 16, (32, 32, 32), 5)
-    flops, moved = rl.traffic(layer, "fft-t16", FLAT)
-    assert flops == 8 * 2304 * 27 * 16 * 16
+    st = by_name(layer, "fft-t16")
     per_tile = 16 * 16 * 5 * 16 * 4 * (0.5 + 1 + 1)  # 256 lines per axis
-    assert moved["transform_flops"] == pytest.approx(per_tile * 27 * 32)
-    vm = 2 * 27 * 2304 * 2 * 32 * 4
+    assert st["fft products"].flops == 8 * 2304 * 27 * 16 * 16
+    assert st["fft input"].flops == pytest.approx(per_tile * 27 * 16)
+    assert st["fft output"].flops == pytest.approx(per_tile * 27 * 16)
+    v = m = 27 * 2304 * 2 * 16 * 4
     u = 2304 * 32 * 32 * 4
-    assert vm < 32 * 2 ** 20 and moved["DRAM"] == 0  # V and M: 31.9 MB, just in the L3
-    assert moved["L3"] == pytest.approx(vm + u + 16 * 36 ** 3 * 4 + 16 * 32 ** 3 * 4)
-    slow_butterflies = rl.Machine(1e9, {lv: 1e15 for lv in rl.LEVELS}, transform_flops=1e6)
-    assert rl.predict(layer, "fft-t16", slow_butterflies) == pytest.approx(
-        flops / 1e9 + per_tile * 27 * 32 / 1e6)
+    assert v + m < 32 * 2 ** 20
+    assert st["fft products"].moved["L3"] == pytest.approx(v + 3 * m + u)
+    assert st["fft products"].moved["DRAM"] == 0
+    assert st["fft products"].efficiency == pytest.approx(32 / 36 * 27 / (27 + 16))
+    x = 16 * 36 ** 3 * 4
+    assert st["fft input"].moved["L3"] == pytest.approx(3 * x + (16 / 12) ** 3 * x + v)
+
+
+def test_cached_machine_keeps_the_models_fitted_rates(tmp_path, monkeypatch):
+    """The cache holds what `measure` measured; the fitted transform rates come from the
+    model, whatever an older cache file says."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    old = rl.Machine(5e10, {lv: 1e10 for lv in rl.LEVELS}, transform_flops=1.0,
+                     winograd_flops=2.0)
+    rl.save(old)
+    got = rl.machine()
+    assert got.peak_flops == 5e10 and got.bandwidth == old.bandwidth
+    assert got.transform_flops == rl.Machine.transform_flops
+    assert got.winograd_flops == rl.Machine.winograd_flops
+    assert math.isfinite(rl.predict(rl.Layer(8, 8, (8, 8)), "fft", got))

@@ -196,22 +196,25 @@ func.func @shared_parallel(%x: memref<4x8xf32>, %y: memref<4x8xf32>) attributes 
 }
 // Two nodes with the same code (same shapes, a parallel outer loop) call one function: its
 // buffers are parameters, so node b passes (t, y) where node a passed (x, t). The parallel nest
-// is one function `body(ctx)`, ctx = {status, threads, x, t}: GOMP_parallel runs it on the
-// threads, and with one thread the node calls it directly; no other wrapper is made.
+// is one function `body(ctx)`, ctx = {status, threads, next, x, t}: GOMP_parallel runs it on
+// the threads, and with one thread the node calls it directly; no other wrapper is made. The
+// threads take chunks of the outer loop with an atomic add on ctx.next until none is left.
 // CHECK-LABEL: // case @shared_parallel
 // CHECK:       define i64 @main_graph(ptr %{{.*}}, i64 %[[N:[^)]*]]) {
 // CHECK:         call i64 @main_graph_1_a(ptr %[[X:[^,]*]], ptr %[[T:[^,]*]], i64 %[[N]])
 // CHECK:         call i64 @main_graph_1_a(ptr %[[T]], ptr %[[Y:[^,]*]], i64 %[[N]])
 // CHECK-NOT:   define {{.*}}@main_graph_2_b
 // CHECK:       define internal i64 @main_graph_1_a(ptr noalias %[[A:[^,]*]], ptr noalias %[[B:[^,]*]], i64 %{{.*}})
-// CHECK:         alloca { i64, i64, ptr, ptr }
+// CHECK:         alloca { i64, i64, i64, ptr, ptr }
 // CHECK:         store ptr %[[A]], ptr
 // CHECK:         store ptr %[[B]], ptr
 // CHECK:         call void @GOMP_parallel(ptr @main_graph_1_a_par1, ptr %[[CTX:[^,]*]], i32 %{{.*}}, i32 0)
 // CHECK:         call void @main_graph_1_a_par1(ptr %[[CTX]])
 // CHECK:       define internal void @main_graph_1_a_par1(ptr noalias %{{.*}})
-// CHECK:         call i32 @omp_get_thread_num()
-// CHECK:         call i32 @omp_get_num_threads()
+// CHECK:       [[TAKE:take[0-9.]*]]:
+// CHECK:         %[[FIRST:.*]] = atomicrmw add ptr %{{.*}}, i64 %{{.*}} monotonic
+// CHECK:         icmp slt i64 %[[FIRST]], 4
+// CHECK:         br label %[[TAKE]]
 // CHECK:         atomicrmw umax
 // CHECK-NOT:   define {{.*}}@main_graph_{{.*}}_omp
 // CHECK-NOT:   define {{.*}}@main_graph_2_b

@@ -83,3 +83,42 @@ def test_bad_chunks_are_named(client):
         segkit.chunked_agglomerate(aff, (4, 0, 4), 0.5, client=client)
     with pytest.raises(ValueError, match="chunks"):
         segkit.chunked_agglomerate(aff, (4, 4), 0.5, client=client)
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.tuples(*[st.integers(1, 9)] * 3), chunks=st.tuples(*[st.integers(1, 5)] * 3),
+       seed=st.integers(0, 2 ** 16))
+def test_halos_from_neighbour_slabs_equal_the_box_read_from_the_volume(shape, chunks, seed):
+    """The basins task's 2-voxel halo and round 0's 1-voxel low halo, put together from the
+    neighbours' face slabs, are exactly the wider box cut from the volume (chunks of 1 voxel
+    included, whose halo reaches two chunks away)."""
+    from segkit import chunked
+
+    rng = np.random.default_rng(seed)
+    aff = rng.uniform(0, 1, (3, *shape)).astype(np.float32)
+    labels = rng.integers(1, 50, shape).astype(np.uint64)
+    boxes = chunked._boxes(shape, chunks)
+    shells = {idx: chunked._shell_task(aff, lo, hi) for idx, (lo, hi) in boxes.items()}
+    for idx, (lo, hi) in boxes.items():
+        elo = [max(0, v - chunked.AFF_HALO) for v in lo]
+        ehi = [min(s, h + chunked.AFF_HALO) for s, h in zip(shape, hi, strict=True)]
+        box = np.full((3, *[h - e for e, h in zip(elo, ehi, strict=True)]), np.nan, np.float32)
+        box[:, lo[0] - elo[0]:hi[0] - elo[0], lo[1] - elo[1]:hi[1] - elo[1],
+            lo[2] - elo[2]:hi[2] - elo[2]] = aff[:, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]]
+        sources = chunked._halo_sources(idx, boxes, chunks, elo, ehi)
+        chunked._paste(box, elo, [shells[n][(a, s)] for n, a, s in sources])
+        assert np.array_equal(box, aff[:, elo[0]:ehi[0], elo[1]:ehi[1], elo[2]:ehi[2]])
+
+        # round 0: the lower neighbours' upper faces (as _basins_task returns them)
+        llo = [max(0, v - 1) for v in lo]
+        seg = np.zeros([h - e for e, h in zip(llo, hi, strict=True)], np.uint64)
+        seg[lo[0] - llo[0]:, lo[1] - llo[1]:, lo[2] - llo[2]:] = labels[lo[0]:hi[0],
+                                                                       lo[1]:hi[1], lo[2]:hi[2]]
+        pieces = []
+        for n, axis, side in chunked._halo_sources(idx, boxes, chunks, llo, hi):
+            assert side == 1  # only chunks below along that axis
+            nlo, nhi = boxes[n]
+            slo, shi = chunked._slab_box(nlo, nhi, axis, 1, 1)
+            pieces.append((slo, labels[slo[0]:shi[0], slo[1]:shi[1], slo[2]:shi[2]]))
+        chunked._paste(seg, llo, pieces)
+        assert np.array_equal(seg, labels[llo[0]:hi[0], llo[1]:hi[1], llo[2]:hi[2]])
