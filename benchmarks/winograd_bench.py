@@ -40,13 +40,12 @@ import argparse
 import json
 import math
 import os
-import time
 
 import numpy as np
 
 import compilerkit as ck
 from compilerkit.conformance import ort_session
-from compilerkit.fastconv_figures import best_cpu, conv_model
+from compilerkit.fastconv_figures import best_cpu, compile_variants, conv_model
 from compilerkit.lowering.conv_algorithm import auto_choice
 from compilerkit.pipeline import compile_to
 
@@ -108,13 +107,7 @@ def fft_section(args):
                "fft_tile": fft.choose_tile(c_in, c_out, [ks] * 3, [hw] * 3),
                "gflop_direct": 2 * c_in * c_out * ks ** 3 * hw ** 3 / 1e9, "error": {},
                "compile_s": {}}
-        for a in FFT_ALGOS:
-            t = time.perf_counter()
-            cm = ck.compile(m, asm=False, num_threads=1, conv_algorithm=a)
-            row["compile_s"][a] = round(time.perf_counter() - t, 2)
-            got = cm.run(x, num_threads=1)[0]
-            row["error"][a] = float(np.abs(got - ref).max() / np.abs(ref).max())
-            fns[a] = lambda cm=cm, x=x: cm.run(x, num_threads=1)
+        compile_variants(m, x, ref, FFT_ALGOS, row, fns)
         t = best_cpu(fns, args.repeat)
         ms = row["ms"] = {k: v * 1e3 for k, v in t.items()}
         row["fft_vs_im2col"] = ms["im2col"] / ms["fft"]
@@ -203,13 +196,7 @@ def main():
         row = {"layer": name, "rank": rank, "c_in": c_in, "c_out": c_out, "hw": hw,
                "auto_choice": auto_choice(conv),
                "gflop": 2 * c_in * c_out * (3 * hw) ** rank / 1e9, "error": {}, "compile_s": {}}
-        for a in algos:
-            t = time.perf_counter()
-            cm = ck.compile(m, asm=False, num_threads=1, conv_algorithm=a)
-            row["compile_s"][a] = round(time.perf_counter() - t, 2)
-            got = cm.run(x, num_threads=1)[0]
-            row["error"][a] = float(np.abs(got - ref).max() / np.abs(ref).max())
-            fns[a] = lambda cm=cm, x=x: cm.run(x, num_threads=1)
+        compile_variants(m, x, ref, algos, row, fns)
         t = best_cpu(fns, args.repeat)
         row["ms"] = {k: v * 1e3 for k, v in t.items()}
         rows.append(row)

@@ -105,7 +105,6 @@ def measure_layer(spec, repeat: int = 5, machine: rl.Machine | None = None,
                   algorithms=None) -> dict:
     """One layer: every candidate compiled (1 thread), checked against onnxruntime, timed
     with onnxruntime in the same rounds; the roofline's predictions and pick beside."""
-    import compilerkit as ck
     from compilerkit.conformance import ort_session
 
     machine = machine or rl.machine()
@@ -118,6 +117,16 @@ def measure_layer(spec, repeat: int = 5, machine: rl.Machine | None = None,
     fns = {"onnxruntime": lambda: sess.run(None, {"x": x})}
     row = {"layer": layer_name(spec), "spec": list(spec), "candidates": algorithms,
            "error": {}, "compile_s": {}}
+    compile_variants(m, x, ref, algorithms, row, fns)
+    row["ms"] = {a: s * 1e3 for a, s in best_cpu(fns, repeat).items()}
+    return add_predictions(row, machine)
+
+
+def compile_variants(m, x, ref, algorithms, row: dict, fns: dict) -> None:
+    """Compile `m` once per conv algorithm (1 thread): row["compile_s"] and row["error"] (max
+    |got - ref| / max |ref|) per algorithm, and fns[algorithm] runs it on `x`."""
+    import compilerkit as ck
+
     for a in algorithms:
         t = time.perf_counter()
         cm = ck.compile(m, asm=False, num_threads=1, conv_algorithm=a)
@@ -125,8 +134,6 @@ def measure_layer(spec, repeat: int = 5, machine: rl.Machine | None = None,
         got = cm.run(x, num_threads=1)[0]
         row["error"][a] = float(np.abs(got - ref).max() / np.abs(ref).max())
         fns[a] = lambda cm=cm: cm.run(x, num_threads=1)
-    row["ms"] = {a: s * 1e3 for a, s in best_cpu(fns, repeat).items()}
-    return add_predictions(row, machine)
 
 
 def add_predictions(row: dict, machine: rl.Machine) -> dict:
