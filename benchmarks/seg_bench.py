@@ -27,10 +27,12 @@ upper bounds when it is above ~1.
 from __future__ import annotations
 
 import argparse
+import atexit
 import hashlib
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -222,6 +224,7 @@ def main():
     res["generate_s"] = round(time.perf_counter() - t0, 1)
     aff = vol.affinities
     work = Path(tempfile.mkdtemp(prefix="seg-bench-"))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)  # ~150 MB of zarr chunks per run
     aff_z = zarr.open_array(store=str(work / "aff.zarr"), mode="w", shape=aff.shape,
                             chunks=(3, args.chunk, args.chunk, args.chunk), dtype="float32")
     aff_z[:] = aff

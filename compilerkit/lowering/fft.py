@@ -59,12 +59,13 @@ import numpy as np
 
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.lowering.builder import KernelBuilder, is_float, memref_type, shape
+from compilerkit.lowering.builder import KernelBuilder, is_float, memref_type
 from compilerkit.lowering.elementwise import activation
 from compilerkit.lowering.matmul import emit_matmul, fill
 from compilerkit.lowering.winograd import (
     FUSED_BYTES,
     MIN_GROUP_TILES,
+    ConvSizes,
     _at,
     _bands,
     _tile_index,
@@ -72,7 +73,6 @@ from compilerkit.lowering.winograd import (
     _zero,
     copy_channels_last,
 )
-from compilerkit.onnx_passes.fuse_conv import conv_activation
 from compilerkit.onnx_passes.single_node import node_label
 
 TILES = (8, 16, 32, 64)  # the tile sizes t this lowering offers (powers of two)
@@ -272,21 +272,11 @@ def choose_tile(c: int, k_out: int, k_sp, out_sp) -> int:
 
 
 # ---- the plan and the lowering -------------------------------------------------------------
-class _Plan:
+class _Plan(ConvSizes):
     """The sizes of one FFT Conv."""
 
     def __init__(self, op, ins, pads, t: int | None, fused: bool):
-        self.x, self.w = ins[0], ins[1]
-        self.bias = ins[2] if len(ins) > 2 else None
-        xs, ws = shape(self.x), shape(self.w)
-        self.out_dims = onnx_d.shape_of(op.results[0])
-        self.elem = op.results[0].type.element_type
-        self.n, self.c, self.k = xs[0], xs[1], ws[0]
-        self.in_sp, self.k_sp = list(xs[2:]), list(ws[2:])
-        self.out_sp = list(self.out_dims[2:])
-        self.r = len(self.k_sp)
-        self.pads = list(pads)
-        self.act = conv_activation(op)
+        super().__init__(op, ins, pads)
         if t is None:
             t = choose_tile(self.c, self.k, self.k_sp, self.out_sp)
         self.t = t

@@ -165,10 +165,11 @@ def _lincomb(b: KernelBuilder, coefs, vals, elem):
     return acc if acc is not None else b.const(0.0, elem)
 
 
-class _Plan:
-    """The sizes of one Winograd Conv."""
+class ConvSizes:
+    """The sizes every tiled Conv lowering needs (this module's and fft.py's plans): operands,
+    batch, channels, spatial extents, begin pads and the fused activation."""
 
-    def __init__(self, op, ins, pads, m: int, fused: bool):
+    def __init__(self, op, ins, pads):
         self.x, self.w = ins[0], ins[1]
         self.bias = ins[2] if len(ins) > 2 else None
         xs, ws = shape(self.x), shape(self.w)
@@ -180,6 +181,13 @@ class _Plan:
         self.r = len(self.k_sp)
         self.pads = list(pads)  # begin pads, auto_pad resolved (conv.conv_geometry)
         self.act = conv_activation(op)
+
+
+class _Plan(ConvSizes):
+    """The sizes of one Winograd Conv."""
+
+    def __init__(self, op, ins, pads, m: int, fused: bool):
+        super().__init__(op, ins, pads)
         self.ms = [m if k == 3 else 1 for k in self.k_sp]
         self.mats = [matrices(mm, k) for mm, k in zip(self.ms, self.k_sp, strict=True)]
         self.alphas = [mm + k - 1 for mm, k in zip(self.ms, self.k_sp, strict=True)]

@@ -26,6 +26,15 @@ def ort_run(model, arrays):
     return s.run(None, feeds)
 
 
+def scaled_error(model, x, algo):
+    """max |compilerkit - onnxruntime| / max |onnxruntime| of a model's first output, compiled
+    with conv_algorithm=`algo`."""
+    ref = ort_run(model, [x])[0]
+    got = ck.compile(model, asm=False, conv_algorithm=algo).run(x)[0]
+    assert got.shape == ref.shape
+    return float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
 def check(model, arrays, opt_level=3, rtol=1e-4, atol=1e-5):
     ref = ort_run(model, arrays)
     out = ck.compile(model, opt_level=opt_level, asm=False).run(*arrays)

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from ckhelpers import make_model, ort_run
+from ckhelpers import make_model, scaled_error
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import helper
@@ -134,13 +134,6 @@ def conv_model(x_shape, w, bias=None, pads=None, act=None, dtype=np.float32, **a
         out = "z"
     x = rng.standard_normal(x_shape).astype(dtype)
     return make_model(nodes, [("x", x)], [out], inits, opset=17), x
-
-
-def scaled_error(model, x, algo):
-    ref = ort_run(model, [x])[0]
-    got = ck.compile(model, asm=False, conv_algorithm=algo).run(x)[0]
-    assert got.shape == ref.shape
-    return float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
 
 
 @pytest.mark.parametrize("algo,x_shape,w_shape,pads,act", [
