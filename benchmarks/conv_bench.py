@@ -2,6 +2,7 @@
 
     python benchmarks/conv_bench.py [--repeat 20] [--only depthwise]
     python benchmarks/conv_bench.py --section znni [--smoke]    # ZNNi sliding window
+    python benchmarks/conv_bench.py --section pznet [--smoke] [--no-layers]   # PZnet 3-D U-Net
 
 The layers are the Conv shapes of Keras MobileNetV2, ResNet-50 and EfficientNet-B0 at 224x224,
 each followed by the activation the model puts after it (so onnxruntime fuses it too, and
@@ -22,6 +23,16 @@ weights) compiled at output patches of side 1 to 128 under im2col and FFT, each 
 alone (roofline + memory model), and with its 3 best predictions measured (`plan(...,
 measure=3)`; the measurements are the sweep's own rows). Writes
 benchmarks/results/znni_bench.json (smoke: znni_bench_smoke.json).
+
+`--section pznet` (compilerkit/pznet_figures.py `bench`): the real-weight 3-D U-Net of
+mlsys_datasets.real_weights ("full": 64^3 x 4 modalities, base 16 filters, depth 4; `--smoke`:
+"small", 32^3, base 8, depth 3) compiled at 1 thread under conv_algorithm "pznet"
+(lowering/blocked3d.py), "classic" (the default), "auto" and "winograd", against onnxruntime
+and the same Keras model under TensorFlow (Conv3D, one intra- and inter-op thread), all
+called in turn (process CPU time, best of `--repeat`, default 3 here); then each 3x3x3 Conv
+of the net alone (pznet, classic, onnxruntime, TensorFlow) unless `--no-layers`. Ratios and
+the issue's goals (>= 1.0x onnxruntime, >= 3.5x TensorFlow) from the same run. Writes
+benchmarks/results/pznet_bench.json (smoke: pznet_bench_smoke.json).
 """
 
 import argparse
@@ -145,11 +156,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--only", default="", help="substring of the case names to run")
-    ap.add_argument("--section", choices=("layers", "znni"), default="layers")
-    ap.add_argument("--smoke", action="store_true", help="znni: a few small patches")
+    ap.add_argument("--section", choices=("layers", "znni", "pznet"), default="layers")
+    ap.add_argument("--smoke", action="store_true",
+                    help="znni: a few small patches; pznet: the 32^3 U-Net")
+    ap.add_argument("--no-layers", action="store_true", help="pznet: the whole net only")
     args = ap.parse_args()
     if args.section == "znni":
         return znni(args)
+    if args.section == "pznet":
+        return pznet(args)
     rows = []
     for model_name, name, x_shape, w_shape, attrs, act in CASES:
         if args.only and args.only not in name:
@@ -211,6 +226,32 @@ def znni(args):
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
     os.makedirs(out, exist_ok=True)
     name = "znni_bench_smoke.json" if args.smoke else "znni_bench.json"
+    with open(os.path.join(out, name), "w") as f:
+        json.dump(res, f, indent=1)
+
+
+def pznet(args):
+    """The 3-D U-Net at one thread: compilerkit (pznet, classic, auto, winograd) against
+    onnxruntime and TensorFlow's Conv3D, whole net and per layer."""
+    from compilerkit import pznet_figures as pf
+
+    pf.tf_one_thread()  # before anything runs TensorFlow
+    repeat = args.repeat if args.repeat != 20 else 3  # 20 is the layers section's default
+    res = pf.bench("small" if args.smoke else "full", repeat=repeat,
+                   layers=not args.no_layers)
+    net = res["net"]
+    for k, v in net["seconds"].items():
+        print(f"{k:12s} {v:8.3f} s  onnxruntime/this {net['seconds']['onnxruntime'] / v:5.2f}x"
+              f"  tensorflow/this {net['seconds']['tensorflow'] / v:5.2f}x"
+              f"  err {net['max_rel_error'].get(k, 0):.1e}", flush=True)
+    for r in res.get("layers", []):
+        print(f"{r['layer']:12s} {r['c_in']:4d}->{r['c_out']:4d}@{r['side']:3d} " + " ".join(
+            f"{k} {r['gflops'][k]:6.1f}" for k in r["gflops"]) + " GFLOP/s")
+    print("loadavg before/after:", net["loadavg_before"], net["loadavg_after"], "goals:",
+          res["goals"])
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    os.makedirs(out, exist_ok=True)
+    name = "pznet_bench_smoke.json" if args.smoke else "pznet_bench.json"
     with open(os.path.join(out, name), "w") as f:
         json.dump(res, f, indent=1)
 

@@ -18,6 +18,7 @@ from xdsl.context import Context
 from xdsl.passes import ModulePass, PassPipeline
 
 from compilerkit.krnl_passes.buffers import PlanBuffersPass
+from compilerkit.krnl_passes.fold_layout import FoldLayoutPass
 from compilerkit.krnl_passes.gpu_map import GpuMapPass
 from compilerkit.krnl_passes.parallel import ParallelizePass
 from compilerkit.krnl_passes.tile_matmul import TileMatmulPass
@@ -34,7 +35,7 @@ from compilerkit.stages import verify_ir
 PASSES: dict[str, type[ModulePass]] = {p.name: p for p in (
     ShapeInferencePass, ValidatePass, ConstantFoldingPass, DecomposePass, FuseConvPass,
     DeadCodePass,
-    LowerToKrnlPass, TileMatmulPass, UnrollSmallPass, ParallelizePass, GpuMapPass,
+    LowerToKrnlPass, FoldLayoutPass, TileMatmulPass, UnrollSmallPass, ParallelizePass, GpuMapPass,
     PlanBuffersPass)}
 
 
@@ -49,11 +50,11 @@ def onnx_pipeline() -> list[ModulePass]:
 
 def kernel_pipeline(target, opt_level: int, schedule=None) -> list[ModulePass]:
     """Optimised ONNX IR -> planned Kernel IR for `target` (a backends.Target) at -O`opt_level`:
-    lowering, the target's schedule (Target.schedule_passes, or the passes `schedule` when
-    given), buffer planning."""
+    lowering, the blocked-layout fold (a no-op without conv_algorithm="pznet"), the target's
+    schedule (Target.schedule_passes, or the passes `schedule` when given), buffer planning."""
     if schedule is None:
         schedule = target.schedule_passes(opt_level)
-    return [LowerToKrnlPass(), *schedule, PlanBuffersPass()]
+    return [LowerToKrnlPass(), FoldLayoutPass(), *schedule, PlanBuffersPass()]
 
 
 def parse_pipeline(spec: str) -> list[ModulePass]:

@@ -163,7 +163,8 @@ class Session:
 
     takes_num_threads = True  # run(..., num_threads=n) sets the parallel loops' threads
 
-    def __init__(self, fn, arena_bytes, inputs, outputs, keep_alive=None, message=None):
+    def __init__(self, fn, arena_bytes, inputs, outputs, keep_alive=None, message=None,
+                 pool=None):
         # int64 main_graph(void **buffers, int64 num_threads): 0, or a failed check's number
         self.fn = fn
         self.message = message  # status -> text (main_graph_check_message)
@@ -171,6 +172,7 @@ class Session:
         self.inputs = inputs  # [(name, shape, dtype)]
         self.outputs = outputs
         self.keep_alive = keep_alive
+        self.pool = pool  # compilerkit.threadpool's Pool running the parallel loops, or None
         self._free = [self._new_arena()]
         self._lock = threading.Lock()
         self._first = threading.Lock()  # the first call fills splat constants
@@ -186,6 +188,8 @@ class Session:
         """Outputs for `arrays`; the parallel loops use `num_threads` threads (None: the
         machine's cores). The answer is the same for every count."""
         threads = check_num_threads(num_threads)
+        if self.pool is not None and threads > 1:
+            self.pool.ensure_workers(threads)
         ins = check_inputs(arrays, self.inputs)
         outs = [np.empty(shape, dtype=dtype) for _, shape, dtype in self.outputs]
         with self._lock:

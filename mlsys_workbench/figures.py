@@ -259,6 +259,10 @@ TOPICS = [
     ("Chunked agglomeration equals the whole volume", "31_chunked_agglomeration.ipynb",
      "chunked_rounds"),
     ("ZNN task-parallel speed-up vs Brent's bound", "33_znn_task_parallel.ipynb", "znn_brent"),
+    ("Recursive VD2D3D vs VD2D and N4: adapted Rand F on held-out volumes",
+     "32_recursive_boundary_detection.ipynb", "recursive_boundary_f"),
+    ("EM pipeline: compiled boundary nets equal TensorFlow; voxels/s", "34_em_pipeline.ipynb",
+     "em_pipeline"),
     ("Hierarchical roofline: predicted vs measured Conv times", "17_fast_convolutions.ipynb",
      "fastconv_roofline"),
     ("Roofline's pick of the Conv algorithm vs the fastest", "17_fast_convolutions.ipynb",
@@ -271,6 +275,12 @@ TOPICS = [
     ("ZNNi throughput against patch size per algorithm", "18_3d_inference.ipynb", "znni_curve"),
     ("ZNNi planner's patch and algorithm under RAM caps vs best measured",
      "18_3d_inference.ipynb", "znni_planner"),
+    ("PZnet blocked layout: NCDHW8c transforms only at chain edges", "18_3d_inference.ipynb",
+     "pznet_layout"),
+    ("PZnet per-layer Conv3D throughput vs onnxruntime and TensorFlow",
+     "18_3d_inference.ipynb", "pznet_layers"),
+    ("PZnet 3-D U-Net vs onnxruntime and TensorFlow (>3.5x claim)", "18_3d_inference.ipynb",
+     "pznet_unet"),
 ]
 SMOKE_SUFFIX = "_smoke"
 VALUE_CHARS = 600  # longer values are cut in REPORT.md's table of every figure

@@ -17,11 +17,21 @@ convolutions.
 parameters); the notebooks use smaller widths on a 2-core CPU.  Outputs are ``outputs`` sigmoid
 maps: 1 for a boundary map, 3 for affinities.  Dropout (0.5, before the output as in the .znn
 files) is active in training only.
+
+Training (``train``, ``train_all``): membrane maps of the ground truth as targets
+(``boundary_map``), each section of the image standardised (``standardise``, ZNN's
+``standard2D``), Adam on random patches flipped and rotated (``augment``) with a
+class-rebalanced binary cross-entropy (``rebalance``); VD2D first, then VD2D3D on the image and
+VD2D's map of the training volume (the recursion).  ``TRAINING`` holds the sizes ("smoke" for
+tests, "full" for the figures: width 0.25, each net a few minutes on 2 cores).
 """
 
 from __future__ import annotations
 
 import functools
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -199,15 +209,37 @@ BUILDERS = {"vd2d": vd2d, "vd2d3d": vd2d3d, "n4": n4}
 
 # data ------------------------------------------------------------------------------------
 def boundary_map(labels: np.ndarray) -> np.ndarray:
-    """1 where a voxel's in-plane neighbour (y or x, +1) has another label or the label is 0
-    (membrane / background), else 0: the boundary target of 2D boundary detection."""
+    """1 on membrane voxels, else 0: a voxel whose neighbour along z, y or x (either side) has
+    another label, or whose label is 0 (background).
+
+    The same rule draws the dark membranes of the synthetic EM image (``mlsys_datasets.em``), so
+    the target is what the image shows, including the faces between objects stacked in z (the
+    sections where one cell ends and the next begins); and it is symmetric (both sides of a
+    label change), so flipped and rotated patches keep their targets (``augment``)."""
     labels = np.asarray(labels)
     if labels.ndim != 3:
         raise ValueError(f"labels of shape {labels.shape}: expected (z, y, x)")
     b = labels == 0
-    b[:, :-1, :] |= labels[:, :-1, :] != labels[:, 1:, :]
-    b[:, :, :-1] |= labels[:, :, :-1] != labels[:, :, 1:]
+    for axis in range(3):
+        lo, hi = [slice(None)] * 3, [slice(None)] * 3
+        lo[axis], hi[axis] = slice(None, -1), slice(1, None)
+        differ = labels[tuple(lo)] != labels[tuple(hi)]
+        b[tuple(lo)] |= differ
+        b[tuple(hi)] |= differ
     return b.astype(np.float32)
+
+
+def standardise(image: np.ndarray) -> np.ndarray:
+    """ZNN's ``standard2D`` preprocessing of the image: each section to zero mean and unit
+    standard deviation (the nets see contrast, not the microscope's brightness of the day).
+    ``train``, ``predict`` and ``segkit.pipeline.infer`` apply it to the image (not to VD2D's
+    boundary map, the recursive input, which is a probability already)."""
+    image = np.asarray(image, np.float32)
+    if image.ndim != 3:
+        raise ValueError(f"image of shape {image.shape}: expected (z, y, x)")
+    mean = image.mean(axis=(1, 2), keepdims=True)
+    std = image.std(axis=(1, 2), keepdims=True)
+    return (image - mean) / np.maximum(std, np.float32(1e-6))
 
 
 def pad_for(model, volume: np.ndarray) -> np.ndarray:
@@ -219,8 +251,9 @@ def pad_for(model, volume: np.ndarray) -> np.ndarray:
 
 
 def predict(model, image: np.ndarray, prior: np.ndarray | None = None) -> np.ndarray:
-    """The model's output over the whole (z, y, x) volume, densely (one pass, padded)."""
-    inputs = [pad_for(model, image)[None, ..., None].astype(np.float32)]
+    """The model's output over the whole (z, y, x) volume, densely (one pass, padded); the
+    image is ``standardise``d first."""
+    inputs = [pad_for(model, standardise(image))[None, ..., None].astype(np.float32)]
     if prior is not None:
         inputs.append(pad_for(model, prior)[None, ..., None].astype(np.float32))
     depth = model.inputs[0].shape[1]
@@ -231,9 +264,40 @@ def predict(model, image: np.ndarray, prior: np.ndarray | None = None) -> np.nda
     return np.asarray(out)[0]
 
 
-def sample_patches(rng, padded, target, out_shape, batch):
+def augment(rng, arrays):
+    """One random symmetry for one training sample, the same for every array of it (inputs and
+    target): flips in z, y and x and a y/x transpose (with the flips: the eight rotations and
+    reflections of the section).  Input and output patches stay aligned because each output
+    voxel's window is centred on it (odd fields of view) and y/x patches are square."""
+    flip_z, flip_y, flip_x, swap = (bool(b) for b in rng.integers(0, 2, 4))
+    out = []
+    for a in arrays:
+        if flip_z:
+            a = a[::-1]
+        if flip_y:
+            a = a[:, ::-1]
+        if flip_x:
+            a = a[:, :, ::-1]
+        if swap and a.shape[1] == a.shape[2]:
+            a = a.transpose(0, 2, 1)
+        out.append(a)
+    return out
+
+
+def rebalance(y: np.ndarray) -> np.ndarray:
+    """Per-voxel loss weights so that boundary and interior voxels each carry half of the loss
+    (ZNN's ``rebalance``): without it a net predicting 'interior' everywhere is already close to
+    the minimum, since most voxels are interior."""
+    pos = y > 0.5
+    n, npos = y.size, int(pos.sum())
+    if npos in (0, n):
+        return np.ones(y.shape, np.float32)
+    return np.where(pos, 0.5 * n / npos, 0.5 * n / (n - npos)).astype(np.float32)
+
+
+def sample_patches(rng, padded, target, out_shape, batch, flips: bool = False):
     """Random training patches: ``padded`` inputs (reflect-padded by ``pad_for``) and the
-    targets of the same place, ``out_shape`` voxels each."""
+    targets of the same place, ``out_shape`` voxels each (``flips``: ``augment`` each)."""
     size = target.shape
     if any(o > s for o, s in zip(out_shape, size, strict=True)):
         raise ValueError(f"volume {size} is smaller than one output patch {tuple(out_shape)}")
@@ -241,18 +305,24 @@ def sample_patches(rng, padded, target, out_shape, batch):
     xs, ys = [[] for _ in padded], []
     for _ in range(batch):
         c = [int(rng.integers(0, s - o + 1)) for s, o in zip(size, out_shape, strict=True)]
-        for k, arr in enumerate(padded):
-            xs[k].append(arr[c[0]:c[0] + ins[0], c[1]:c[1] + ins[1], c[2]:c[2] + ins[2]])
-        ys.append(target[c[0]:c[0] + out_shape[0], c[1]:c[1] + out_shape[1],
-                         c[2]:c[2] + out_shape[2]])
+        sample = [arr[c[0]:c[0] + ins[0], c[1]:c[1] + ins[1], c[2]:c[2] + ins[2]]
+                  for arr in padded]
+        sample.append(target[c[0]:c[0] + out_shape[0], c[1]:c[1] + out_shape[1],
+                             c[2]:c[2] + out_shape[2]])
+        if flips:
+            sample = augment(rng, sample)
+        for k in range(len(padded)):
+            xs[k].append(sample[k])
+        ys.append(sample[-1])
     return [np.stack(x)[..., None].astype(np.float32) for x in xs], \
         np.stack(ys)[..., None].astype(np.float32)
 
 
 def train(model, image, target, prior=None, steps: int = 200, batch: int = 4,
           out_shape=(1, 8, 8), learning_rate: float = 1e-3, seed: int = 0,
-          progress: bool = True) -> list[float]:
-    """Train on random patches of one volume with Keras (Adam, binary cross-entropy); returns
+          progress: bool = True, flips: bool = True, balance: bool = True) -> list[float]:
+    """Train on random patches of one volume with Keras: Adam, binary cross-entropy,
+    ``balance``: class-rebalanced (``rebalance``), ``flips``: augmented (``augment``); returns
     the loss per step.  ``prior`` is VD2D's boundary map for the recursive VD2D3D."""
     import keras
     from tqdm.auto import trange
@@ -261,14 +331,144 @@ def train(model, image, target, prior=None, steps: int = 200, batch: int = 4,
         raise ValueError(f"image {image.shape}, target {target.shape}"
                          + (f", prior {prior.shape}" if prior is not None else "")
                          + ": shapes must agree")
+    if (prior is not None) != (len(model.inputs) == 2):
+        raise ValueError(f"{model.name} takes {len(model.inputs)} input(s): "
+                         + ("give VD2D's map as prior" if prior is None else "no prior"))
     depth = model.inputs[0].shape[1]
     if depth is not None:
         out_shape = (depth - model.field_of_view[0] + 1, *out_shape[1:])
+    if flips and any(f % 2 == 0 for f in model.field_of_view):
+        raise ValueError(f"{model.name}: field of view {model.field_of_view} is even on an axis; "
+                         "flipped patches would shift against their targets (flips=False)")
     model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss="binary_crossentropy")
     rng = np.random.default_rng(seed)
-    padded = [pad_for(model, image)] + ([pad_for(model, prior)] if prior is not None else [])
+    padded = [pad_for(model, standardise(image))]
+    if prior is not None:
+        padded.append(pad_for(model, prior))
     losses = []
     for _ in trange(steps, disable=not progress, desc=model.name):
-        xs, y = sample_patches(rng, padded, target, out_shape, batch)
-        losses.append(float(model.train_on_batch(xs if len(xs) > 1 else xs[0], y)))
+        xs, y = sample_patches(rng, padded, target, out_shape, batch, flips=flips)
+        weight = rebalance(y[..., 0]) if balance else None
+        losses.append(float(model.train_on_batch(xs if len(xs) > 1 else xs[0], y,
+                                                 sample_weight=weight)))
     return losses
+
+
+def predict_all(models: dict, image: np.ndarray) -> dict:
+    """Each net's boundary map of ``image`` (``predict``), in order, wired as the paper's
+    recursion: VD2D3D's second input is VD2D's map of the same image."""
+    maps = {}
+    for name, model in models.items():
+        if name == "VD2D3D" and "VD2D" not in maps:
+            raise ValueError("VD2D3D reads VD2D's map: put VD2D before it")
+        prior = maps["VD2D"] if name == "VD2D3D" else None
+        maps[name] = predict(model, image, prior)[..., 0]
+    return maps
+
+
+# the three nets, trained in turn ---------------------------------------------------------
+# Scaled to a 2-core CPU: every hidden layer's maps x ``width`` (fields of view as published),
+# output patches of one section of ``patch`` voxels (VD2D3D: 5 sections in, 1 out), ``steps``
+# Adam steps per net; VD2D3D trains on VD2D's map of the training volume (the recursion).
+TRAINING = {
+    "smoke": dict(shape=(7, 32, 32), width=0.2, patch=(1, 12, 12), batch=2,
+                  steps={"N4": 8, "VD2D": 8, "VD2D3D": 6}, learning_rate=3e-3,
+                  missing_sections=1, heldout=1),
+    "full": dict(shape=(24, 192, 192), width=0.25, patch=(1, 64, 64), batch=1,
+                 steps={"N4": 600, "VD2D": 600, "VD2D3D": 300}, learning_rate=1e-3,
+                 missing_sections=2, heldout=2),
+}
+NETS = ("N4", "VD2D", "VD2D3D")
+
+
+def volumes(size: str = "full", seed: int = 0):
+    """The training volume and the held-out ones (``mlsys_datasets.em``), with missing sections:
+    (train, [test, ...]); seeds ``seed + 1`` and ``seed + 101, seed + 102, ...``."""
+    from mlsys_datasets.em import em_volume
+
+    cfg = _config(size)
+    kw = dict(missing_sections=cfg["missing_sections"])
+    return (em_volume(cfg["shape"], seed=seed + 1, **kw),
+            [em_volume(cfg["shape"], seed=seed + 101 + k, **kw) for k in range(cfg["heldout"])])
+
+
+def _config(size):
+    if size not in TRAINING:
+        raise ValueError(f"size {size!r}: one of {sorted(TRAINING)}")
+    return TRAINING[size]
+
+
+@dataclass
+class Trained:
+    """``train_all``'s result: the nets by name, their losses per step and training seconds, the
+    training volume and each net's map of it (VD2D3D's input, thresholds are chosen on them)."""
+    size: str
+    seed: int
+    models: dict
+    losses: dict
+    seconds: dict
+    train: object                  # mlsys_datasets.em.EMVolume
+    train_maps: dict = field(default_factory=dict)
+    cached: bool = False
+
+
+def build(name: str, size: str = "full", **kw):
+    """A net of ``NETS`` at the width of ``TRAINING[size]``, with dropout off (see train_all)."""
+    builders = {"N4": n4, "VD2D": vd2d, "VD2D3D": vd2d3d}
+    if name not in builders:
+        raise ValueError(f"net {name!r}: one of {list(builders)}")
+    return builders[name](width=_config(size)["width"], dropout=0.0, **kw)
+
+
+def train_all(size: str = "full", seed: int = 0, nets=NETS, progress: bool = True,
+              cache=None) -> Trained:
+    """Train N4, VD2D, then the recursive VD2D3D on VD2D's map, at ``TRAINING[size]``.
+
+    Deterministic for a seed (Keras' and numpy's generators seeded; patches drawn in order).
+    Dropout is off: the .znn files' 0.5 dropout regularises days of training, ours lasts
+    minutes on fresh, augmented patches.  ``cache``: a folder; weights and curves of a run with
+    the same size, seed and settings are loaded from it instead of retrained (the figure
+    notebooks 32 and 34 share one training)."""
+    import json
+
+    import keras
+
+    cfg = _config(size)
+    nets = tuple(nets)
+    if "VD2D3D" in nets and "VD2D" not in nets:
+        raise ValueError("VD2D3D is trained on VD2D's map: train VD2D too")
+    order = [n for n in NETS if n in nets]
+    train_vol, _ = volumes(size, seed)
+    target = boundary_map(train_vol.labels)
+    key = json.dumps({"cfg": cfg, "seed": seed, "nets": order, "version": 1}, sort_keys=True)
+    folder = Path(cache) / f"boundary_{size}_seed{seed}" if cache is not None else None
+    result = Trained(size, seed, {}, {}, {}, train_vol)
+    if folder is not None and (folder / "run.json").exists():
+        meta = json.loads((folder / "run.json").read_text())
+        if meta["key"] == key:
+            for name in order:
+                result.models[name] = build(name, size)
+                result.models[name].load_weights(folder / f"{name}.weights.h5")
+            result.losses, result.seconds, result.cached = meta["losses"], meta["seconds"], True
+    for k, name in enumerate(order):
+        if not result.cached:
+            keras.utils.set_random_seed(seed + k)
+            model = result.models[name] = build(name, size)
+            # the recursion: VD2D3D learns from VD2D's map of the training volume
+            prior = result.train_maps["VD2D"] if name == "VD2D3D" else None
+            t = time.perf_counter()
+            result.losses[name] = train(model, train_vol.image, target, prior=prior,
+                                        steps=cfg["steps"][name], batch=cfg["batch"],
+                                        out_shape=cfg["patch"],
+                                        learning_rate=cfg["learning_rate"], seed=seed + k,
+                                        progress=progress)
+            result.seconds[name] = time.perf_counter() - t
+        prior = result.train_maps["VD2D"] if name == "VD2D3D" else None
+        result.train_maps[name] = predict(result.models[name], train_vol.image, prior)[..., 0]
+    if folder is not None and not result.cached:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, model in result.models.items():
+            model.save_weights(folder / f"{name}.weights.h5")
+        (folder / "run.json").write_text(json.dumps(
+            {"key": key, "losses": result.losses, "seconds": result.seconds}))
+    return result

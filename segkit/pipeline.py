@@ -21,8 +21,10 @@ The steps, each a function a notebook can call on its own:
   between two voxels is as strong as the weaker of the two: ``1 - max(b_i, b_j)``); our
   assumption, as the nets here are trained on boundary maps (``boundary.boundary_map``).
 * ``segment(aff)``: ``segkit.agglomerate`` (watershed basins, then mean-affinity agglomeration).
-* ``demo(smoke=True)``: all of it on a synthetic volume, trained on one volume and scored on a
-  held-out one; returns a ``DemoResult``.
+* ``evaluate(trained, tests)``: each net of ``boundary.train_all`` scored on held-out volumes,
+  its agglomeration threshold chosen on the training volume (``choose_threshold``).
+* ``demo(size="smoke")``: all of it: the nets of ``boundary.train_all`` (trained, or loaded from
+  its cache), compiled, run over a held-out volume, segmented and scored; a ``DemoResult``.
 
 Assumes Keras 3 on TensorFlow and tf2onnx (the project's exporter); numbers are float32.
 """
@@ -170,8 +172,9 @@ def patch_loop(run, volumes, fov, patch_out, progress: bool = False) -> np.ndarr
 
 def infer(net: CompiledNet, image, prior=None, tf: bool = False, progress: bool = False):
     """The net's boundary map over the whole volume by the patch loop: compiled (or
-    TensorFlow with ``tf=True``); returns (map, voxels per second)."""
-    volumes = [np.asarray(image, np.float32)] + ([np.asarray(prior, np.float32)]
+    TensorFlow with ``tf=True``); returns (map, voxels per second).  The image is
+    ``boundary.standardise``d first, as in training and ``boundary.predict``."""
+    volumes = [_boundary.standardise(image)] + ([np.asarray(prior, np.float32)]
                                                  if prior is not None else [])
     t = time.perf_counter()
     out = patch_loop(net.run_tf if tf else net.run, volumes, net.fov, net.patch_out, progress)
@@ -202,6 +205,39 @@ def segment(aff, threshold: float = 0.5) -> np.ndarray:
 
 
 # the lecture demo --------------------------------------------------------------------------
+def choose_threshold(bmap, truth, quantiles=(0.02, 0.05, 0.1, 0.2, 0.3, 0.5)) -> float:
+    """The agglomeration threshold with the best adapted Rand F on a *training* volume, among
+    quantiles of its affinities (a briefly trained net is not calibrated: its map may sit in a
+    narrow band, so fixed thresholds like 0.5 would merge everything)."""
+    from .metrics import adapted_rand
+
+    aff = affinities_from_boundary(bmap)
+    candidates = np.unique(np.quantile(aff[:, 1:, 1:, 1:], quantiles))
+    best = max(candidates, key=lambda t: adapted_rand(truth, segment(aff, float(t)))["f"])
+    return float(best)
+
+
+def evaluate(trained, tests, maps=None) -> dict:
+    """Each trained net scored on held-out volumes: its boundary map -> affinities -> watershed
+    + mean agglomeration at its threshold (chosen on the training volume, never on a scored
+    one) -> ``segkit.metrics.scores``.  ``maps``: {net: [map per test volume]} (e.g. compiled
+    inference); by default ``boundary.predict_all`` (TensorFlow, one pass, recursion wired).
+    Returns {net: {"f": mean adapted Rand F, "threshold", "per_volume": [scores, ...]}}."""
+    from .metrics import scores
+
+    if maps is None:
+        per = [_boundary.predict_all(trained.models, vol.image) for vol in tests]
+        maps = {name: [m[name] for m in per] for name in trained.models}
+    out = {}
+    for name in maps:
+        t = choose_threshold(trained.train_maps[name], trained.train.labels)
+        per_volume = [scores(vol.labels, segment(affinities_from_boundary(m), t))
+                      for vol, m in zip(tests, maps[name], strict=True)]
+        out[name] = {"f": float(np.mean([s["f"] for s in per_volume])), "threshold": t,
+                     "per_volume": per_volume}
+    return out
+
+
 @dataclass
 class DemoResult:
     image: np.ndarray                # held-out image (z, y, x)
@@ -221,75 +257,43 @@ class DemoResult:
     threshold: float                 # agglomeration threshold, chosen on the training volume
     net_scores: dict                 # net -> scores of its own map's segmentation
     thresholds: dict                 # net -> its threshold (chosen on the training volume)
+    trained: object = None           # boundary.Trained: the nets, curves, training seconds
 
 
-SIZES = {  # shape, width, training steps, training output patch, inference output patch
-    True: ((8, 64, 64), 0.15, 20, (1, 24, 24), (4, 32, 32)),
-    False: ((24, 160, 160), 0.35, 400, (1, 24, 24), (8, 64, 64)),
-}
+INFER_PATCH = {"smoke": (4, 16, 16), "full": (8, 64, 64)}  # output patch of compiled inference
 
 
-def choose_threshold(bmap, truth, quantiles=(0.02, 0.05, 0.1, 0.2, 0.3, 0.5)) -> float:
-    """The agglomeration threshold with the best adapted Rand F on a *training* volume, among
-    quantiles of its affinities (a briefly trained net is not calibrated: its map may sit in a
-    narrow band, so fixed thresholds like 0.5 would merge everything)."""
-    from .metrics import adapted_rand
-
-    aff = affinities_from_boundary(bmap)
-    candidates = np.unique(np.quantile(aff[:, 1:, 1:, 1:], quantiles))
-    best = max(candidates, key=lambda t: adapted_rand(truth, segment(aff, float(t)))["f"])
-    return float(best)
-
-
-def demo(smoke: bool = True, seed: int = 0, recursive: bool = True, progress: bool = True,
-         shape=None, width=None, steps=None, learning_rate: float = 1e-2) -> DemoResult:
-    """Image -> trained VD2D (-> recursive VD2D3D) -> compiled inference over a held-out volume
-    -> watershed + agglomeration -> scores.  ``smoke``: lecture size (``SIZES[True]``);
-    ``shape`` / ``width`` / ``steps`` override the size's values.  The agglomeration threshold
-    is chosen on the training volume (``choose_threshold``), never on the scored one."""
-    import keras
-    from mlsys_datasets.em import em_volume
-
-    from .metrics import scores
-
-    d_shape, d_width, d_steps, train_patch, patch = SIZES[bool(smoke)]
-    shape = tuple(shape or d_shape)
-    width = width or d_width
-    steps = d_steps if steps is None else steps
-    train_patch = tuple(min(a, b) for a, b in zip(train_patch, shape, strict=True))
-    patch = tuple(min(a, b) for a, b in zip(patch, shape, strict=True))
-    keras.utils.set_random_seed(seed)
-    train_vol = em_volume(shape, seed=seed + 1)
-    test_vol = em_volume(shape, seed=seed + 2)
-    target = _boundary.boundary_map(train_vol.labels)
-    nets = {"VD2D": _boundary.vd2d(width=width)}
-    kw = dict(steps=steps, batch=2, out_shape=train_patch, learning_rate=learning_rate,
-              seed=seed, progress=progress)
-    losses = {"VD2D": _boundary.train(nets["VD2D"], train_vol.image, target, **kw)}
-    train_maps = {"VD2D": _boundary.predict(nets["VD2D"], train_vol.image)[..., 0]}
-    if recursive:
-        nets["VD2D3D"] = _boundary.vd2d3d(width=width)
-        losses["VD2D3D"] = _boundary.train(nets["VD2D3D"], train_vol.image, target,
-                                           prior=train_maps["VD2D"], **kw)
-        train_maps["VD2D3D"] = _boundary.predict(nets["VD2D3D"], train_vol.image,
-                                                 train_maps["VD2D"])[..., 0]
-    thresholds = {name: choose_threshold(m, train_vol.labels) for name, m in train_maps.items()}
+def demo(size: str = "smoke", seed: int = 0, nets=_boundary.NETS, progress: bool = True,
+         cache=None, trained=None) -> DemoResult:
+    """Image -> the nets of ``boundary.train_all(size, seed)`` (or ``trained``) -> compiled
+    inference over the first held-out volume (the recursion wired: VD2D3D reads VD2D's
+    compiled map) -> watershed + agglomeration -> scores, with the same patch loop run in
+    TensorFlow to check the compiled code.  Thresholds are chosen on the training volume."""
+    if trained is None:
+        trained = _boundary.train_all(size, seed, nets=nets, progress=progress, cache=cache)
+    _, tests = _boundary.volumes(trained.size, trained.seed)
+    test = tests[0]
+    shape = test.image.shape
+    patch = tuple(min(a, b) for a, b in zip(INFER_PATCH[trained.size], shape, strict=True))
     maps, maps_tf, secs, vps, tf_vps, compiled, notes = {}, {}, {}, {}, {}, {}, []
     err = 0.0
-    prior_c = prior_t = None
-    for name, model in nets.items():
+    for name, model in trained.models.items():
         net = compile_net(model, patch)
         secs[name], compiled[name] = net.compile_seconds, net.compiled is not None
         if net.fallback:
             notes.append(f"{name} runs in TensorFlow: {net.fallback}")
-        maps[name], vps[name] = infer(net, test_vol.image, prior_c, progress=progress)
-        maps_tf[name], tf_vps[name] = infer(net, test_vol.image, prior_t, tf=True)
+        recursive = name == "VD2D3D"
+        maps[name], vps[name] = infer(net, test.image, maps["VD2D"] if recursive else None,
+                                      progress=progress)
+        maps_tf[name], tf_vps[name] = infer(net, test.image,
+                                            maps_tf["VD2D"] if recursive else None, tf=True)
         err = max(err, float(np.abs(maps[name] - maps_tf[name]).max()))
-        prior_c, prior_t = maps[name], maps_tf[name]
-    segs = {name: segment(affinities_from_boundary(maps[name]), thresholds[name])
-            for name in nets}
-    net_scores = {name: scores(test_vol.labels, seg) for name, seg in segs.items()}
-    final = list(nets)[-1]
-    return DemoResult(test_vol.image, test_vol.labels, maps[final], maps_tf[final], segs[final],
-                      net_scores[final], err, secs, vps, tf_vps, compiled, notes,
-                      losses, maps, thresholds[final], net_scores, thresholds)
+    scored = evaluate(trained, [test], {name: [m] for name, m in maps.items()})
+    segs = {name: segment(affinities_from_boundary(maps[name]), scored[name]["threshold"])
+            for name in maps}
+    final = list(maps)[-1]
+    return DemoResult(test.image, test.labels, maps[final], maps_tf[final], segs[final],
+                      scored[final]["per_volume"][0], err, secs, vps, tf_vps, compiled, notes,
+                      trained.losses, maps, scored[final]["threshold"],
+                      {n: r["per_volume"][0] for n, r in scored.items()},
+                      {n: r["threshold"] for n, r in scored.items()}, trained)

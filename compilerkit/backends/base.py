@@ -117,9 +117,14 @@ class Backend:
         self.emitted = (emitter or Emitter)(kmodule, self.target)
         self.emitted.emit()
         self.external_weights = take_weights(self.emitted.module) if external_weights else {}
-        text = str(self.emitted.module)
+        text = self.print_module(self.emitted, jit=external_weights)
         forget_weight_text(self.emitted.module)
         return text
+
+    def print_module(self, emitted, jit: bool = False):
+        """The emitted module as LLVM IR text (the host's JIT path overrides this to print
+        partitions that optimise on several threads: backends/split.py)."""
+        return str(emitted.module)
 
     def optimize_module(self, llvm_ir: str, opt_level: int):
         """LLVM IR text -> the llvmlite module optimised at -O`opt_level`, never printed (a

@@ -1,6 +1,8 @@
 """The host backend: llvmlite's native target, the new pass manager at -O0..-O3, MCJIT to run
 in-process, and a standalone shared library (+ C header, + a ctypes loader) via the system C
-compiler when one exists."""
+compiler when one exists. A JIT compile of a model with many nodes is optimised and turned into
+machine code in partitions, one thread per core (backends/split.py), then linked by one
+engine; CK_COMPILE_THREADS=1 keeps it one module."""
 
 from __future__ import annotations
 
@@ -14,7 +16,16 @@ import tempfile
 import llvmlite.binding as llvm
 import numpy as np
 
+from compilerkit import threadpool
 from compilerkit.backends.base import Backend, Target, init_llvm, without_lsr
+from compilerkit.backends.split import (
+    check_links,
+    compile_threads,
+    emit_objects,
+    optimise_parts,
+    partition_texts,
+    unlocked,
+)
 from compilerkit.codegen.emit import ENTRY
 from compilerkit.runtime import Session, load_libgomp, openmp_defaults
 
@@ -43,21 +54,46 @@ class HostBackend(Backend):
         return llvm.Target.from_triple(t.triple).create_target_machine(
             cpu=t.cpu, features=t.features, opt=opt_level, reloc=reloc, codemodel="jitdefault")
 
-    def optimize_module(self, llvm_ir: str, opt_level: int):
-        mod = llvm.parse_assembly(llvm_ir)
-        mod.verify()
-        if opt_level > 0:
-            tm = self.machine(opt_level)
-            pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-            pto.loop_vectorization = opt_level >= 2
-            pto.slp_vectorization = opt_level >= 2
-            # LLVM's unroller fully unrolled every short constant-trip nest of a model and
-            # dominated -O3 compile time; short loops are unrolled in Kernel IR instead
-            # (krnl_passes/unroll_small.py), the micro-kernel is register-blocked by hand.
-            pto.loop_unrolling = False
-            pb = llvm.create_pass_builder(tm, pto)
-            pb.getModulePassManager().run(mod, pb)
-        return mod
+    def print_module(self, emitted, jit: bool = False):
+        """A JIT module large enough to split: a list of partition texts for the cores
+        (backends/split.py); otherwise one text."""
+        if not jit:
+            return str(emitted.module)
+        texts = partition_texts(emitted.module, getattr(emitted, "bodies", {}),
+                                compile_threads())
+        return texts[0] if len(texts) == 1 else texts
+
+    def optimize_module(self, llvm_ir, opt_level: int):
+        """LLVM IR text -> the optimised module; a list of partition texts (print_module) ->
+        a `Partitions` of modules, optimised on one thread each."""
+        if isinstance(llvm_ir, str):
+            mod = llvm.parse_assembly(llvm_ir)
+            mod.verify()
+            self.run_pipeline(mod, opt_level)
+            return mod
+        modules, contexts = optimise_parts(
+            llvm_ir, lambda mod, locked: self.run_pipeline(mod, opt_level, locked))
+        return Partitions(modules, contexts)
+
+    def run_pipeline(self, mod, opt_level: int, locked: bool = True) -> None:
+        """LLVM's -O`opt_level` pipeline on `mod`, in place (outside llvmlite's lock unless
+        `locked`: only for a module in a context no other thread uses)."""
+        if opt_level <= 0:
+            return
+        tm = self.machine(opt_level)
+        pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+        pto.loop_vectorization = opt_level >= 2
+        pto.slp_vectorization = opt_level >= 2
+        # LLVM's unroller fully unrolled every short constant-trip nest of a model and
+        # dominated -O3 compile time; short loops are unrolled in Kernel IR instead
+        # (krnl_passes/unroll_small.py), the micro-kernel is register-blocked by hand.
+        pto.loop_unrolling = False
+        pb = llvm.create_pass_builder(tm, pto)
+        mpm = pb.getModulePassManager()
+        if locked:
+            mpm.run(mod, pb)
+        else:
+            unlocked("LLVMPY_RunNewModulePassManager")(mpm, mod, pb)
 
     def assembly(self, mod, opt_level: int = 3) -> str:
         with without_lsr():
@@ -73,10 +109,35 @@ class HostBackend(Backend):
             return self.machine(opt_level, reloc="pic").emit_object(mod)
 
     def load(self, mod, entry: str):
-        if uses_threads(mod):
-            load_libgomp()  # the JIT links GOMP_parallel & co. against the process
-        engine = llvm.create_mcjit_compiler(mod, self.machine(3))
-        weights = map_weights(engine, mod, self.external_weights or {})
+        mods = mod.modules if isinstance(mod, Partitions) else [mod]
+        # Parallel loops run on compilerkit's pool (threadpool.py), which `GOMP_parallel`
+        # maps to, or where it is not available on libgomp, linked from the process.
+        pool = None
+        if any(uses_threads(m) for m in mods):
+            if threadpool.available():
+                pool = threadpool.pool()
+            else:
+                load_libgomp()
+        self.pool = pool
+        if isinstance(mod, Partitions):
+            # Machine code for each partition on a thread of its own, linked by one engine
+            # (made from an empty module); weights map by name, as for one module.
+            check_links(mods, set(self.external_weights or {}) | (
+                {"GOMP_parallel"} if pool else set()))
+            with without_lsr():
+                objects = emit_objects(mods, lambda: self.machine(3))
+            engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.machine(3))
+            engine.ck_objects = [llvm.ObjectFileRef.from_data(o) for o in objects]
+            for obj in engine.ck_objects:
+                engine.add_object_file(obj)
+        else:
+            engine = llvm.create_mcjit_compiler(mod, self.machine(3))
+        defined = {g.name for m in mods for g in m.global_variables if not g.is_declaration}
+        weights = [w for m in mods
+                   for w in map_weights(engine, m, self.external_weights or {}, defined)]
+        if pool is not None:
+            gomp = next(f for m in mods for f in m.functions if f.name == "GOMP_parallel")
+            engine.add_global_mapping(gomp, pool.address)
         with without_lsr():
             engine.finalize_object()
         self._engines.append((engine, weights))  # keep code and weights alive with the backend
@@ -89,7 +150,26 @@ class HostBackend(Backend):
         fn, arena, engine = self.load(mod, ENTRY)
         message = _message_reader(ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_int64)(
             engine.get_function_address(ENTRY + "_check_message")))
-        return Session(fn, arena, inputs, outputs, keep_alive=(engine, self), message=message)
+        return Session(fn, arena, inputs, outputs, keep_alive=(engine, self), message=message,
+                       pool=self.pool)
+
+
+class Partitions:
+    """The optimised partitions of one JIT module (backends/split.py) and their contexts."""
+
+    def __init__(self, modules, contexts):
+        self.modules, self.contexts = modules, contexts
+
+    @property
+    def functions(self):
+        return [f for m in self.modules for f in m.functions]
+
+    @property
+    def global_variables(self):
+        return [g for m in self.modules for g in m.global_variables]
+
+    def __str__(self):
+        return "\n".join(str(m) for m in self.modules)
 
 
 def _message_reader(fn):
@@ -99,14 +179,14 @@ def _message_reader(fn):
     return message
 
 
-def map_weights(engine, mod, weights: dict) -> list:
+def map_weights(engine, mod, weights: dict, defined=frozenset()) -> list:
     """Point the JIT's `external constant` weight declarations of `mod` at their bytes
     (Backend.external_weights: name -> (uint8 array, alignment)), copied only where numpy's
     buffer is less aligned than the code assumes; returns the arrays to keep alive. A global
     with no bytes is a ValueError here (LLVM would abort the process on it)."""
     keep = []
     for gv in mod.global_variables:
-        if not gv.is_declaration:
+        if not gv.is_declaration or gv.name in defined:  # `defined`: by another partition
             continue
         if gv.name not in weights:
             raise ValueError(f"global @{gv.name} of the module has no definition and no "

@@ -47,7 +47,7 @@ from xdsl.dialects.builtin import (
 )
 
 from compilerkit.codegen.mathlib import MathLib
-from compilerkit.codegen.microkernel import counted_loop, matmul_kernel
+from compilerkit.codegen.microkernel import counted_loop, fmuladd, matmul_kernel
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.onnx_passes.single_node import main_func
@@ -691,11 +691,12 @@ class Emitter:
 
     # ---- parallel loops --------------------------------------------------------------------
     def parallel_iterate(self, op):
-        """A nest whose outer loop is krnl.parallel, on libgomp's threads (what onnx-mlir gets
-        from OpenMP). The nest becomes one function `void body(i8 *ctx)`, ctx a struct on the
+        """A nest whose outer loop is krnl.parallel, on threads (what onnx-mlir gets from
+        OpenMP). The nest becomes one function `void body(i8 *ctx)`, ctx a struct on the
         caller's stack: {status, threads, next, params...}. With more than one thread (and
-        iteration) `GOMP_parallel(body, ctx, n, 0)` runs it on n threads; with one, the
-        caller calls `body(ctx)` itself. The outer loop is handed out dynamically: each
+        iteration) `GOMP_parallel(body, ctx, n, 0)` runs it on up to n threads (the JIT maps
+        that to compilerkit's pool, threadpool.py; a shared library calls libgomp's); with
+        one, the caller calls `body(ctx)` itself. The outer loop is handed out dynamically: each
         thread takes the next chunk of `grain` iterations with an atomic add on ctx.next
         until none is left (grain = trip / (GRAINS_PER_THREAD * n), at least 1; the whole
         loop when called directly). A thread that starts late (its core was busy, or it was
@@ -840,7 +841,10 @@ class Emitter:
             av = b.load(b.gep(a, [b.add(a_off, b.add(b.mul(i0, C(sa_r)), b.mul(k0, C(sa_k))))]))
             bv = b.load(b.gep(bm, [b.add(b_off, b.add(b.mul(k0, C(ldb)), j0))]))
             cp = b.gep(c, [b.add(c_off, b.add(b.mul(i0, C(ldc)), j0))])
-            b.store(b.fadd(b.load(cp), b.fmul(av, bv)), cp)
+            # A fused multiply-add, as in the micro-kernel: every schedule of a product gives
+            # the same bits (a separate multiply and add rounded twice: 1 ulp apart).
+            fma = fmuladd(self.module, av.type)
+            b.store(b.call(fma, [av, bv, b.load(cp)]), cp)
             return
         # A whole tile: call the shared micro-kernel (microkernel.py) on its clipped bounds.
         kernel = matmul_kernel(self.module, a.type.pointee, op.simd.value.data)

@@ -67,7 +67,7 @@ def counted_loop(b: ir.IRBuilder, lo, hi, step, body):
     return iv
 
 
-def _fmuladd(module, vt):
+def fmuladd(module, vt):
     """llvm.fmuladd for a vector type or (no `count`) a scalar type."""
     element = getattr(vt, "element", vt)
     suffix = "f32" if element == ir.FloatType() else "f64"
@@ -106,8 +106,8 @@ class _Body:
         self.fn, self.elem = fn, elem_t
         self.lanes, self.nr = lanes, NV * lanes
         self.vt = ir.VectorType(elem_t, lanes)
-        self.fma = _fmuladd(module, self.vt)
-        self.scalar_fma = _fmuladd(module, elem_t)
+        self.fma = fmuladd(module, self.vt)
+        self.scalar_fma = fmuladd(module, elem_t)
         self.entry = fn.append_basic_block("entry")
         self.b = ir.IRBuilder(self.entry)
         self.esize = 4 if elem_t == ir.FloatType() else 8
@@ -209,7 +209,7 @@ class _Body:
         b, c = self.b, self.c
         lanes = DOT_LANES // self.esize
         dvt = ir.VectorType(self.elem, lanes)
-        fma = _fmuladd(self.fn.module, dvt)
+        fma = fmuladd(self.fn.module, dvt)
         k_vec = b.add(k0, b.mul(b.sdiv(b.sub(k1, k0), c(2 * lanes)), c(2 * lanes)))
 
         def load(ptr):

@@ -18,6 +18,10 @@
     "fft"                 FFT convolution on tiles (lowering/fft.py), tile size from
                           fft.choose_tile, three-stage; "fft-fused": L3-fused
     "fft-t8" ... "fft-t64", "fft-t16-fused", ...  the same with the tile size t named
+    "pznet"               PZnet's channel-blocked (NCDHW8c) direct 3-D Conv for few
+                          input channels (lowering/blocked3d.py `applies`), else what "auto"
+                          picks; krnl_passes/fold_layout.py drops the layout transforms
+                          between consecutive blocked Convs
 
 A Conv the named algorithm does not apply to (a strided 3x3 under "winograd", a strided,
 dilated or grouped Conv or a kernel as long as the tile under "fft", a 3x3 with 512 channels
@@ -46,7 +50,7 @@ import numpy as np
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError
-from compilerkit.lowering import fft, winograd
+from compilerkit.lowering import blocked3d, fft, winograd
 from compilerkit.lowering.fft import fft_variant
 from compilerkit.lowering.winograd import winograd_variant
 from compilerkit.onnx_passes.single_node import node_label
@@ -62,7 +66,7 @@ BASIC = ("auto", "classic", "direct", "im2col")
 WINOGRAD = tuple(f"winograd{f}{s}" for s in ("", "-fused") for f in ("", "-f2", "-f4", "-f6"))
 FFT = tuple(f"fft{t}{s}" for s in ("", "-fused")
             for t in ("",) + tuple(f"-t{t}" for t in fft.TILES))
-ALGORITHMS = BASIC + WINOGRAD + FFT
+ALGORITHMS = BASIC + WINOGRAD + FFT + ("pznet",)
 
 _CHOSEN = contextvars.ContextVar("conv_algorithm", default="classic")
 
@@ -102,6 +106,8 @@ def choose(op) -> str:
         return name if winograd.applies(op) is None else "classic"
     if name.startswith("fft"):
         return name if fft.applies(op, fft_variant(name)[0]) is None else "classic"
+    if name == "pznet":
+        return name if blocked3d.applies(op) is None else auto_choice(op)
     if name == "direct":
         taps = math.prod(onnx_d.shape_of(op.operands[1])[1:])
         return name if taps <= DIRECT_MAX_TAPS else "classic"
@@ -169,6 +175,8 @@ def lower_chosen(b, op, ins, name: str, pads):
     """Lower the Conv `op` with `name`, one of the algorithms conv.py does not hold itself
     (`choose` gave it, so it applies), `pads` the begin pads (conv.conv_geometry); returns
     the output buffer."""
+    if name == "pznet":
+        return blocked3d.lower_blocked(b, op, ins, pads)
     if name.startswith("fft"):
         t, fused = fft_variant(name)
         return fft.lower_fft(b, op, ins, pads, t, fused)

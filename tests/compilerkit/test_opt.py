@@ -52,10 +52,11 @@ def test_target_pipelines():
 
     host = get_backend("host").target
     names = [p.name for p in kernel_pipeline(host, 3)]
-    assert names == ["lower-to-krnl", "tile-matmul", "unroll-small", "parallelize",
-                     "plan-buffers"]
-    assert [p.name for p in kernel_pipeline(host, 0)] == ["lower-to-krnl", "plan-buffers"]
-    assert kernel_pipeline(host, 3)[1].simd == host.vector_width
+    assert names == ["lower-to-krnl", "fold-layout", "tile-matmul", "unroll-small",
+                     "parallelize", "plan-buffers"]
+    assert [p.name for p in kernel_pipeline(host, 0)] == ["lower-to-krnl", "fold-layout",
+                                                          "plan-buffers"]
+    assert kernel_pipeline(host, 3)[2].simd == host.vector_width
     assert [p.name for p in onnx_pipeline()][0] == "shape-inference"
 
 

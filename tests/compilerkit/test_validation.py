@@ -420,8 +420,8 @@ def test_every_stage_verifies(monkeypatch):
     m = make_model([N("Relu", ["x"], ["y"])], [("x", np.zeros((2, 3), F32))], ["y"])
     ck.compile(m, asm=False)
     onnx_names = ", ".join(repr(p.name) for p in compilerkit.passes.onnx_pipeline())
-    assert stages == ["import", f"passes {onnx_names}", "passes 'lower-to-krnl', 'tile-matmul', "
-                      "'unroll-small', 'parallelize', 'plan-buffers'"]
+    assert stages == ["import", f"passes {onnx_names}", "passes 'lower-to-krnl', 'fold-layout', "
+                      "'tile-matmul', 'unroll-small', 'parallelize', 'plan-buffers'"]
 
 
 # ---- found by the fuzz suite ---------------------------------------------------------------------

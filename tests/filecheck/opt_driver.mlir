@@ -13,6 +13,7 @@
 // LIST-LABEL: constant-folding
 // LIST-NEXT:  dead-code
 // LIST-NEXT:  decompose
+// LIST-NEXT:  fold-layout
 // LIST-NEXT:  fuse-conv
 // LIST-NEXT:  gpu-map
 // LIST-NEXT:  lower-to-krnl

@@ -122,3 +122,42 @@ def test_halos_from_neighbour_slabs_equal_the_box_read_from_the_volume(shape, ch
             pieces.append((slo, labels[slo[0]:shi[0], slo[1]:shi[1], slo[2]:shi[2]]))
         chunked._paste(seg, llo, pieces)
         assert np.array_equal(seg, labels[llo[0]:hi[0], llo[1]:hi[1], llo[2]:hi[2]])
+
+
+def test_z_order_owners_keep_each_parents_children_on_one_worker():
+    """4x4x4 chunks on 2 workers: 32 each, and the 8 children of every round-1 parent (and
+    the 4 parents of each half of the root) on the same worker."""
+    from segkit import chunked
+
+    boxes = chunked._boxes((64, 64, 64), (16, 16, 16))
+    owner = chunked._owners(boxes, ["a", "b"])
+    assert sorted(owner.values()).count("a") == 32
+    for parent in np.ndindex(2, 2, 2):
+        kids = {owner[tuple(2 * p + d for p, d in zip(parent, o, strict=True))]
+                for o in np.ndindex(2, 2, 2)}
+        assert kids == {"a" if parent[0] == 0 else "b"}  # z is the slowest Z-order bit
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.tuples(*[st.integers(1, 9)] * 3), chunks=st.tuples(*[st.integers(1, 5)] * 3),
+       seed=st.integers(0, 2 ** 16))
+def test_target_labels_from_face_layers_equal_the_volume(shape, chunks, seed):
+    """The linking task reads a target voxel's fragment from the face layers the basins
+    tasks return (a voxel inside a chunk, as a divided plateau's edge may reach, from the
+    zarr array): the same label as the volume holds there."""
+    import zarr
+
+    from segkit import chunked
+
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(1, 50, shape).astype(np.uint64)
+    results = []
+    for lo, hi in chunked._boxes(shape, chunks).values():
+        core = labels[lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]]
+        lower = {a: np.take(core, 0, axis=a) for a in range(3)}
+        upper = {a: (None, np.take(core, [-1], axis=a)) for a in range(3)}
+        results.append(({"lo": lo, "hi": hi, "lower": lower}, upper))
+    target = rng.integers(0, labels.size, 30)
+    frag = zarr.array(labels)
+    out = chunked._target_labels(results, target, frag, shape, chunks)
+    assert np.array_equal(out, labels.ravel()[target])

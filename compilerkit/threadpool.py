@@ -1,0 +1,273 @@
+"""compilerkit's own thread pool for the JIT's parallel loops, in place of libgomp's.
+
+Generated code hands each parallel loop to `GOMP_parallel(body, ctx, n, 0)` (codegen/emit.py
+`parallel_iterate`); `body(ctx)` takes chunks of the loop from an atomic counter until none is
+left, so any number of threads, one included, computes the whole loop, the same bits. libgomp
+runs `body` on a team of n threads and returns when every one of them has reached the loop's end
+barrier, so a thread that has not even started (still waking from sleep, or waiting for a core
+another process holds) costs every loop its wake-up or a time slice.
+
+This pool (after onnxruntime's) lets the caller go on without partners that never started:
+- the caller publishes the job (body, ctx, at most n - 1 partners), wakes sleeping workers,
+  runs `body(ctx)` itself, then closes the job and waits only for the partners that joined
+  (they are running chunks, so that wait is short);
+- a worker joins a job only while it is open and has a free slot (one compare-and-swap on a
+  word holding the closed flag, the joined count and the running count), runs `body(ctx)`,
+  leaves; then it spins a while (SPIN_SECONDS: back-to-back loops find it awake) and sleeps
+  on a futex;
+- a second job while one runs (another Python thread's model, or a parallel loop inside a
+  parallel loop) runs on its caller alone: never a deadlock, never a wrong answer.
+
+The pool is LLVM IR, built here with llvmlite and JIT-compiled once per process; its workers
+are Python daemon threads that call the native worker loop (ctypes drops the GIL for the call,
+which never returns). The JIT maps a module's `GOMP_parallel` to `ck_parallel` (host.py), so
+the generated code is unchanged and shared libraries (`compile_to("lib")`) still use libgomp.
+Linux only (futex); elsewhere, and with CK_THREAD_POOL=gomp, libgomp runs the loops.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import sys
+import threading
+import time
+
+import llvmlite.binding as llvm
+import llvmlite.ir as ir
+
+SPIN_SECONDS = 200e-6  # how long an idle worker spins before it sleeps
+MAX_WORKERS = 255  # the joined and running counts are 16-bit fields
+SYS_FUTEX = {"x86_64": 202, "aarch64": 98}
+FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
+CLOSED = 1 << 32
+RUNNING = 0xFFFF  # bits 0-15: partners running the job; bits 16-31: partners that joined
+
+I8P = ir.IntType(8).as_pointer()
+I32, I64 = ir.IntType(32), ir.IntType(64)
+BODY = ir.FunctionType(ir.VoidType(), [I8P]).as_pointer()
+
+
+def available() -> bool:
+    """Whether this pool runs the JIT's parallel loops: Linux on x86-64 or AArch64, and not
+    switched off with CK_THREAD_POOL=gomp."""
+    choice = os.environ.get("CK_THREAD_POOL", "ck")
+    if choice not in ("ck", "gomp"):
+        raise ValueError(f"CK_THREAD_POOL must be 'ck' or 'gomp', got {choice!r}")
+    return (choice == "ck" and sys.platform.startswith("linux")
+            and platform.machine() in SYS_FUTEX)
+
+
+def _globals(m):
+    def g(name, t, init=0):
+        v = ir.GlobalVariable(m, t, name)
+        v.initializer = ir.Constant(t, init)
+        v.linkage = "internal"
+        return v
+
+    return {"seq": g("seq", I32), "sleepers": g("sleepers", I32), "state": g("state", I64),
+            "slots": g("slots", I64), "busy": g("busy", I32), "spin": g("spin", I64, 2000),
+            "fn": g("job_fn", BODY, None), "ctx": g("job_ctx", I8P, None)}
+
+
+def _pause(m, b):
+    if platform.machine() == "x86_64":
+        fn = m.globals.get("llvm.x86.sse2.pause") or ir.Function(
+            m, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
+        b.call(fn, [])
+    else:
+        b.asm(ir.FunctionType(ir.VoidType(), []), "yield", "", [], True)
+
+
+def _futex(m, b, addr, op, value):
+    sc = m.globals.get("syscall") or ir.Function(m, ir.FunctionType(I64, [I64], var_arg=True),
+                                                 "syscall")
+    b.call(sc, [ir.Constant(I64, SYS_FUTEX[platform.machine()]), b.bitcast(addr, I8P),
+                ir.Constant(I32, op), value, ir.Constant(I8P, None)])
+
+
+def _load(b, p):
+    t = p.type.pointee
+    return b.load_atomic(p, "seq_cst", t.width // 8 if isinstance(t, ir.IntType) else 8)
+
+
+def build_module() -> ir.Module:
+    """The pool's LLVM IR: `ck_parallel` (GOMP_parallel's signature), `ck_worker` (a loop that
+    never returns), `ck_pause_loop(n)` (n pauses: measures how long a spin takes)."""
+    m = ir.Module("ck_threadpool")
+    m.triple = llvm.get_process_triple()
+    g = _globals(m)
+    _caller(m, g)
+    _worker(m, g)
+    f = ir.Function(m, ir.FunctionType(ir.VoidType(), [I64]), "ck_pause_loop")
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    head, body, done = (f.append_basic_block(n) for n in ("head", "body", "done"))
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(I64)
+    i.add_incoming(ir.Constant(I64, 0), f.blocks[0])
+    b.cbranch(b.icmp_signed("<", i, f.args[0]), body, done)
+    b.position_at_end(body)
+    _pause(m, b)
+    i.add_incoming(b.add(i, ir.Constant(I64, 1)), body)
+    b.branch(head)
+    b.position_at_end(done)
+    b.ret_void()
+    return m
+
+
+def _caller(m, g):
+    f = ir.Function(m, ir.FunctionType(ir.VoidType(), [BODY, I8P, I32, I32]), "ck_parallel")
+    fn, ctx, n, _ = f.args
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    alone, lead = f.append_basic_block("alone"), f.append_basic_block("lead")
+    many = b.icmp_signed(">", n, ir.Constant(I32, 1))
+    with b.if_then(many):
+        got = b.cmpxchg(g["busy"], ir.Constant(I32, 0), ir.Constant(I32, 1), "seq_cst",
+                        "seq_cst")
+        b.cbranch(b.extract_value(got, 1), lead, alone)
+    b.branch(alone)
+    b.position_at_end(alone)  # one thread asked for, or another job runs: this thread alone
+    b.call(fn, [ctx])
+    b.ret_void()
+    b.position_at_end(lead)
+    b.store_atomic(fn, g["fn"], "seq_cst", 8)
+    b.store_atomic(ctx, g["ctx"], "seq_cst", 8)
+    b.store_atomic(b.sub(b.zext(n, I64), ir.Constant(I64, 1)), g["slots"], "seq_cst", 8)
+    b.store_atomic(ir.Constant(I64, 0), g["state"], "seq_cst", 8)
+    b.atomic_rmw("add", g["seq"], ir.Constant(I32, 1), "seq_cst")
+    with b.if_then(b.icmp_signed(">", _load(b, g["sleepers"]), ir.Constant(I32, 0))):
+        _futex(m, b, g["seq"], FUTEX_WAKE_PRIVATE, b.sub(n, ir.Constant(I32, 1)))
+    b.call(fn, [ctx])
+    b.atomic_rmw("or", g["state"], ir.Constant(I64, CLOSED), "seq_cst")
+    waited = b.alloca(I64)
+    b.store(ir.Constant(I64, 0), waited)
+    wait, spin, out = (f.append_basic_block(x) for x in ("wait", "spin", "out"))
+    b.branch(wait)
+    b.position_at_end(wait)  # only partners that joined are waited for: they are running
+    running = b.and_(_load(b, g["state"]), ir.Constant(I64, RUNNING))
+    b.cbranch(b.icmp_unsigned("!=", running, ir.Constant(I64, 0)), spin, out)
+    b.position_at_end(spin)
+    # A partner that takes longer than a spin lost its core to another process: give ours
+    # away instead of burning the share it needs.
+    k = b.add(b.load(waited), ir.Constant(I64, 1))
+    b.store(k, waited)
+    with b.if_else(b.icmp_signed("<", k, _load(b, g["spin"]))) as (short, long_):
+        with short:
+            _pause(m, b)
+        with long_:
+            yield_ = m.globals.get("sched_yield") or ir.Function(
+                m, ir.FunctionType(I32, []), "sched_yield")
+            b.call(yield_, [])
+    b.branch(wait)
+    b.position_at_end(out)
+    b.store_atomic(ir.Constant(I32, 0), g["busy"], "seq_cst", 4)
+    b.ret_void()
+
+
+def _worker(m, g):
+    f = ir.Function(m, ir.FunctionType(ir.VoidType(), []), "ck_worker")
+    blocks = {n: f.append_basic_block(n) for n in (
+        "entry", "idle", "spin", "pause", "sleep", "job", "try", "join", "run")}
+    b = ir.IRBuilder(blocks["entry"])
+    seen, count = b.alloca(I32), b.alloca(I64)
+    b.store(_load(b, g["seq"]), seen)
+    b.branch(blocks["idle"])
+    # idle: spin `spin` pauses watching seq, then sleep on it
+    b.position_at_end(blocks["idle"])
+    b.store(ir.Constant(I64, 0), count)
+    b.branch(blocks["spin"])
+    b.position_at_end(blocks["spin"])
+    changed = b.icmp_unsigned("!=", _load(b, g["seq"]), b.load(seen))
+    b.cbranch(changed, blocks["job"], blocks["pause"])
+    b.position_at_end(blocks["pause"])
+    _pause(m, b)
+    k = b.add(b.load(count), ir.Constant(I64, 1))
+    b.store(k, count)
+    b.cbranch(b.icmp_signed("<", k, _load(b, g["spin"])), blocks["spin"], blocks["sleep"])
+    b.position_at_end(blocks["sleep"])
+    b.atomic_rmw("add", g["sleepers"], ir.Constant(I32, 1), "seq_cst")
+    with b.if_then(b.icmp_unsigned("==", _load(b, g["seq"]), b.load(seen))):
+        _futex(m, b, g["seq"], FUTEX_WAIT_PRIVATE, b.load(seen))
+    b.atomic_rmw("sub", g["sleepers"], ir.Constant(I32, 1), "seq_cst")
+    b.branch(blocks["idle"])
+    # job: take a slot while the job is open and has one (one compare-and-swap)
+    b.position_at_end(blocks["job"])
+    b.store(_load(b, g["seq"]), seen)
+    b.branch(blocks["try"])
+    b.position_at_end(blocks["try"])
+    s = _load(b, g["state"])
+    joined = b.and_(b.lshr(s, ir.Constant(I64, 16)), ir.Constant(I64, 0xFFFF))
+    open_ = b.icmp_unsigned("==", b.and_(s, ir.Constant(I64, CLOSED)), ir.Constant(I64, 0))
+    room = b.icmp_unsigned("<", joined, _load(b, g["slots"]))
+    b.cbranch(b.and_(open_, room), blocks["join"], blocks["idle"])
+    b.position_at_end(blocks["join"])
+    new = b.add(s, ir.Constant(I64, (1 << 16) + 1))
+    got = b.cmpxchg(g["state"], s, new, "seq_cst", "seq_cst")
+    b.cbranch(b.extract_value(got, 1), blocks["run"], blocks["try"])
+    b.position_at_end(blocks["run"])  # joined: the caller waits for this thread to leave
+    b.call(_load(b, g["fn"]), [_load(b, g["ctx"])])
+    b.atomic_rmw("sub", g["state"], ir.Constant(I64, 1), "seq_cst")
+    b.branch(blocks["idle"])
+
+
+class Pool:
+    """The process's pool: the JIT-compiled module and its worker threads."""
+
+    def __init__(self):
+        from compilerkit.backends.base import init_llvm
+
+        init_llvm()
+        target = llvm.Target.from_triple(llvm.get_process_triple())
+        tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                          features=llvm.get_host_cpu_features().flatten(),
+                                          opt=2, codemodel="jitdefault")
+        mod = llvm.parse_assembly(str(build_module()))
+        mod.verify()
+        self.engine = llvm.create_mcjit_compiler(mod, tm)
+        self.engine.finalize_object()
+        self.address = self.engine.get_function_address("ck_parallel")
+        self._worker = ctypes.CFUNCTYPE(None)(self.engine.get_function_address("ck_worker"))
+        pause = ctypes.CFUNCTYPE(None, ctypes.c_int64)(
+            self.engine.get_function_address("ck_pause_loop"))
+        self.spin_iterations = spin_iterations(pause)
+        ctypes.c_int64.from_address(self.engine.get_global_value_address("spin")).value = (
+            self.spin_iterations)
+        self.workers: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def ensure_workers(self, threads: int) -> None:
+        """At least threads - 1 workers (at most MAX_WORKERS): the caller is the other one."""
+        want = min(threads - 1, MAX_WORKERS)
+        if len(self.workers) >= want or os.getpid() != self._pid:
+            return  # (after a fork the child has no workers: its jobs run on the caller)
+        with self._lock:
+            while len(self.workers) < want:
+                t = threading.Thread(target=self._worker, name=f"ck-pool-{len(self.workers)}",
+                                     daemon=True)
+                t.start()
+                self.workers.append(t)
+
+
+def spin_iterations(pause, seconds: float = SPIN_SECONDS) -> int:
+    """Pauses that take about `seconds` here (the pause instruction's cost varies by CPU)."""
+    n = 20000
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        pause(n)
+        best = min(best, time.perf_counter() - t)
+    return max(100, int(seconds / max(best / n, 1e-10)))
+
+
+_POOL: list[Pool] = []
+_POOL_LOCK = threading.Lock()
+
+
+def pool() -> Pool:
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(Pool())
+        return _POOL[0]
