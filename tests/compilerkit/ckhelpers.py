@@ -1,5 +1,7 @@
 """Shared helpers: build one-node ONNX models and compare compilerkit with onnxruntime."""
 
+import threading
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -92,3 +94,22 @@ class BreaksReturn:
         block.add_op(func.ReturnOp())
         if self.ran is not None:
             self.ran.append(self.name)
+
+
+def on_threads(work, n: int) -> list:
+    """[work(0), ..., work(n - 1)] run on n Python threads at once; the exceptions any raised,
+    listed (the caller asserts there are none)."""
+    errors = []
+
+    def run(k):
+        try:
+            work(k)
+        except Exception as error:  # noqa: BLE001 - reported to the caller
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors

@@ -7,7 +7,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 import numpy as np
 import pytest
-from ckhelpers import make_model, ort_run
+from ckhelpers import make_model, on_threads, ort_run
 from onnx import helper
 
 import compilerkit as ck
@@ -150,25 +150,16 @@ def test_compile_threads_must_be_a_count(monkeypatch, value):
 def test_compiles_on_several_python_threads_at_once(monkeypatch):
     """Each compile splits into partitions on threads of its own while others compile: every
     model comes out right (partitions of one compile share nothing with another's)."""
-    import threading
-
     monkeypatch.setenv("CK_COMPILE_THREADS", "2")
     cases = [mixed_chain(seed) for seed in range(3)]
     refs = [ort_run(m, [x])[0] for m, x in cases]
-    got, errors = [None] * 3, []
+    got = [None] * 3
 
     def work(k):
-        try:
-            m, x = cases[k]
-            got[k] = ck.compile(m, asm=False).run(x)[0]
-        except Exception as error:  # noqa: BLE001 - reported below
-            errors.append(error)
+        m, x = cases[k]
+        got[k] = ck.compile(m, asm=False).run(x)[0]
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = on_threads(work, 3)
     assert not errors, errors
     for g, r in zip(got, refs, strict=True):
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)

@@ -3,13 +3,12 @@ and the partners that joined, never more partners than asked for, jobs that over
 their callers alone, and compiled models give the same bits on the pool as on libgomp."""
 
 import ctypes
-import threading
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 import numpy as np
 import pytest
-from ckhelpers import make_model, ort_run
+from ckhelpers import make_model, on_threads, ort_run
 from onnx import helper
 
 import compilerkit as ck
@@ -89,22 +88,15 @@ def test_a_job_is_done_once_by_at_most_the_threads_asked_for(pool_and_body, thre
 
 def test_overlapping_jobs_from_python_threads_are_each_done_once(pool_and_body):
     call, body = pool_and_body
-    results, errors = [], []
+    results = []
 
-    def work():
-        try:
-            for _ in range(200):
-                ctx = CTX(997, 0, 0, 0)
-                call(body, ctypes.addressof(ctx), 3, 0)
-                results.append((ctx[2], ctx[3]))
-        except Exception as error:  # noqa: BLE001 - reported below
-            errors.append(error)
+    def work(_):
+        for _ in range(200):
+            ctx = CTX(997, 0, 0, 0)
+            call(body, ctypes.addressof(ctx), 3, 0)
+            results.append((ctx[2], ctx[3]))
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = on_threads(work, 4)
     assert not errors and len(results) == 800
     assert all(done == 997 and 1 <= n <= 3 for done, n in results)
 
