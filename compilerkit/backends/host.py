@@ -132,9 +132,9 @@ class HostBackend(Backend):
                 engine.add_object_file(obj)
         else:
             engine = llvm.create_mcjit_compiler(mod, self.machine(3))
-        defined = {g.name for m in mods for g in m.global_variables if not g.is_declaration}
+        done = {g.name for m in mods for g in m.global_variables if not g.is_declaration}
         weights = [w for m in mods
-                   for w in map_weights(engine, m, self.external_weights or {}, defined)]
+                   for w in map_weights(engine, m, self.external_weights or {}, done)]
         if pool is not None:
             gomp = next(f for m in mods for f in m.functions if f.name == "GOMP_parallel")
             engine.add_global_mapping(gomp, pool.address)
@@ -179,15 +179,19 @@ def _message_reader(fn):
     return message
 
 
-def map_weights(engine, mod, weights: dict, defined=frozenset()) -> list:
+def map_weights(engine, mod, weights: dict, done: set | None = None) -> list:
     """Point the JIT's `external constant` weight declarations of `mod` at their bytes
     (Backend.external_weights: name -> (uint8 array, alignment)), copied only where numpy's
     buffer is less aligned than the code assumes; returns the arrays to keep alive. A global
-    with no bytes is a ValueError here (LLVM would abort the process on it)."""
+    with no bytes is a ValueError here (LLVM would abort the process on it). `done`: names
+    to skip (defined by another partition, or mapped already: mapping a name twice aborts
+    LLVM too); the names mapped here are added to it."""
     keep = []
+    done = set() if done is None else done
     for gv in mod.global_variables:
-        if not gv.is_declaration or gv.name in defined:  # `defined`: by another partition
+        if not gv.is_declaration or gv.name in done:
             continue
+        done.add(gv.name)
         if gv.name not in weights:
             raise ValueError(f"global @{gv.name} of the module has no definition and no "
                              "weights to map: emit it again with its weights inside")
