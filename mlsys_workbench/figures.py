@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import platform
@@ -71,6 +72,29 @@ def read_manifest(out_dir: Path) -> dict:
     return {"versions": library_versions(), "machine": machine(), "figures": {}}
 
 
+class _QuietBrowserGoodbye(logging.Filter):
+    """Drop choreographer's logged traceback for the "{bye}" it writes into its own pipe when
+    the browser closes.  When that goodbye lands in the same read as the browser's last reply,
+    choreographer cannot decode it, logs "JSONError decoding message. Ignoring" with a full
+    traceback on stderr, and goes on: the image is already written.  Any other undecodable
+    message is still logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        cause = getattr(error, "__cause__", None)
+        return not str(getattr(cause, "doc", "")).startswith("{bye}")
+
+
+def _quiet_browser_goodbye() -> None:
+    # Import the module first: it registers its logger class (with ``debug2``) for that name;
+    # a plain ``logging.getLogger`` before the import would leave it a Logger without one.
+    from choreographer.channels import pipe
+
+    logger = logging.getLogger(pipe.__name__)
+    if not any(isinstance(f, _QuietBrowserGoodbye) for f in logger.filters):
+        logger.addFilter(_QuietBrowserGoodbye())
+
+
 def save_figure(fig, name: str, *, claim: str | None = None, value=None,
                 summary: str | None = None, timings: dict | None = None,
                 params: dict | None = None, seed: int | None = None,
@@ -91,6 +115,7 @@ def save_figure(fig, name: str, *, claim: str | None = None, value=None,
     files = [f"{name}.html"]
     fig.write_html(out / files[0], include_plotlyjs=True, full_html=True)
     if png:
+        _quiet_browser_goodbye()
         # The figure's own size where it sets one (a long table of bars), else 1100 x 650.
         fig.write_image(out / f"{name}.png", width=fig.layout.width or 1100,
                         height=fig.layout.height or 650)
