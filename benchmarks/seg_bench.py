@@ -15,7 +15,7 @@ with every run's figures kept (for a noisy machine). What is measured:
   same for a whole-volume run in a fresh process that reads the volume from the same zarr;
 * workers: one vs two single-threaded worker processes, same job, warm, best of 2; with the
   CPU seconds of each worker process, of the driver (with the LocalCluster's scheduler), of
-  each task kind and of the serial tasks (link, root, compose), the bytes moved between
+  each task kind and of the serial tasks (root, compose), the bytes moved between
   workers, and ``predicted_ratio``: the two runs' CPU critical paths (``predicted_seconds``);
 * speed: watershed + agglomeration on the whole volume at 64^3, 128^3 and 256^3 (best of 2),
   with the log-log slope of time against voxels;
@@ -160,10 +160,10 @@ def _moved_bytes(dask_worker=None):
 
 def predicted_seconds(cpu, n_workers):
     """CPU critical path of one run: the work that can run in parallel spread over the
-    workers, plus the serial tasks (link, the root, compose: nothing else can run while they
-    do), plus the driver's CPU shared among the cores it competes with (on this 2-core
-    machine: none with one worker, the two workers' with two). Wall time on a quiet machine
-    is about this plus Dask's latencies between tasks."""
+    workers, plus the serial tasks (the root and compose: nothing else can run while they
+    do; linking runs beside round 0), plus the driver's CPU shared among the cores it
+    competes with (on this 2-core machine: none with one worker, the two workers' with two).
+    Wall time on a quiet machine is about this plus Dask's latencies between tasks."""
     work, serial = sum(cpu["workers"]), cpu["serial_s"]
     driver = cpu["driver"] / 2 if n_workers >= (os.cpu_count() or 2) else 0.0
     return (work - serial) / n_workers + serial + driver
@@ -173,13 +173,11 @@ def chunked_run(aff_z, chunks, threshold, n_workers, workdir, repeat=1):
     """Warm cluster of ``n_workers`` processes; returns (best wall seconds, segmentation,
     per-worker peak memory gain in MiB, info, CPU: the best run's {'workers': [seconds per
     worker], 'driver': seconds})."""
-    from dask.distributed import Client, LocalCluster
+    from dask.distributed import Client
 
     import segkit
 
-    with LocalCluster(n_workers=n_workers, threads_per_worker=1, host="127.0.0.1",
-                      dashboard_address="127.0.0.1:0", memory_limit=0) as cluster, \
-            Client(cluster) as client:
+    with segkit.local_cluster(n_workers, memory_limit=0) as cluster, Client(cluster) as client:
         small = aff_z[:, :32, :32, :32]
         segkit.chunked_agglomerate(small, 16, threshold, client=client,
                                    workdir=Path(workdir) / "warm")
@@ -197,7 +195,7 @@ def chunked_run(aff_z, chunks, threshold, n_workers, workdir, repeat=1):
             d1, w1 = time.process_time(), client.run(_cpu)
             tasks = client.run_on_scheduler(_task_cpu)
             root = info["rounds"][-1][0]["cpu_seconds"]
-            serial = root + tasks.get("link_task", 0) + tasks.get("compose_task", 0)
+            serial = root + tasks.get("compose_task", 0)
             cpus.append({"workers": [round(w1[w] - w0[w], 3) for w in w1],
                          "driver": round(d1 - d0, 3), "serial_s": round(serial, 3),
                          "task_cpu_s": {k: round(v, 3) for k, v in sorted(tasks.items())},
@@ -415,7 +413,7 @@ def main():
         "all_phases_hours_on_10000_workers": round(tasks * all_cpu / 3600 / 10000, 3),
         "note": "round0_*: round 0 tasks only; all_phases_*: every task of the chunked run at "
                 "this size, 3 levels of rounds (135e9 supervoxels make 1.5e7 chunks of this "
-                "size: about 9 levels); the client's linking and composing of maps, serial, "
+                "size: about 9 levels); the linking and composing of maps (one task each) "
                 "also grow with the volume; per-task memory is the worker's peak gain, "
                 "independent of the volume size"}
     res["load_after"] = os.getloadavg()

@@ -19,7 +19,7 @@ import importlib as _importlib
 _LAZY = {
     "watershed": "basins", "region_graph": "basins",
     "agglomerate": "linkage", "square_size_fn": "linkage",
-    "chunked_agglomerate": "chunked",
+    "chunked_agglomerate": "chunked", "local_cluster": "chunked",
 }
 _MODULES = ("basins", "linkage", "chunked", "metrics", "views", "reference", "boundary",
             "pipeline", "znn")

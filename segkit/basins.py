@@ -469,13 +469,51 @@ def _sum_rows(start, rb, rw, rq, rc, rt):
     return oa[:k], ob[:k], ow[:k], oq[:k], oc[:k], ot[:k]
 
 
+@numba.njit(nogil=True, cache=True)
+def _distinct_nonzero(flat):
+    """The distinct nonzero labels of ``flat``, unsorted. Only a voxel whose label differs
+    from the previous voxel's is looked up in the (open-addressing, Fibonacci) set: runs along
+    x make that a few voxels in ten."""
+    cap, bits = 1024, 10
+    keys = np.zeros(cap, np.uint64)
+    out = np.empty(64, np.uint64)
+    n = 0
+    last = np.uint64(0)
+    for k in range(flat.size):
+        s = flat[k]
+        if s == last or s == 0:
+            last = s
+            continue
+        last = s
+        h = np.int64((s * FIB) >> np.uint64(64 - bits))
+        while keys[h] != 0 and keys[h] != s:
+            h = (h + 1) & (cap - 1)
+        if keys[h] == s:
+            continue
+        keys[h] = s
+        if n == len(out):
+            out = np.concatenate((out, np.empty(n, np.uint64)))
+        out[n] = s
+        n += 1
+        if 2 * n > cap:  # keep the set at most half full: rebuild it twice as large
+            cap *= 2
+            bits += 1
+            keys = np.zeros(cap, np.uint64)
+            for i in range(n):
+                g = np.int64((out[i] * FIB) >> np.uint64(64 - bits))
+                while keys[g] != 0:
+                    g = (g + 1) & (cap - 1)
+                keys[g] = out[i]
+    return out[:n]
+
+
 def region_ids(seg) -> np.ndarray:
     """The nonzero labels of ``seg``, sorted (uint64)."""
-    import fastremap
-
-    ids = fastremap.unique(seg)  # sorted; several times faster than np.unique
-    ids = np.asarray(ids, np.uint64)
-    return ids[1:] if len(ids) and ids[0] == 0 else ids
+    # A set of the labels, then a sort of the few distinct ones: 3-5x faster than sorting
+    # every voxel (fastremap.unique), and every chunked task asks this of its chunk.
+    ids = _distinct_nonzero(np.ascontiguousarray(seg, np.uint64).reshape(-1))
+    ids.sort()
+    return ids
 
 
 def region_graph(seg, aff, halo_lo=(0, 0, 0), origin=(0, 0, 0), full=None):

@@ -148,3 +148,16 @@ def test_region_graph_equals_a_brute_force_count(seed, shape, k):
     assert keys == sorted(keys)  # sorted by (a, b)
     assert np.array_equal(g["ids"], np.unique(seg[seg != 0]))
     assert np.array_equal(g["ids"][g["u"]], g["a"]) and np.array_equal(g["ids"][g["v"]], g["b"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2 ** 16), st.integers(1, 5000), st.integers(1, 3000),
+       st.sampled_from([1, 2 ** 20, 2 ** 63]))
+def test_region_ids_are_the_sorted_distinct_nonzero_labels(seed, size, k, scale):
+    # up to thousands of distinct labels: the label set grows several times past its start
+    rng = np.random.default_rng(seed)
+    seg = rng.integers(0, k, size).astype(np.uint64) * np.uint64(scale)
+    seg = np.repeat(seg, rng.integers(1, 4, size))  # runs, as along x in a segmentation
+    want = np.unique(seg)
+    assert np.array_equal(basins.region_ids(seg.reshape(1, 1, -1)), want[want != 0])
+    assert basins.region_ids(seg.reshape(1, 1, -1)).dtype == np.uint64
