@@ -32,11 +32,10 @@ included: both name a segment by its first voxel), for every chunking, ragged on
 4. **Rounds 1, 2, ...**: a parent task takes up to 2x2x2 children (chunk size doubles in every
    dimension), adds their graphs (round 1 renames fragments to basins first), freezes only
    what touches its own inner faces, and merges again, until one task covers the volume and
-   nothing is frozen. Each task's summary (its
-   merges and statistics, not its graph) rides up with its result, so the compose task
-   needs only the root.
-5. **Relabel** (one task per chunk): fragments -> basins -> the merges of every round, the
-   maps chained into one by a compose task.
+   nothing is frozen. Each task's summary (its merges and statistics, not its graph) rides
+   up with its result, so the compose task needs only the root.
+5. **Relabel** (one task per group of 8 chunks): fragments -> basins -> the merges of every
+   round, the maps chained into one by a compose task.
 
 The driver submits the whole graph at once and only waits: nothing serial runs on it. Chunks
 go to workers in Z-order runs (``_owners``), loosely (Dask may move a task to balance the
@@ -462,10 +461,7 @@ def _compose(maps):
             order = np.argsort(o)
             so, sn = o[order], n[order]
             for new in news:
-                pos = np.searchsorted(so, new)
-                pos[pos == len(so)] = 0
-                hit = so[pos] == new
-                new[hit] = sn[pos[hit]]
+                _rename(new, so, sn)
         olds.append(np.asarray(o, np.uint64))
         news.append(np.array(n, np.uint64))  # a copy: renamed in place above
     old = np.concatenate([np.zeros(0, np.uint64), *olds])
