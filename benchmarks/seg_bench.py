@@ -13,10 +13,11 @@ with every run's figures kept (for a noisy machine). What is measured:
 * memory: peak resident memory gained by each worker process (sampled every 5 ms, minus the
   value when the run starts; warm workers) during a chunked run at ``--chunk``, against the
   same for a whole-volume run in a fresh process that reads the volume from the same zarr;
-* workers: one vs two single-threaded worker processes, same job, warm, best of 2; with the
-  CPU seconds of each worker process, of the driver (with the LocalCluster's scheduler), of
-  each task kind and of the serial tasks (root, compose), the bytes moved between
-  workers, and ``predicted_ratio``: the two runs' CPU critical paths (``predicted_seconds``);
+* workers: one vs two single-threaded worker processes, same job, warm, best of 2, without
+  the memory sampler; with the CPU seconds of each worker process, of the driver (with the
+  LocalCluster's scheduler), of each task kind and of the serial tasks (root, composes),
+  the bytes moved between workers, and ``predicted_ratio``: the two runs' CPU critical
+  paths (``predicted_seconds``);
 * speed: watershed + agglomeration on the whole volume at 64^3, 128^3 and 256^3 (best of 2),
   with the log-log slope of time against voxels;
 * quality: adapted Rand F of plain watershed, size-dependent single linkage and waterz's mean
@@ -169,10 +170,11 @@ def predicted_seconds(cpu, n_workers):
     return (work - serial) / n_workers + serial + driver
 
 
-def chunked_run(aff_z, chunks, threshold, n_workers, workdir, repeat=1):
+def chunked_run(aff_z, chunks, threshold, n_workers, workdir, repeat=1, meter=False):
     """Warm cluster of ``n_workers`` processes; returns (best wall seconds, segmentation,
-    per-worker peak memory gain in MiB, info, CPU: the best run's {'workers': [seconds per
-    worker], 'driver': seconds})."""
+    per-worker peak memory gain in MiB (``meter``; else {}), info, CPU: the best run's
+    {'workers': [seconds per worker], 'driver': seconds}). Timed runs go without the memory
+    meter: its thread in every worker wakes every 5 ms and takes the GIL from the tasks."""
     from dask.distributed import Client
 
     import segkit
@@ -183,7 +185,8 @@ def chunked_run(aff_z, chunks, threshold, n_workers, workdir, repeat=1):
                                    workdir=Path(workdir) / "warm")
         times, info, seg, gains, cpus = [], None, None, [], []
         for k in range(repeat):
-            client.run(_meter_start)
+            if meter:
+                client.run(_meter_start)
             client.run(_moved_bytes)
             client.run_on_scheduler(_clear_metrics)
             w0, d0 = client.run(_cpu), time.process_time()
@@ -201,8 +204,9 @@ def chunked_run(aff_z, chunks, threshold, n_workers, workdir, repeat=1):
                          "task_cpu_s": {k: round(v, 3) for k, v in sorted(tasks.items())},
                          "moved_mb": round(sum(client.run(_moved_bytes).values()) / 1e6, 1)})
             cpus[-1]["predicted_s"] = round(predicted_seconds(cpus[-1], n_workers), 3)
-            gains.append(client.run(_meter_stop))
-    gain = {w: max(g[w] for g in gains) for w in gains[0]}
+            if meter:
+                gains.append(client.run(_meter_stop))
+    gain = {w: max(g[w] for g in gains) for w in gains[0]} if gains else {}
     best = int(np.argmin([c["predicted_s"] for c in cpus]))
     return min(times), seg[:], gain, info, cpus[best]
 
@@ -341,7 +345,7 @@ def main():
     # --- memory: whole volume in a fresh process vs chunked workers
     whole_mib, whole_s, whole_cpu = whole_volume_memory(work / "aff.zarr", T)
     c = args.chunk
-    t2, seg2, gain2, info, cpu2 = chunked_run(aff_z, (c, c, c), T, 2, work / "two", repeat=2)
+    _, seg2, gain2, info, cpu2 = chunked_run(aff_z, (c, c, c), T, 2, work / "two", meter=True)
     res["memory"] = {"whole_volume_peak_gain_mib": round(whole_mib, 1),
                      "whole_volume_s": round(whole_s, 2), "whole_volume_cpu_s": round(whole_cpu, 2),
                      "chunked_worker_peak_gain_mib": {str(k): round(v, 1) for k, v in
@@ -353,6 +357,7 @@ def main():
 
     # --- one vs two workers (same job, warm)
     if not args.quick:
+        t2, _, _, _, cpu2 = chunked_run(aff_z, (c, c, c), T, 2, work / "two_t", repeat=2)
         t1, seg1, _, _, cpu1 = chunked_run(aff_z, (c, c, c), T, 1, work / "one", repeat=2)
         hashes.append(sha(seg1))
         # On a machine whose load is far above its 2 cores, wall times say little; the CPU

@@ -32,16 +32,18 @@ included: both name a segment by its first voxel), for every chunking, ragged on
 4. **Rounds 1, 2, ...**: a parent task takes up to 2x2x2 children (chunk size doubles in every
    dimension), adds their graphs (round 1 renames fragments to basins first), freezes only
    what touches its own inner faces, and merges again, until one task covers the volume and
-   nothing is frozen. Each task's summary (its merges and statistics, not its graph) rides
-   up with its result, so the compose task needs only the root.
+   nothing is frozen. The top goes in two steps (``_join_factor``): two halves, merged side
+   by side, then a root that joins them across one plane. Each task's summary (its merges
+   and statistics, not its graph) rides up with its result.
 5. **Relabel** (one task per group of 8 chunks): fragments -> basins -> the merges of every
-   round, the maps chained into one by a compose task.
+   round, the maps chained into one: all rounds below the root while the root runs, then the
+   root's on top.
 
 The driver submits the whole graph at once and only waits: nothing serial runs on it. Chunks
 go to workers in Z-order runs (``_owners``), loosely (Dask may move a task to balance the
 load): neighbours then share a worker, so their face slabs, and most parents' children, stay
 in its memory instead of crossing between processes. What stays serial is the root and the
-compose task (together about a tenth of the work at 256^3 / 64^3).
+last compose step (a few hundredths of the work at 256^3 / 64^3).
 
 With no ``client``, a ``dask.distributed.LocalCluster`` is started on this machine (and closed
 after); any ``dask.distributed.Client`` works unchanged, provided its workers can open the zarr
@@ -99,6 +101,19 @@ def _owners(boxes, workers):
 def _inner_faces(lo, hi, shape):
     """(axis, side) of the box faces that are inside the volume (not on its border)."""
     return [(a, s) for a, s in FACES if (lo[a] > 0 if s == 0 else hi[a] < shape[a])]
+
+
+def _join_factor(shape, size):
+    """How many of the current round's tasks (boxes of ``size``) a parent joins per axis: 2
+    along every axis with more than one task, so chunk size doubles. Except at the top: when
+    that would join more than two tasks into the root, the round joins all those axes but the
+    first, leaving two halves that merge side by side on two workers, and the root (one round
+    later) joins the halves across one plane: its graph is only what they froze there."""
+    grid = [-(-s // c) for s, c in zip(shape, size, strict=True)]
+    factor = [2 if g > 1 else 1 for g in grid]
+    if max(grid) <= 2 and factor.count(2) > 1:
+        factor[factor.index(2)] = 1
+    return factor
 
 
 # ----------------------------------------------------------------------------- halos
@@ -425,12 +440,15 @@ def _summaries(root):
     return root["done"]
 
 
-def _compose_task(basin_map, root):
-    """The final map: basins, then every round's merges (tasks in grid order)."""
+def _compose_task(first, results, only_round=None):
+    """``first`` (a map: old ids, new ids) followed by the merges of every task summarised in
+    ``results``' subtrees, round by round (tasks in grid order), chained into one map; with
+    ``only_round``, only that round's merges follow."""
     rounds = {}
-    for d in root["done"]:
-        rounds.setdefault(d["round"], []).append(d)
-    maps = [basin_map]
+    for d in (d for r in results for d in r["done"]):
+        if only_round is None or d["round"] == only_round:
+            rounds.setdefault(d["round"], []).append(d)
+    maps = [first]
     for r in sorted(rounds):
         res = sorted(rounds[r], key=lambda d: tuple(d["lo"]))
         maps.append((np.concatenate([d["map"][0] for d in res]),
@@ -608,10 +626,13 @@ def chunked_agglomerate(aff, chunks, threshold: float, client=None, *, low: floa
         rounds = [level]
         size = list(chunks)
         while len(level) > 1:
-            size = [2 * s for s in size]
+            factor = _join_factor(shape, size)
+            size = [s * f for s, f in zip(size, factor, strict=True)]
             args = {}
             for pidx, (lo, hi) in _boxes(shape, size).items():
-                kids = [k for k in itertools.product(*[(2 * i, 2 * i + 1) for i in pidx])
+                kids = [k for k in itertools.product(*[range(f * i, f * i + f)
+                                                       for i, f in zip(pidx, factor,
+                                                                       strict=True)])
                         if k in level]
                 # a parent goes where its first child is (in Z-order all its children are
                 # consecutive, so mostly on one worker)
@@ -626,8 +647,15 @@ def chunked_agglomerate(aff, chunks, threshold: float, client=None, *, low: floa
         (root,) = level.values()
         # submitted before the relabel tasks, so it runs right after the root
         summaries_f = submit(_summaries, root) if return_info else None
-        # the maps of every round, chained into one (sorted once, not in every relabel task)
-        final = submit(_compose_task, bm, root)
+        # the maps of every round, chained into one (sorted once, not in every relabel task):
+        # all but the root's while the root merges, then the root's on top
+        if len(rounds) > 1:  # (on the worker of the last half: the root goes to the first's)
+            top, last = len(rounds) - 1, list(rounds[-2])[-1]
+            owner["below"] = owner[(top - 1, last) if top > 1 else last]
+            below = submit_all(_compose_task, {"below": (bm, list(rounds[-2].values()))})
+            final = submit(_compose_task, below["below"], [root], top)
+        else:
+            final = submit(_compose_task, bm, [root])
         # in Z-order runs of up to 8 chunks (one owner's 2x2x2 blocks, mostly)
         order = sorted(boxes, key=_morton)
         groups = {order[k]: [boxes[i] for i in order[k:k + RELABEL_GROUP]]

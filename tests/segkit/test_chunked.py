@@ -113,6 +113,20 @@ def test_bad_chunks_are_named(client):
         segkit.chunked_agglomerate(aff, (4, 4), 0.5, client=client)
 
 
+@pytest.mark.parametrize("shape, size, factor", [
+    ((256, 256, 256), (64, 64, 64), [2, 2, 2]),     # 4x4x4 tasks: chunk size doubles
+    ((256, 256, 256), (128, 128, 128), [1, 2, 2]),  # 2x2x2: two z-halves first ...
+    ((256, 256, 256), (128, 256, 256), [2, 1, 1]),  # ... then the root joins them
+    ((100, 64, 200), (64, 64, 64), [2, 1, 2]),      # 2x1x4: not the top yet
+    ((100, 64, 128), (64, 64, 64), [1, 1, 2]),      # 2x1x2: z-halves; z is joined last
+    ((64, 300, 64), (64, 256, 64), [1, 2, 1]),      # two tasks: the root joins them
+])
+def test_join_factor_splits_only_the_top_round(shape, size, factor):
+    from segkit import chunked
+
+    assert chunked._join_factor(shape, size) == factor
+
+
 @settings(max_examples=40, deadline=None)
 @given(shape=st.tuples(*[st.integers(1, 9)] * 3), chunks=st.tuples(*[st.integers(1, 5)] * 3),
        seed=st.integers(0, 2 ** 16))

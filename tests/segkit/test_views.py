@@ -80,8 +80,12 @@ def test_round_frames_and_neuroglancer_state(vol):
         _, info = segkit.chunked_agglomerate(v.affinities, 8, 0.5, client=client,
                                              return_info=True)
     rf = views.round_frames(info, info["fragments"][12], 12)
-    assert len(rf["frames"]) == len(info["rounds"]) == 3
+    # 24^3 in chunks of 8: 27 chunks, then 8 boxes of 16^3, then two halves (z < 16 and
+    # z >= 16, each 16 x 24 x 24), then the root that joins them
+    assert len(rf["frames"]) == len(info["rounds"]) == 4
+    assert [len(r) for r in info["rounds"]] == [27, 8, 2, 1]
+    assert [t["hi"][0] - t["lo"][0] for t in info["rounds"][2]] == [16, 8]
     assert rf["frames"][0].any() and not rf["frames"][-1].any()  # last round: nothing frozen
-    assert len(rf["boxes"][0]) == 9 and len(rf["boxes"][-1]) == 1
+    assert [len(b) for b in rf["boxes"]] == [9, 4, 1, 1]
     state = vv.neuroglancer_state(v.image, seg, v.affinities)
     assert [layer.name for layer in state.layers] == ["image", "affinities", "segmentation"]
