@@ -21,6 +21,7 @@ Assumptions:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import tensorflow as tf
@@ -222,22 +223,54 @@ def _plain_attrs(tf_op) -> dict:
     return out
 
 
-# TF1-style batch norm: the last output ("reserve_space_3") has no static shape. TF's CPU kernel
-# makes it a scalar; cuDNN keeps a small workspace there on a GPU, which we do not model.
+# TF1-style batch norm: the last output ("reserve_space_3") has no static shape, and the
+# gradient's two placeholder outputs get a shape from inference that the kernel need not keep.
+# What a CPU kernel makes of them depends on which kernels TF picked on this machine (see
+# _batch_norm_empty_shapes); cuDNN keeps a small workspace there on a GPU, not modelled.
 _RESERVE_SPACE_TYPES = frozenset({"FusedBatchNormV3", "_FusedBatchNormEx"})
+_BN_GRAD_TYPES = frozenset({"FusedBatchNormGradV3"})
 # Ops whose output has their first input's shape (the gradient code's zeros_like of it).
 _SAME_SHAPE_TYPES = frozenset({"ZerosLike", "OnesLike", "Identity", "Snapshot", "StopGradient"})
 
 
+@functools.cache
+def _batch_norm_empty_shapes() -> tuple[tuple, tuple]:
+    """The shapes TensorFlow's CPU kernels give FusedBatchNormV3's reserve space (output 5) and
+    FusedBatchNormGradV3's two placeholder outputs (3, 4), found by running both once on a
+    1x1x1x1 input. TF's own kernels make them a scalar and two (0,); the oneDNN kernels (on by
+    default where the CPU has AVX-512 VNNI or newer) make them (0,) and two scalars. Shape
+    inference knows neither, and a captured shape must be the one TF computes."""
+
+    @tf.function
+    def run(x, scale, offset):  # arguments, not constants: grappler would fold constants
+        y = tf.raw_ops.FusedBatchNormV3(x=x, scale=scale, offset=offset, mean=tf.zeros([0]),
+                                        variance=tf.zeros([0]), is_training=True)
+        g = tf.raw_ops.FusedBatchNormGradV3(
+            y_backprop=x, x=x, scale=scale, reserve_space_1=y.reserve_space_1,
+            reserve_space_2=y.reserve_space_2, reserve_space_3=y.reserve_space_3,
+            is_training=True)
+        return y.reserve_space_3, g.reserve_space_4
+
+    with tf.device("/CPU:0"):
+        reserve, placeholder = run(tf.ones([1, 1, 1, 1]), tf.ones([1]), tf.zeros([1]))
+    return tuple(reserve.shape), tuple(placeholder.shape)
+
+
 def _fill_reserve_spaces(fg, shapes: dict) -> None:
-    """Give the unknown-shaped reserve space of FusedBatchNormV3 the shape () and pass it on
-    to the shape-preserving ops that read it (in place)."""
+    """Give FusedBatchNormV3's reserve space, and the gradient's placeholder outputs, the
+    shapes this machine's kernels give them, and pass them on to the shape-preserving ops
+    that read them (in place)."""
+    reserve, placeholder = None, None
     for op in fg.get_operations():   # a function graph lists ops in a topological order
+        if reserve is None and op.type in _RESERVE_SPACE_TYPES | _BN_GRAD_TYPES:
+            reserve, placeholder = _batch_norm_empty_shapes()
         for i, t in enumerate(op.outputs):
-            if t.name in shapes:
+            if op.type in _BN_GRAD_TYPES and i in (3, 4):
+                shapes[t.name] = placeholder
+            elif t.name in shapes:
                 continue
-            if op.type in _RESERVE_SPACE_TYPES and i == 5:
-                shapes[t.name] = ()
+            elif op.type in _RESERVE_SPACE_TYPES and i == 5:
+                shapes[t.name] = reserve
             elif op.type in _SAME_SHAPE_TYPES and op.inputs and op.inputs[0].name in shapes:
                 shapes[t.name] = shapes[op.inputs[0].name]
 

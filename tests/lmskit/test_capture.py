@@ -170,7 +170,8 @@ def test_fused_batch_norm_v3_graph_captures_and_swaps_bit_identically():
                                                 tf.TensorSpec([None], tf.int32)])
     bn = [op for op in g.ops.values() if op.type == "FusedBatchNormV3"]
     assert len(bn) == 1 and bn[0].phase == "forward"
-    assert g.tensors[bn[0].outputs[5]].shape(5) == ()   # the reserve space: a scalar on a CPU
+    # the reserve space is empty on a CPU: a scalar from TF's own kernel, (0,) from oneDNN's
+    assert g.tensors[bn[0].outputs[5]].shape(5) in {(), (0,)}
     assert any(op.type == "FusedBatchNormGradV3" and op.phase == "backward"
                for op in g.ops.values())
     rng = np.random.default_rng(1)
