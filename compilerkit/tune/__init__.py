@@ -6,10 +6,11 @@ products, measured with the LoopNest-style code generator (compilerkit/loopnest)
 
 Modules: nest (Task: a nest's Kernel IR; Schedule written with krnl.block/permute/drop;
 Measurer: LoopNest-compiled GFLOP/s, cached), env (the gymnasium.Env: loop tree, features,
-actions), agents (random, greedy, beam, policy rollout), dqn (the numpy DQN and the shipped
-policy.npz), shapes (training and held-out shapes), train (`python -m compilerkit.tune.train`),
-api (tune_matmul, tune_task), passes (`schedule="tuned"`: each matmul nest scheduled by the
-policy, cached by shape; importing compilerkit.tune registers it with the pipeline).
+actions), agents (random, greedy, beam; the policy's rollout and its 3 s search), dqn (the
+numpy DQN and the shipped policy.npz), shapes (training and held-out shapes), train
+(`python -m compilerkit.tune.train`), api (tune_matmul, tune_task), passes
+(`schedule="tuned"`: each matmul nest scheduled by the policy, cached by shape; importing
+compilerkit.tune registers it with the pipeline).
 """
 
 from compilerkit.pipeline import NAMED_SCHEDULES

@@ -1,7 +1,9 @@
-"""Agents that pick LoopTune actions for one task: random search, greedy and beam search (the
-paper's baselines) and the learned policy's greedy rollout. Each returns a `Search` record:
-the best schedule it measured, its GFLOP/s, the actions that lead there from the default, the
-trajectory (action, GFLOP/s) and its wall seconds.
+"""Agents that pick LoopTune actions for one task: random, greedy and beam search (the paper's
+baselines), the learned policy's greedy rollout (the paper's inference) and the policy-guided
+search that `agent="policy"` runs (the rollout, then the Q-network's best few moves measured
+until the tuning budget is spent). Each returns a `Search` record: the best schedule it
+measured, its GFLOP/s, the actions that lead there from the default, the trajectory
+(action, GFLOP/s) and its wall seconds.
 
 They share the env's transition (`env.step_schedule`) and the Measurer's cache, so a schedule
 is compiled and timed once whichever agent reaches it. `budget_s` bounds the searches' wall
@@ -120,8 +122,9 @@ def beam_search(task: Task, measurer: Measurer, budget_s: float = 60.0, width: i
 
 def policy_rollout(task: Task, measurer: Measurer, q, horizon: int = 10,
                    lookahead: int = 1) -> Search:
-    """The learned policy: `horizon` greedy steps on its Q-values (`q(obs) -> values`),
-    measuring each state it reaches; returns the best of them (LoopTune's inference). With
+    """The learned policy's plain rollout (LoopTune's inference; `tune_task(..., "policy",
+    search=False)`): `horizon` greedy steps on its Q-values (`q(obs) -> values`), measuring
+    each state it reaches; returns the best of them. `policy_search` starts with it. With
     `lookahead` k > 1 each step measures the states of the policy's k best unvisited moves and
     takes the fastest (k times the measurements; a search the policy prunes)."""
     t0 = time.perf_counter()
@@ -150,3 +153,127 @@ def policy_rollout(task: Task, measurer: Measurer, q, horizon: int = 10,
         if g > best[0]:
             best = (g, s, list(path))
     return Search("policy", best[1], best[0], best[2], time.perf_counter() - t0, traj)
+
+
+def _replay(task: Task, actions) -> tuple[Schedule, int]:
+    s, c = task.default(), 0
+    for name in actions:
+        s, c = step_schedule(s, c, ACTIONS.index(name))
+    return s, c
+
+
+def _ranked(task: Task, q, s: Schedule, c: int) -> np.ndarray:
+    """The actions from (s, c), the Q-network's best first."""
+    return np.argsort(-np.asarray(q(observe(task.sizes, task.strides, s, c)), np.float64),
+                      kind="stable")
+
+
+def policy_search(task: Task, measurer: Measurer, q, budget_s: float = 3.0, horizon: int = 10,
+                  top_k: int = 3, width: int = 4, depth: int = 10, finalists: int = 6,
+                  retime_s: float = 0.25) -> Search:
+    """What `agent="policy"` runs: the learned policy spending the tuning budget on measuring
+    its own best moves (LoopTune's inference is the rollout alone, about 0.3 s of a 3 s budget;
+    the Q-network ranks moves well but its single greedy path misses on some shapes).
+
+    1. `policy_rollout` (`horizon` greedy steps): its best state is the first candidate (so on
+       the same measurer, with `finalists=1`, the search never returns less than the rollout).
+    2. A beam from the default (`width` states, `depth` steps) whose expansions are only the
+       Q-network's `top_k` best moves to unseen states: the network chooses the moves,
+       measurements decide which states are kept.
+    3. Hill-climbing from the best state found: each step measures the code-changing moves at
+       every cursor position (in the Q-network's order, so a spent budget cuts its worst
+       guesses) and takes the fastest, until none is faster; then again from the best measured
+       state not climbed from yet, while the budget lasts.
+    4. The `finalists` fastest schedules measured are timed again side by side
+       (`Measurer.retime`, about `retime_s` seconds of runs) and the fastest there is returned:
+       back to back, with warm data, many schedules measure alike near the kernel's peak, and a
+       lucky measurement on a shared machine would decide. Its GFLOP/s is its cached
+       measurement, as for the other agents. `finalists=1` skips this.
+
+    Stops measuring when one more measurement (taken as twice the slowest so far) and the
+    re-timing (a compile per finalist and `retime_s`) would end past `budget_s` seconds (the
+    rollout always runs in full). `trajectory` is the rollout's, then each later improvement
+    ("beam:<action>", "climb:<action>", and "retimed:<action>" where the re-timing picked
+    another schedule)."""
+    t0 = time.perf_counter()
+    roll = policy_rollout(task, measurer, q, horizon)
+    traj = list(roll.trajectory)
+    s, c = _replay(task, roll.actions)
+    best = [roll.gflops, s, c, list(roll.actions)]
+    pool = {}  # schedule -> (GFLOP/s, schedule, cursor, path): every state measured
+    slowest = [0.0]  # the longest measurement so far: the next one may take as long
+
+    retime = getattr(measurer, "retime", None) if finalists > 1 else None
+
+    def out_of_time():  # leaves time for one more measurement and the re-timing
+        reserve = finalists * slowest[0] + retime_s if retime else 0.0
+        return time.perf_counter() - t0 + 2 * slowest[0] + reserve >= budget_s
+
+    def measure(s1, c1, path, tag):
+        t = time.perf_counter()
+        g1 = measurer.gflops(task, s1)
+        slowest[0] = max(slowest[0], time.perf_counter() - t)
+        pool.setdefault(s1, (g1, s1, c1, path))
+        if g1 > best[0]:
+            best[:] = [g1, s1, c1, path]
+            traj.append((f"{tag}:{path[-1]}", g1))
+        return g1
+
+    s0 = task.default()
+    beam = [(measurer.gflops(task, s0), s0, 0, [])]
+    seen = {(s0, 0)}
+    for _ in range(depth):
+        nxt = []
+        for _g, s, c, path in beam:
+            taken = 0
+            for a in _ranked(task, q, s, c):
+                if taken == top_k or out_of_time():
+                    break
+                s1, c1 = step_schedule(s, c, int(a))
+                if (s1, c1) in seen:
+                    continue
+                seen.add((s1, c1))
+                taken += 1
+                p1 = path + [ACTIONS[a]]
+                nxt.append((measure(s1, c1, p1, "beam"), s1, c1, p1))
+        if not nxt or out_of_time():
+            break
+        nxt.sort(key=lambda x: -x[0])  # stable: ties keep the Q-network's order
+        beam = nxt[:width]
+
+    climbed = set()
+    pool[best[1]] = tuple(best)
+    while not out_of_time():  # climb from the best state not climbed from yet
+        starts = [e for e in pool.values() if e[1] not in climbed]
+        if not starts:
+            break
+        g, s, c, path = max(starts, key=lambda e: e[0])
+        while not out_of_time():
+            climbed.add(s)
+            moves = []  # (Q-value, cursor moves + action, next state): every cursor position
+            for p in range(3):
+                pre = ["up"] * (c - p) + ["down"] * (p - c)
+                values = q(observe(task.sizes, task.strides, s, p))
+                for a in range(2, len(ACTIONS)):
+                    s1, c1 = step_schedule(s, p, a)
+                    if s1 != s:
+                        moves.append((values[a], pre + [ACTIONS[a]], s1, c1))
+            moves.sort(key=lambda m: -m[0])
+            step = None
+            for _v, acts, s1, c1 in moves:
+                if out_of_time():
+                    break
+                g1 = measure(s1, c1, path + acts, "climb")
+                if step is None or g1 > step[0]:
+                    step = (g1, s1, c1, path + acts)
+            if step is None or step[0] <= g:
+                break
+            g, s, c, path = step
+    g, s, c, path = best
+    final = sorted(pool.values(), key=lambda e: -e[0])[:finalists]
+    if retime and len(final) > 1:
+        again = retime(task, [e[1] for e in final], retime_s)
+        g, s, c, path = final[int(np.argmax(again))]
+        if s != best[1]:
+            traj.append((f"retimed:{path[-1] if path else 'start'}", g))
+    return Search("policy", s, g, path, time.perf_counter() - t0, traj, len(pool))

@@ -1,8 +1,11 @@
 """`tune_matmul(M, N, K, agent=...)`: one nest tuned by one agent, as a TuneResult.
 
-Agents: "policy" (the shipped DQN's greedy rollout, about ten measured steps), "greedy",
-"beam", "random" (searches bounded by `budget_s`). The measurer (and its cache) can be passed
-in so several agents share measurements of one shape.
+Agents: "policy" (the shipped DQN: its greedy rollout of ten measured steps, then its best few
+moves per state measured until `budget_s`, 3 s by default, the fastest few re-timed side by
+side: agents.policy_search; options `top_k`, `width`, `depth`, `horizon`, `finalists`;
+`search=False` gives the plain rollout, LoopTune's inference, about 0.3 s), "greedy", "beam",
+"random" (searches bounded by `budget_s`). The measurer (and its cache) can be passed in so
+several agents share measurements of one shape.
 """
 
 from __future__ import annotations
@@ -53,7 +56,9 @@ def tune_task(task: Task, agent: str = "policy", budget_s: float = 3.0,
         raise ValueError(f"unknown agent {agent!r}; choose one of {AGENTS}")
     measurer = measurer or Measurer()
     t = time.perf_counter()
-    if agent == "policy":
+    if agent == "policy" and options.pop("search", True):
+        s = _agents.policy_search(task, measurer, policy(), budget_s, **options)
+    elif agent == "policy":
         s = _agents.policy_rollout(task, measurer, policy(), **options)
     elif agent == "greedy":
         s = _agents.greedy_search(task, measurer, budget_s, **options)

@@ -171,3 +171,24 @@ class Measurer:
                 best = min(best, time.perf_counter() - t)
             self.cache[key] = task.flops / best / 1e9
         return self.cache[key]
+
+    def retime(self, task: Task, schedules, seconds: float = 0.25) -> list:
+        """GFLOP/s of `schedules` timed again side by side (the cache is left as it is): each
+        compiled and run once, then rounds of one run of each in turn (3 to 10 rounds, as many
+        as fit in about `seconds`), best per schedule. The cache's back-to-back runs of one
+        schedule find its data warm; many schedules measure alike there (near the kernel's
+        peak), while interleaved runs, as in a model or a benchmark, tell them apart."""
+        cms = [self.compile(task, s) for s in schedules]
+        arrays = task.arrays()
+        best = []
+        for cm in cms:
+            t = time.perf_counter()
+            cm.run(*arrays, num_threads=1)
+            best.append(time.perf_counter() - t)
+        rounds = int(min(10, max(3, seconds // max(sum(best), 1e-6))))
+        for _ in range(rounds):
+            for i, cm in enumerate(cms):
+                t = time.perf_counter()
+                cm.run(*arrays, num_threads=1)
+                best[i] = min(best[i], time.perf_counter() - t)
+        return [task.flops / b / 1e9 for b in best]
