@@ -260,17 +260,14 @@ def _fill_reserve_spaces(fg, shapes: dict) -> None:
     """Give FusedBatchNormV3's reserve space, and the gradient's placeholder outputs, the
     shapes this machine's kernels give them, and pass them on to the shape-preserving ops
     that read them (in place)."""
-    reserve, placeholder = None, None
     for op in fg.get_operations():   # a function graph lists ops in a topological order
-        if reserve is None and op.type in _RESERVE_SPACE_TYPES | _BN_GRAD_TYPES:
-            reserve, placeholder = _batch_norm_empty_shapes()
         for i, t in enumerate(op.outputs):
             if op.type in _BN_GRAD_TYPES and i in (3, 4):
-                shapes[t.name] = placeholder
+                shapes[t.name] = _batch_norm_empty_shapes()[1]
             elif t.name in shapes:
                 continue
             elif op.type in _RESERVE_SPACE_TYPES and i == 5:
-                shapes[t.name] = reserve
+                shapes[t.name] = _batch_norm_empty_shapes()[0]
             elif op.type in _SAME_SHAPE_TYPES and op.inputs and op.inputs[0].name in shapes:
                 shapes[t.name] = shapes[op.inputs[0].name]
 

@@ -624,6 +624,10 @@ def chunked_agglomerate(aff, chunks, threshold: float, client=None, *, low: floa
         level = submit_all(_round0_task, args)
         del basins
         rounds = [level]
+
+        def placed(round_, idx):  # round 0's tasks are keyed by grid index, later ones' by
+            return owner[(round_, idx) if round_ else idx]  # (round, grid index)
+
         size = list(chunks)
         while len(level) > 1:
             factor = _join_factor(shape, size)
@@ -636,8 +640,7 @@ def chunked_agglomerate(aff, chunks, threshold: float, client=None, *, low: floa
                         if k in level]
                 # a parent goes where its first child is (in Z-order all its children are
                 # consecutive, so mostly on one worker)
-                owner[(len(rounds), pidx)] = owner[(len(rounds) - 1, kids[0])
-                                                   if len(rounds) > 1 else kids[0]]
+                owner[(len(rounds), pidx)] = placed(len(rounds) - 1, kids[0])
                 args[(len(rounds), pidx)] = ([level[k] for k in kids], lo, hi, shape,
                                              threshold, len(rounds),
                                              bm if len(rounds) == 1 else None)
@@ -651,7 +654,7 @@ def chunked_agglomerate(aff, chunks, threshold: float, client=None, *, low: floa
         # all but the root's while the root merges, then the root's on top
         if len(rounds) > 1:  # (on the worker of the last half: the root goes to the first's)
             top, last = len(rounds) - 1, list(rounds[-2])[-1]
-            owner["below"] = owner[(top - 1, last) if top > 1 else last]
+            owner["below"] = placed(top - 1, last)
             below = submit_all(_compose_task, {"below": (bm, list(rounds[-2].values()))})
             final = submit(_compose_task, below["below"], [root], top)
         else:
