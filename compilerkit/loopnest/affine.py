@@ -31,19 +31,29 @@ class Affine:
 
     @staticmethod
     def of(terms: dict, const: int = 0) -> Affine:
-        return Affine(tuple((v, c) for v, c in terms.items() if c), const)
+        return Affine(tuple([(v, c) for v, c in terms.items() if c]), const)
 
     def as_dict(self) -> dict:
         return dict(self.terms)
 
+    # Index arithmetic is most of what the generator does per load and store: the common
+    # cases (a constant operand, scaling by 1) return without building a dict.
     def __add__(self, other: Affine) -> Affine:
-        d = self.as_dict()
+        if not other.terms:
+            return Affine(self.terms, self.const + other.const) if other.const else self
+        if not self.terms:
+            return Affine(other.terms, self.const + other.const)
+        d = dict(self.terms)
         for v, c in other.terms:
             d[v] = d.get(v, 0) + c
         return Affine.of(d, self.const + other.const)
 
     def scale(self, k: int) -> Affine:
-        return Affine.of({v: c * k for v, c in self.terms}, self.const * k)
+        if k == 1:
+            return self
+        if k == 0:
+            return Affine()
+        return Affine(tuple([(v, c * k) for v, c in self.terms]), self.const * k)
 
     def coef(self, v) -> int:
         return self.as_dict().get(v, 0)

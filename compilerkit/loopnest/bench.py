@@ -113,7 +113,7 @@ def compare_nest(model, repeat: int = 3, run_repeat: int = 5) -> dict:
 def compare_model(path, input_shapes=None, run_repeat: int = 5) -> dict:
     """One ONNX model end to end with each generator (loopnest first, then LLVM): compile
     seconds and stages, per-node codegen milliseconds, run time at one thread, agreement with
-    onnxruntime (conformance's tolerance)."""
+    onnxruntime (conformance's rtol, the absolute floor scaled by the largest output)."""
     from compilerkit import conformance as cf
     from compilerkit.pipeline import compile_to
 
@@ -149,8 +149,12 @@ def compare_model(path, input_shapes=None, run_repeat: int = 5) -> dict:
     out["loopnest_run_ms"], out["llvm_run_ms"] = runs["loopnest"] * 1e3, runs["llvm"] * 1e3
     out["run_ratio"] = runs["llvm"] / runs["loopnest"]
     ref = cf.ort_outputs(str(path), dict(feeds))
+    # A whole network's float error grows with its outputs' scale (ResNet-50's logits: 2e-4
+    # against numbers near 10): the absolute floor is relative to the largest output, as the
+    # real-model tests compare.
+    scale = max([1.0] + [float(np.max(np.abs(r))) for r in ref if np.size(r)])
     for gen, cm in cms.items():
-        ok, worst, _ = cf.compare(cm.run(*arrays, num_threads=1), ref)
+        ok, worst, _ = cf.compare(cm.run(*arrays, num_threads=1), ref, atol=cf.RTOL * scale)
         out[f"{gen}_matches_ort"], out[f"{gen}_max_error"] = bool(ok), worst
     out["load_after"] = os.getloadavg()[0]
     return out

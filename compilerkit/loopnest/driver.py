@@ -166,9 +166,9 @@ class Generated:
                     instructions=len(xasm)))
             plan.append(("loopnest", name, frame.asm, info))
         kernel_asm = {}
-        for kname, strides in kernels.items():
+        for kname, (strides, extents) in kernels.items():
             t, c = time.perf_counter(), time.process_time()
-            kernel_asm[kname] = kernel(strides)
+            kernel_asm[kname] = kernel(strides, extents)
             self.report.functions.append(FunctionInfo(kname, None, "loopnest",
                                                       time.perf_counter() - t,
                                                       time.process_time() - c,

@@ -45,7 +45,7 @@ FLOAT_OPS = {"arith.addf": "VEX_VADDPS_YMM_YMM_YMMM256", "arith.subf": "VEX_VSUB
              "arith.maximumf": "VEX_VMAXPS_YMM_YMM_YMMM256",
              "arith.minimumf": "VEX_VMINPS_YMM_YMM_YMMM256",
              "arith.negf": None, "math.absf": None, "math.sqrt": None, "arith.select": None,
-             "arith.cmpf": None}
+             "arith.cmpf": None, "math.exp": None}
 # arith.cmpf predicate number -> vcmpps immediate (AVX's 32 predicates)
 CMP_IMM = {0: 0x0B, 1: 0x00, 2: 0x1E, 3: 0x1D, 4: 0x11, 5: 0x12, 6: 0x0C, 7: 0x07, 8: 0x08,
            9: 0x16, 10: 0x15, 11: 0x19, 12: 0x1A, 13: 0x04, 14: 0x03, 15: 0x0F}
@@ -416,6 +416,8 @@ class Leaf:
                 a.op("VEX_VMOVUPS_YMM_YMMM256", dst, acc.at())
             elif c == 1:
                 a.op("VEX_VMASKMOVPS_YMM_YMM_M256", dst, self.tail_reg, acc.at())
+            elif c == 2 and not tail and self._dense_pair(acc) is not None and free:
+                self._stride2_dense(dst, acc, take, free)
             else:
                 m = take()
                 if tail:
@@ -459,6 +461,35 @@ class Leaf:
             a.op("VEX_VMOVUPS_YMM_YMMM256", dst, a.const(f32x8(fill)))
             self._gather(dst, acc, c, m, take, free)
         free.insert(0, m)
+
+    def _dense_pair(self, acc):
+        """For a stride-2 access in a full vector: the byte displacement (0 or -4) from which
+        16 consecutive floats hold its 8 lanes at the even (0) or odd (-4) positions, all
+        inside its buffer over the whole iteration space; None when neither is."""
+        lo, hi = interval(acc.offset, self.ranges)
+        size = 1
+        for d in acc.mem.type.get_shape():
+            size *= d
+        if hi + 1 <= size - 1:  # lane 7 is at offset + 14; the pair's last float at + 15
+            return 0
+        if lo - 1 >= 0:
+            return -4
+        return None
+
+    def _stride2_dense(self, dst, acc, take, free):
+        """dst lane l = acc[2l] for a full vector: two plain loads of 8 floats (their extra
+        element proven inside the buffer by `_dense_pair`), vshufps picks the even (or odd)
+        elements, vpermpd puts them in lane order. The masked form (`_stride2`) needs two
+        mask computations per load; a max pool's phase split reads this way in its
+        innermost loop."""
+        a = self.frame.asm
+        shift = self._dense_pair(acc)
+        hi = take()
+        a.op("VEX_VMOVUPS_YMM_YMMM256", dst, acc.at(shift))
+        a.op("VEX_VMOVUPS_YMM_YMMM256", hi, acc.at(shift + 32))
+        a.op("VEX_VSHUFPS_YMM_YMM_YMMM256_IMM8", dst, dst, hi, 0x88 if shift == 0 else 0xDD)
+        a.op("VEX_VPERMPD_YMM_YMMM256_IMM8", dst, dst, 0xD8)
+        free.insert(0, hi)
 
     def _stride2(self, dst, acc, mask, take, free):
         """dst lane l = acc[2l] where mask lane l is set, else 0, without a gather: two masked
@@ -515,6 +546,64 @@ class Leaf:
         elif name == "arith.select":
             c, x, y = srcs
             a.op("VEX_VBLENDVPS_YMM_YMM_YMMM256_YMM", dst, y, x, c)
+        elif name == "math.exp":
+            self._exp(dst, srcs[0], take, free)
+
+    def _exp(self, dst, x, take, free):
+        """dst = exp(x), the LLVM path's `ck_expf` (codegen/mathlib.build_exp) step for step:
+        the same clamps, Cody-Waite reduction, Estrin polynomial with the same fused
+        multiply-adds, and 2^n as two exact factors, so both generators give the same bits.
+        Softmax's exp was the one op that sent whole models' nodes to LLVM (and with them
+        LLVM's fixed cost of a module and a JIT)."""
+        a = self.frame.asm
+        ta, tb, tc, td, te = (take() for _ in range(5))
+
+        def c(v):
+            return a.const(f32x8(v))
+
+        fma231, fma213 = "VEX_VFMADD231PS_YMM_YMM_YMMM256", "VEX_VFMADD213PS_YMM_YMM_YMMM256"
+        mov, blend = "VEX_VMOVUPS_YMM_YMMM256", "VEX_VBLENDVPS_YMM_YMM_YMMM256_YMM"
+        cmp = "VEX_VCMPPS_YMM_YMM_YMMM256_IMM8"
+        # xc = clamp(x, -104, 89); the ordered compares send NaN to -104
+        a.op(mov, ta, c(-104.0))
+        a.op(cmp, tb, x, ta, 0x1E)  # x > -104 (ordered)
+        a.op(blend, tc, ta, x, tb)
+        a.op(mov, ta, c(89.0))
+        a.op(cmp, tb, tc, ta, 0x11)  # xc < 89 (ordered)
+        a.op(blend, tc, ta, tc, tb)
+        # n = floor(xc * log2(e) + 0.5), one rounding for the product and sum
+        a.op(mov, td, c(0.5))
+        a.op(fma231, td, tc, c(1.4426950408889634))
+        a.op("VEX_VROUNDPS_YMM_YMMM256_IMM8", td, td, 0x09)  # toward -inf, no exception
+        # r = xc - n * ln2 in two parts
+        a.op("VEX_VMOVAPS_YMM_YMMM256", te, tc)
+        a.op(fma231, te, td, c(-0.693359375))
+        a.op(fma231, te, td, c(2.12194440e-4))
+        a.op("VEX_VMULPS_YMM_YMM_YMMM256", tc, te, te)  # r^2
+        a.op(mov, ta, c(1.3981999507e-3))
+        a.op(fma231, ta, te, c(1.9875691500e-4))  # p0
+        a.op(mov, tb, c(4.1665795894e-2))
+        a.op(fma231, tb, te, c(8.3334519073e-3))  # p1
+        a.op(fma213, ta, tc, tb)  # p0 * r^2 + p1
+        a.op(mov, tb, c(5.0000001201e-1))
+        a.op(fma231, tb, te, c(1.6666665459e-1))  # p2
+        a.op(fma213, ta, tc, tb)  # (...) * r^2 + p2
+        a.op(fma213, ta, tc, te)  # p * r^2 + r
+        a.op("VEX_VADDPS_YMM_YMM_YMMM256", ta, ta, c(1.0))
+        # 2^n as 2^(n >> 1) * 2^(n - (n >> 1)), each built in the exponent bits
+        a.op("VEX_VCVTTPS2DQ_YMM_YMMM256", td, td)
+        a.op("VEX_VPSRAD_YMM_YMM_IMM8", tb, td, 1)
+        a.op("VEX_VPSUBD_YMM_YMM_YMMM256", td, td, tb)
+        bias = a.const(i32x8([127] * W))
+        for t in (tb, td):
+            a.op("VEX_VPADDD_YMM_YMM_YMMM256", t, t, bias)
+            a.op("VEX_VPSLLD_YMM_YMM_IMM8", t, t, 23)
+        a.op("VEX_VMULPS_YMM_YMM_YMMM256", ta, ta, tb)
+        a.op("VEX_VMULPS_YMM_YMM_YMMM256", ta, ta, td)
+        a.op(cmp, tb, x, x, 0x03)  # NaN in, NaN out
+        a.op(blend, dst, ta, x, tb)
+        for t in (te, td, tc, tb, ta):
+            free.insert(0, t)
 
 
 def _uses(step):

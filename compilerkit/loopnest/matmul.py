@@ -28,6 +28,8 @@ their prologue); keeps rdi and rsp; uses up to 128 KiB of stack.
 
 from __future__ import annotations
 
+import itertools
+
 from compilerkit.dialects import krnl
 from compilerkit.loopnest.affine import Affine, Unsupported, interval
 from compilerkit.loopnest.asm import GPR, YMM, Asm
@@ -47,66 +49,88 @@ def kernel_name(strides) -> str:
     return "ck_ln_matmul_" + "_".join(str(s) for s in strides)
 
 
-def kernel(strides) -> Asm:
-    """The micro-kernel for (sa_r, sa_k, ldb, ldc) (elements)."""
+def _packs(m: int, n: int, k: int) -> bool:
+    """The kernel's own test: several row blocks reuse B's panel, and the panel fits."""
+    return m >= PACK_MIN_ROWS and -(-n // NR) * k <= PANEL // NR
+
+
+def kernel(strides, extents) -> Asm:
+    """The micro-kernel for (sa_r, sa_k, ldb, ldc) (elements), holding only the paths its
+    calls take: `extents` is the set of (m, n, k) its call sites pass (static sizes and tiles,
+    so the set is exact). A 256^3 product needs the packed path's 6-row block and one
+    remainder, not every row count for every column case (1,317 instructions down to about
+    a hundred: this kernel's encoding was most of a matmul's compile time)."""
     sa_r, sa_k, ldb, ldc = (4 * s for s in strides)
     for s in (sa_r, sa_k, ldb, ldc):
         check_imm(MR * s, "matmul")
+    live = [e for e in extents if min(e) > 0]
+    packed = [e for e in live if _packs(*e)]
+    unpacked = [e for e in live if not _packs(*e)]
     a = Asm()
     done = a.label()
     a.op("TEST_RM64_R64", R10, R10)
     a.jump("JLE_REL32_64", done)
     a.op("TEST_RM64_R64", R9, R9)
     a.jump("JLE_REL32_64", done)
-    unpacked = a.label()
-    # Packing pays when several row blocks reuse the panel, and the panel fits its buffer.
-    a.op("CMP_RM64_IMM32", R8, PACK_MIN_ROWS)
-    a.jump("JL_REL32_64", unpacked)
-    a.op("LEA_R64_M", RAX, Asm.mem(R9, disp=NR - 1))
-    a.op("SHR_RM64_IMM8", RAX, 4)
-    a.op("IMUL_R64_RM64", RAX, R10)
-    a.op("CMP_RM64_IMM32", RAX, PANEL // NR)
-    a.jump("JG_REL32_64", unpacked)
-    _packed(a, sa_r, sa_k, ldb, ldc)
-    a.op("RETNQ")
-    a.bind(unpacked)
-    _row_blocks(a, lambda r: _columns(a, r, sa_r, sa_k, ldb, ldc), sa_r, ldc, done)
+    other = a.label()
+    if packed:
+        if unpacked:  # the same test as _packs, at run time
+            a.op("CMP_RM64_IMM32", R8, PACK_MIN_ROWS)
+            a.jump("JL_REL32_64", other)
+            a.op("LEA_R64_M", RAX, Asm.mem(R9, disp=NR - 1))
+            a.op("SHR_RM64_IMM8", RAX, 4)
+            a.op("IMUL_R64_RM64", RAX, R10)
+            a.op("CMP_RM64_IMM32", RAX, PANEL // NR)
+            a.jump("JG_REL32_64", other)
+        _packed(a, sa_r, sa_k, ldb, ldc, packed)
+        a.op("RETNQ")
+    a.bind(other)
+    if unpacked:
+        ns = {n for _, n, _ in unpacked}
+        _row_blocks(a, lambda r: _columns(a, r, sa_r, sa_k, ldb, ldc, ns), sa_r, ldc, done,
+                    {m for m, _, _ in unpacked})
+    else:
+        a.bind(done)
     a.op("RETNQ")
     return a
 
 
-def _row_blocks(a: Asm, block, sa_r, ldc, done):
+def _row_blocks(a: Asm, block, sa_r, ldc, done, ms):
     """Rows of A and C in blocks of MR (r8 rows left, rsi and rcx advanced per block), then one
-    jump to the block code for the 1..MR-1 rows left; `block(r)` writes the code for r rows.
-    Binds `done` after them."""
+    jump to the block code for the 1..MR-1 rows left; `block(r)` writes the code for r rows,
+    for the row counts `ms` can leave. Binds `done` after them."""
     rows, rem = a.label(), a.label()
-    a.bind(rows)
-    a.op("CMP_RM64_IMM32", R8, MR)
-    a.jump("JL_REL32_64", rem)
-    block(MR)
-    a.op("ADD_RM64_IMM32", RSI, MR * sa_r)
-    a.op("ADD_RM64_IMM32", RCX, MR * ldc)
-    a.op("SUB_RM64_IMM32", R8, MR)
-    a.jump("JMP_REL32_64", rows)
+    if max(ms) >= MR:
+        a.bind(rows)
+        a.op("CMP_RM64_IMM32", R8, MR)
+        a.jump("JL_REL32_64", rem)
+        block(MR)
+        a.op("ADD_RM64_IMM32", RSI, MR * sa_r)
+        a.op("ADD_RM64_IMM32", RCX, MR * ldc)
+        a.op("SUB_RM64_IMM32", R8, MR)
+        a.jump("JMP_REL32_64", rows)
     a.bind(rem)
+    left = sorted({m % MR for m in ms} - {0}, reverse=True)
     labels = {}
-    for r in range(MR - 1, 0, -1):
+    for r in left:
         labels[r] = a.label()
         a.op("CMP_RM64_IMM32", R8, r)
         a.jump("JE_REL32_64", labels[r])
     a.jump("JMP_REL32_64", done)
-    for r in range(MR - 1, 0, -1):
+    for r in left:
         a.bind(labels[r])
         block(r)
         a.jump("JMP_REL32_64", done)
     a.bind(done)
 
 
-def _packed(a: Asm, sa_r, sa_k, ldb, ldc):
+def _packed(a: Asm, sa_r, sa_k, ldb, ldc, extents):
     """B's k x n tile copied to the stack as 16-column strips (strip s: B[kk, 16s:16s+16] for
     every kk, contiguous; the last strip zero-padded, read from B with masked loads), then
     row blocks over the strips: B is read sequentially whatever ldb is (MLAS's packing).
     Uses rbp to restore rsp."""
+    ns = {n for _, n, _ in extents}
+    full, tail = max(ns) >= NR, any(n % NR for n in ns)
     a.op("MOV_R64_RM64", RBP, RSP)
     a.op("SUB_RM64_IMM32", RSP, 4 * PANEL + 64)
     a.op("AND_RM64_IMM32", RSP, -64)
@@ -114,22 +138,25 @@ def _packed(a: Asm, sa_r, sa_k, ldb, ldc):
     a.op("MOV_R64_RM64", R13, RDX)  # B column
     a.op("MOV_R64_RM64", RBX, R9)  # columns left
     strips, last, packed = a.label(), a.label(), a.label()
-    a.bind(strips)
-    a.op("CMP_RM64_IMM32", RBX, NR)
-    a.jump("JL_REL32_64", last)
-    _copy_strip(a, ldb, masked=False)
-    a.op("ADD_RM64_IMM32", R13, 4 * NR)
-    a.op("SUB_RM64_IMM32", RBX, NR)
-    a.jump("JMP_REL32_64", strips)
+    if full:
+        a.bind(strips)
+        a.op("CMP_RM64_IMM32", RBX, NR)
+        a.jump("JL_REL32_64", last)
+        _copy_strip(a, ldb, masked=False)
+        a.op("ADD_RM64_IMM32", R13, 4 * NR)
+        a.op("SUB_RM64_IMM32", RBX, NR)
+        a.jump("JMP_REL32_64", strips)
     a.bind(last)
-    a.op("TEST_RM64_R64", RBX, RBX)
-    a.jump("JE_REL32_64", packed)
-    _masks(a, RBX, YMM[14], YMM[15])
-    _copy_strip(a, ldb, masked=True)
+    if tail:
+        a.op("TEST_RM64_R64", RBX, RBX)
+        a.jump("JE_REL32_64", packed)
+        _masks(a, RBX, YMM[14], YMM[15])
+        _copy_strip(a, ldb, masked=True)
     a.bind(packed)
     a.op("MOV_R64_RM64", R11, R10)
     a.op("SHL_RM64_IMM8", R11, 6)  # bytes per strip: k * 64
-    _row_blocks(a, lambda r: _strips(a, r, sa_r, sa_k, ldc), sa_r, ldc, a.label())
+    _row_blocks(a, lambda r: _strips(a, r, sa_r, sa_k, ldc, full, tail), sa_r, ldc, a.label(),
+                {m for m, _, _ in extents})
     a.op("MOV_R64_RM64", RSP, RBP)
 
 
@@ -163,25 +190,28 @@ def _copy_strip(a: Asm, ldb, masked: bool):
     a.jump("JNE_REL32_64", top)
 
 
-def _strips(a: Asm, rows: int, sa_r, sa_k, ldc):
-    """All strips of `rows` rows against the packed panel (rsp): full strips, then the last
-    one with masked C loads and stores (its B columns past n are zeros)."""
+def _strips(a: Asm, rows: int, sa_r, sa_k, ldc, full: bool, tail: bool):
+    """All strips of `rows` rows against the packed panel (rsp): full strips (if some n has
+    them), then the last one with masked C loads and stores (its B columns past n are zeros;
+    if some n has a tail)."""
     top, last, end = a.label(), a.label(), a.label()
     a.op("MOV_R64_RM64", RBX, R9)
     a.op("MOV_R64_RM64", R13, RSP)
     a.op("MOV_R64_RM64", R14, RCX)
-    a.bind(top)
-    a.op("CMP_RM64_IMM32", RBX, NR)
-    a.jump("JL_REL32_64", last)
-    _packed_block(a, rows, sa_r, sa_k, ldc, masked=False)
-    a.op("ADD_R64_RM64", R13, R11)
-    a.op("ADD_RM64_IMM32", R14, 4 * NR)
-    a.op("SUB_RM64_IMM32", RBX, NR)
-    a.jump("JMP_REL32_64", top)
+    if full:
+        a.bind(top)
+        a.op("CMP_RM64_IMM32", RBX, NR)
+        a.jump("JL_REL32_64", last)
+        _packed_block(a, rows, sa_r, sa_k, ldc, masked=False)
+        a.op("ADD_R64_RM64", R13, R11)
+        a.op("ADD_RM64_IMM32", R14, 4 * NR)
+        a.op("SUB_RM64_IMM32", RBX, NR)
+        a.jump("JMP_REL32_64", top)
     a.bind(last)
-    a.op("TEST_RM64_R64", RBX, RBX)
-    a.jump("JE_REL32_64", end)
-    _packed_block(a, rows, sa_r, sa_k, ldc, masked=True)
+    if tail:
+        a.op("TEST_RM64_R64", RBX, RBX)
+        a.jump("JE_REL32_64", end)
+        _packed_block(a, rows, sa_r, sa_k, ldc, masked=True)
     a.bind(end)
 
 
@@ -223,28 +253,34 @@ def _packed_block(a: Asm, rows: int, sa_r, sa_k, ldc, masked: bool):
                 a.op("VEX_VMOVUPS_YMMM256_YMM", m, acc[r][v])
 
 
-def _columns(a: Asm, rows: int, sa_r, sa_k, ldb, ldc):
-    """All columns of `rows` rows: 16-wide blocks, one 8-wide, one masked."""
+def _columns(a: Asm, rows: int, sa_r, sa_k, ldb, ldc, ns):
+    """All columns of `rows` rows: 16-wide blocks, one 8-wide, one masked (each only if some
+    n in `ns` has it)."""
     c16, c8, cm, end = a.label(), a.label(), a.label(), a.label()
     a.op("MOV_R64_RM64", RBX, R9)
     a.op("MOV_R64_RM64", R13, RDX)
     a.op("MOV_R64_RM64", R14, RCX)
-    a.bind(c16)
-    a.op("CMP_RM64_IMM32", RBX, NR)
-    a.jump("JL_REL32_64", c8)
-    _block(a, rows, 2, False, sa_r, sa_k, ldb, ldc)
-    a.op("ADD_RM64_IMM32", R13, 64)
-    a.op("ADD_RM64_IMM32", R14, 64)
-    a.op("SUB_RM64_IMM32", RBX, NR)
-    a.jump("JMP_REL32_64", c16)
+    if max(ns) >= NR:
+        a.bind(c16)
+        a.op("CMP_RM64_IMM32", RBX, NR)
+        a.jump("JL_REL32_64", c8)
+        _block(a, rows, 2, False, sa_r, sa_k, ldb, ldc)
+        a.op("ADD_RM64_IMM32", R13, 64)
+        a.op("ADD_RM64_IMM32", R14, 64)
+        a.op("SUB_RM64_IMM32", RBX, NR)
+        a.jump("JMP_REL32_64", c16)
     a.bind(c8)
-    a.op("CMP_RM64_IMM32", RBX, 8)
-    a.jump("JL_REL32_64", cm)
-    _block(a, rows, 1, False, sa_r, sa_k, ldb, ldc)
-    a.op("ADD_RM64_IMM32", R13, 32)
-    a.op("ADD_RM64_IMM32", R14, 32)
-    a.op("SUB_RM64_IMM32", RBX, 8)
+    if any(n % NR >= 8 for n in ns):
+        a.op("CMP_RM64_IMM32", RBX, 8)
+        a.jump("JL_REL32_64", cm)
+        _block(a, rows, 1, False, sa_r, sa_k, ldb, ldc)
+        a.op("ADD_RM64_IMM32", R13, 32)
+        a.op("ADD_RM64_IMM32", R14, 32)
+        a.op("SUB_RM64_IMM32", RBX, 8)
     a.bind(cm)
+    if not any(n % 8 for n in ns):
+        a.bind(end)
+        return
     a.op("TEST_RM64_R64", RBX, RBX)
     a.jump("JE_REL32_64", end)
     table = a.const(b"".join(lane_mask(n) for n in range(8)))
@@ -368,14 +404,28 @@ class MatmulNest:
                 raise Unsupported(f"node {self.frame.node!r}: a matmul reaching past its "
                                   "buffer")
 
+    def extents(self, loops) -> set:
+        """Every (m, n, k) this nest passes its kernel: min(tile, size - iv) along a tiled
+        loop, the tile elsewhere (what emit's immediates give)."""
+        tiled = {d for _iv, d, _hi, _s in loops}
+        per_dim = []
+        for d in range(3):
+            size, tile = self.sizes[d], self.tile[d]
+            if d in tiled and size % tile:
+                per_dim.append({min(tile, size - iv) for iv in (0, size - size % tile)})
+            else:
+                per_dim.append({tile})
+        return set(itertools.product(*per_dim))
+
     def emit(self, kernels: dict):
         f, a = self.frame, self.frame.asm
         m, n, k = self.sizes
         if min(m, n, k) <= 0:
             return
         name = kernel_name(self.strides)
-        kernels.setdefault(name, tuple(self.strides))
         loops = [] if self.whole else self.loops
+        _strides, extents = kernels.setdefault(name, (tuple(self.strides), set()))
+        extents.update(self.extents(loops))
         tops = [f.loop_begin(iv, 0) for iv, _d, _hi, _s in loops]
         at = {d: iv for iv, d, _hi, _s in loops}
         sa_r, sa_k, ldb, ldc = self.strides

@@ -83,6 +83,27 @@ def test_nan_propagates_like_llvm():
     assert np.isnan(got[[0, 1, 3, 8]]).all()
 
 
+@pytest.mark.parametrize("op", ["Exp", "Softmax"])
+def test_exp_is_the_llvm_paths_exp_bit_for_bit(op):
+    """math.exp (Softmax's) in the vector code: the LLVM path's ck_expf sequence, so the bits
+    agree over the whole range (underflow to subnormals and 0, overflow to inf, NaN, +-0)
+    and the values are within a few ulps of float64's exp."""
+    x = np.concatenate([np.linspace(-120.0, 100.0, 1001), [np.nan, np.inf, -np.inf, 0.0,
+                                                           -0.0, 88.72, 88.73, -87.3]])
+    x = x.astype(np.float32).reshape(1, -1)
+    model = make_model([helper.make_node(op, ["x"], ["y"], name="e")], [("x", x)], ["y"])
+    cm = loopnest(model)
+    assert "e" in handled(cm)
+    got = cm.run(x)[0]
+    np.testing.assert_array_equal(got.view(np.int32), llvm(model).run(x)[0].view(np.int32))
+    if op == "Exp":
+        want = np.exp(x.astype(np.float64))
+        with np.errstate(over="ignore"):
+            np.testing.assert_allclose(got, want.astype(np.float32), rtol=3e-7, atol=1e-44)
+    else:
+        np.testing.assert_allclose(got, ort_run(model, [x])[0], rtol=1e-5, atol=1e-7)
+
+
 # ---- matrix products ---------------------------------------------------------------------------
 
 @FAST
@@ -163,21 +184,21 @@ def test_pooling_reductions_are_exact():
 # ---- fallback to LLVM --------------------------------------------------------------------------
 
 def test_unsupported_nodes_fall_back_and_the_model_runs():
-    """exp (a math-library call) and an integer Gather index (data-dependent) go to LLVM; the
-    rest is loopnest's; the run-time check of the LLVM part still reports through the
-    machine-code entry point."""
+    """log (a math-library call loopnest does not have) and an integer Gather index
+    (data-dependent) go to LLVM; the rest is loopnest's; the run-time check of the LLVM part
+    still reports through the machine-code entry point."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((5, 12)).astype(np.float32)
     idx = np.array([4, 0, 2], np.int64)
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
-             helper.make_node("Exp", ["r"], ["e"], name="exp"),
+             helper.make_node("Log", ["r"], ["e"], name="log"),
              helper.make_node("Gather", ["e", "i"], ["g"], axis=0, name="gather"),
              helper.make_node("Add", ["g", "g"], ["y"], name="add")]
     model = make_model(nodes, [("x", x), ("i", idx)], ["y"])
     cm = loopnest(model)
     kinds = {f.node: f.codegen for f in cm.loopnest.nodes}
     assert kinds["relu"] == kinds["add"] == "loopnest"
-    assert kinds["exp"] == "llvm" and kinds["gather"] == "llvm"
+    assert kinds["log"] == "llvm" and kinds["gather"] == "llvm"
     assert all(f.reason for f in cm.loopnest.fallbacks())
     np.testing.assert_allclose(cm.run(x, idx)[0], ort_run(model, [x, idx])[0], rtol=1e-6)
     with pytest.raises(ck.RunError, match="gather"):
@@ -302,6 +323,23 @@ def test_no_lane_reads_outside_a_buffer(at_end):
     got = cm.run(g.array)
     for o, r in zip(got, ort_run(model, [x]), strict=True):
         np.testing.assert_allclose(o, r, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("at_end", [True, False])
+def test_stride_two_full_vectors_stay_inside_the_buffer(at_end):
+    """MaxPool 3x3/2 reads its input at stride 2 (x[2j] and x[2j + 1]); full vectors load 16
+    consecutive floats and keep every other one. The odd reads' 16 floats end at the last
+    element only if they start one float early; against an unmapped page on either side,
+    the run proves which start each read took is inside the input."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, 2, 5, 32)).astype(np.float32)  # 16 columns a phase: 2 vectors
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
+                            pads=[1, 1, 1, 1], name="pool")
+    model = make_model([node], [("x", x)], ["y"])
+    cm = loopnest(model)
+    assert "pool" in handled(cm)
+    g = GuardedArray(x, at_end)
+    np.testing.assert_array_equal(cm.run(g.array)[0], ort_run(model, [x])[0])
 
 
 # ---- listing and provenance --------------------------------------------------------------------
