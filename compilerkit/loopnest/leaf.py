@@ -45,7 +45,7 @@ FLOAT_OPS = {"arith.addf": "VEX_VADDPS_YMM_YMM_YMMM256", "arith.subf": "VEX_VSUB
              "arith.maximumf": "VEX_VMAXPS_YMM_YMM_YMMM256",
              "arith.minimumf": "VEX_VMINPS_YMM_YMM_YMMM256",
              "arith.negf": None, "math.absf": None, "math.sqrt": None, "arith.select": None,
-             "arith.cmpf": None, "math.exp": None}
+             "arith.cmpf": None, "math.exp": None, "math.log": None}
 # arith.cmpf predicate number -> vcmpps immediate (AVX's 32 predicates)
 CMP_IMM = {0: 0x0B, 1: 0x00, 2: 0x1E, 3: 0x1D, 4: 0x11, 5: 0x12, 6: 0x0C, 7: 0x07, 8: 0x08,
            9: 0x16, 10: 0x15, 11: 0x19, 12: 0x1A, 13: 0x04, 14: 0x03, 15: 0x0F}
@@ -548,6 +548,60 @@ class Leaf:
             a.op("VEX_VBLENDVPS_YMM_YMM_YMMM256_YMM", dst, y, x, c)
         elif name == "math.exp":
             self._exp(dst, srcs[0], take, free)
+        elif name == "math.log":
+            self._log(dst, srcs[0], take, free)
+
+    def _log(self, dst, x, take, free):
+        """dst = log(x), the LLVM path's `ck_logf` (codegen/mathlib.build_log) step for step:
+        exponent and mantissa from the bits, m in [sqrt(1/2), sqrt(2)), the series in
+        s = (m - 1) / (m + 1) with the same fused Horner steps, then the same special cases
+        in the same order (0, negatives, inf, subnormals, NaN), so the bits agree."""
+        a = self.frame.asm
+        ta, tb, tc, td = (take() for _ in range(4))
+
+        def c(v):
+            return a.const(f32x8(v))
+
+        def i(v):
+            return a.const(i32x8([v] * W))
+
+        blend, cmp = "VEX_VBLENDVPS_YMM_YMM_YMMM256_YMM", "VEX_VCMPPS_YMM_YMM_YMMM256_IMM8"
+        a.op("VEX_VPSRLD_YMM_YMM_IMM8", ta, x, 23)
+        a.op("VEX_VPAND_YMM_YMM_YMMM256", ta, ta, i(255))
+        a.op("VEX_VPSUBD_YMM_YMM_YMMM256", ta, ta, i(127))  # e
+        a.op("VEX_VPAND_YMM_YMM_YMMM256", tb, x, i(0x7FFFFF))
+        a.op("VEX_VPOR_YMM_YMM_YMMM256", tb, tb, i(0x3F800000))  # m in [1, 2)
+        a.op(cmp, tc, tb, c(1.41421356), 0x1E)  # m > sqrt(2) (ordered)
+        a.op("VEX_VMULPS_YMM_YMM_YMMM256", td, tb, c(0.5))
+        a.op(blend, tb, tb, td, tc)
+        a.op("VEX_VPADDD_YMM_YMM_YMMM256", td, ta, i(1))
+        a.op(blend, ta, ta, td, tc)
+        a.op("VEX_VSUBPS_YMM_YMM_YMMM256", tb, tb, c(1.0))  # m - 1
+        a.op("VEX_VADDPS_YMM_YMM_YMMM256", tc, tb, c(2.0))
+        a.op("VEX_VDIVPS_YMM_YMM_YMMM256", tb, tb, tc)  # s
+        a.op("VEX_VMULPS_YMM_YMM_YMMM256", tc, tb, tb)  # s^2
+        a.op("VEX_VMOVUPS_YMM_YMMM256", td, c(2.0 / 11))
+        for k in (2.0 / 9, 2.0 / 7, 2.0 / 5, 2.0 / 3, 2.0):
+            a.op("VEX_VFMADD213PS_YMM_YMM_YMMM256", td, tc, c(k))
+        a.op("VEX_VMULPS_YMM_YMM_YMMM256", td, td, tb)  # P(s^2) * s
+        a.op("VEX_VCVTDQ2PS_YMM_YMMM256", ta, ta)
+        a.op("VEX_VMULPS_YMM_YMM_YMMM256", ta, ta, c(0.6931471805599453))
+        a.op("VEX_VADDPS_YMM_YMM_YMMM256", td, td, ta)  # y
+        for pred, bound, value in ((0x00, 0.0, float("-inf")), (0x11, 0.0, float("nan"))):
+            a.op(cmp, tb, x, c(bound), pred)
+            a.op("VEX_VMOVUPS_YMM_YMMM256", tc, c(value))
+            a.op(blend, td, td, tc, tb)
+        a.op(cmp, tb, x, c(float("inf")), 0x00)
+        a.op(blend, td, td, x, tb)
+        a.op(cmp, tc, x, c(0.0), 0x1E)  # subnormal positives: log of the smallest normal
+        a.op("VEX_VMOVUPS_YMM_YMMM256", ta, c(-87.33654))
+        a.op(blend, ta, td, ta, tc)
+        a.op(cmp, tb, x, c(1.17549435e-38), 0x11)
+        a.op(blend, td, td, ta, tb)
+        a.op(cmp, tb, x, x, 0x03)  # NaN in, NaN out
+        a.op(blend, dst, td, x, tb)
+        for t in (td, tc, tb, ta):
+            free.insert(0, t)
 
     def _exp(self, dst, x, take, free):
         """dst = exp(x), the LLVM path's `ck_expf` (codegen/mathlib.build_exp) step for step:
