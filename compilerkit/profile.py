@@ -124,14 +124,15 @@ def _supports_threads(cm) -> bool:
 
 
 def profile_nodes(model, num_threads: int = 1, repeat: int = 5, input_shapes=None,
-                  feeds=None, opt_level: int = 3) -> list[dict]:
+                  feeds=None, opt_level: int = 3, **options) -> list[dict]:
     """Per-node seconds of compilerkit's code for `model` (path, bytes or ModelProto), timed in
     context (see the module docstring). One row per ONNX node, in graph order:
     {"node", "op_type", "seconds" (median over `repeat` runs), "share" (of the nodes' sum)},
     then one row {"node": "(rest of the run)", "op_type": "untimed", ...}: the whole run minus
     the nodes (median over the runs). `feeds`: [(name, array)]; default `conformance.random_inputs`.
     `num_threads` is passed to the compiled model when compilerkit supports threads; a row
-    field "threads" says what ran ("not supported" otherwise)."""
+    field "threads" says what ran ("not supported" otherwise). `options` are compile's (e.g.
+    conv_algorithm="auto")."""
     import time
 
     from compilerkit import conformance as cf
@@ -148,7 +149,7 @@ def profile_nodes(model, num_threads: int = 1, repeat: int = 5, input_shapes=Non
     arrays = [a for _, a in feeds]
     _clock_symbol()
     cm = compile_to("native", proto, "host", opt_level, shapes, emitter=ProfilingEmitter,
-                    asm=False)
+                    asm=False, **options)
     emitted = cm.backend.emitted
     engine = cm.session.keep_alive[0]
     counts = np.ctypeslib.as_array(
