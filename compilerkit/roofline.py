@@ -24,12 +24,13 @@ batch 1, f32. "auto" asks `best_algorithm` between im2col and FFT for kernels of
 Measured by `compilerkit.roofline_measure` (apart, because it compiles kernels and the
 compiler itself reads this module): the peak by a 384 x 384 x 384 MatMul (the micro-kernel),
 each level's bandwidth by a chain of y = x + 1 over an array whose x and y together fill about
-half that level (L1, L2, L3 as `CACHES` says for this machine; DRAM: 64 MiB), all compiled by
+half that level (L1, L2, L3 as `detect_caches` reads them; DRAM: 64 MiB), all compiled by
 compilerkit and run on one thread, best of `repeat`. Cached as JSON in
-$XDG_CACHE_HOME/compilerkit (or ~/.cache/compilerkit), keyed by the CPU's model name. Not
-measured but fitted (FITTED: the transform rates and ROW_OVERHEAD), to the first run of
-`benchmarks/winograd_bench.py --section sweep` at 1 thread on this machine; they belong to
-the model, so `machine()` takes them from here, never from the cache.
+$XDG_CACHE_HOME/compilerkit (or ~/.cache/compilerkit), keyed by the CPU's model name and its
+widest vector ISA. Not measured but fitted (FITTED: the transform rates and ROW_OVERHEAD), to
+the first run of `benchmarks/winograd_bench.py --section sweep` at 1 thread on the AVX2
+machine CACHES describes; they belong to the model, so `machine()` takes them from here,
+never from the cache.
 """
 
 from __future__ import annotations
@@ -44,8 +45,31 @@ from pathlib import Path
 
 import numpy as np
 
-# This machine (AMD EPYC, 1 thread's share): L1d 32 KiB, L2 512 KiB, L3 32 MiB shared.
+# The machine the model was fitted on (AMD EPYC, AVX2): L1d 32 KiB, L2 512 KiB, L3 32 MiB
+# shared. `measure` records the sizes `detect_caches` reads on the machine it runs on.
 CACHES = {"L1": 32 * 1024, "L2": 512 * 1024, "L3": 32 * 1024 * 1024}
+_SYSFS_CACHE = "/sys/devices/system/cpu/cpu0/cache"
+
+
+def detect_caches(root: str = _SYSFS_CACHE) -> dict:
+    """level -> bytes of the CPU this runs on, from Linux's sysfs (cpu0's data or unified
+    caches: a later AMD EPYC has a 1 MiB L2 where the fitted machine had 512 KiB); CACHES'
+    value for a level sysfs does not give."""
+    found = {}
+    for entry in sorted(Path(root).glob("index*")) if os.path.isdir(root) else []:
+        try:
+            level = int((entry / "level").read_text().strip())
+            kind = (entry / "type").read_text().strip()
+            size = (entry / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        if kind not in ("Data", "Unified") or not 1 <= level <= 3:
+            continue
+        scale = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(size[-1:], 1)
+        digits = size.rstrip("KMG")
+        if digits.isdigit() and int(digits) > 0:
+            found[f"L{level}"] = int(digits) * scale
+    return {lv: found.get(lv, CACHES[lv]) for lv in CACHES}
 DRAM_TEST_BYTES = 64 * 1024 * 1024
 LEVELS = ("L1", "L2", "L3", "DRAM")
 FITTED = ("transform_flops", "winograd_flops")  # Machine fields the model sets, not `measure`
@@ -94,7 +118,17 @@ def cache_path() -> Path:
     except OSError:
         pass
     key = "".join(ch if ch.isalnum() else "_" for ch in cpu)[:60]
-    return Path(base) / "compilerkit" / f"roofline-{key}.json"
+    # One model name covers CPUs with and without AVX-512 (the micro-kernel's width differs)
+    return Path(base) / "compilerkit" / f"roofline-{key}-{_isa()}.json"
+
+
+def _isa() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
+    except OSError:
+        flags = []
+    return next((isa for isa in ("avx512f", "avx2", "avx") if isa in flags), "base")
 
 
 def machine() -> Machine:

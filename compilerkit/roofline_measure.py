@@ -38,7 +38,7 @@ def measure(repeat: int = 20, caches=None, dram_bytes: int = rl.DRAM_TEST_BYTES)
     docstring says how)."""
     from onnx import helper, numpy_helper
 
-    caches = dict(caches or rl.CACHES)
+    caches = dict(caches or rl.detect_caches())
     n = 384
     rng = np.random.default_rng(0)
     w = numpy_helper.from_array(rng.standard_normal((n, n)).astype(np.float32), "w")

@@ -167,3 +167,21 @@ def test_cached_machine_keeps_the_models_fitted_rates(tmp_path, monkeypatch):
     assert got.transform_flops == rl.Machine.transform_flops
     assert got.winograd_flops == rl.Machine.winograd_flops
     assert math.isfinite(rl.predict(rl.Layer(8, 8, (8, 8)), "fft", got))
+
+
+def test_cache_sizes_come_from_sysfs(tmp_path):
+    """A hand-made sysfs tree: the data and unified caches give L1, L2 and L3 (instruction
+    caches and unreadable entries are skipped); a level it lacks keeps CACHES' size."""
+    for k, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"),
+                                             (2, "Unified", "1024K"), (3, "Unified", "96M")]):
+        d = tmp_path / f"index{k}"
+        d.mkdir()
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+    (tmp_path / "index9").mkdir()  # no files: skipped
+    assert rl.detect_caches(str(tmp_path)) == {"L1": 48 * 1024, "L2": 1024 * 1024,
+                                               "L3": 96 * 1024 * 1024}
+    (tmp_path / "index3" / "size").write_text("garbage\n")
+    assert rl.detect_caches(str(tmp_path))["L3"] == rl.CACHES["L3"]
+    assert rl.detect_caches(str(tmp_path / "missing")) == rl.CACHES
