@@ -145,16 +145,23 @@ class Leaf:
     def _read_body(self):
         env, node = self.env, self.node
         for op in self.op.body.block.ops:
-            for o in op.operands:
-                if o in self.clamped and not (op.name == "arith.select" and o is op.operands[1]):
-                    raise Unsupported(f"node {node!r}: a clamped load used outside a guard")
+            # Operands are read from the tuple, not through the ops' named accessors: this
+            # loop reads every op of the nest, and an unrolled pooling window has hundreds.
+            operands = op.operands
+            if self.clamped:
+                for o in operands:
+                    if o in self.clamped and not (op.name == "arith.select"
+                                                  and o is operands[1]):
+                        raise Unsupported(f"node {node!r}: a clamped load used outside a "
+                                          "guard")
             if env.read(op):
                 continue
             name = op.name
             if isinstance(op, krnl.LoadOp):
-                self._f32(op.memref)
-                idx = [env[i] for i in op.indices]
-                dims = list(op.memref.type.get_shape())
+                mem = operands[0]
+                self._f32(mem)
+                idx = [env[i] for i in operands[1:]]
+                dims = list(mem.type.get_shape())
                 plain, clamps = [], []
                 for e, d in zip(idx, dims, strict=True):
                     if isinstance(e, Clamp):
@@ -167,21 +174,23 @@ class Leaf:
                         plain.append(e)
                     else:
                         raise Unsupported(f"node {node!r}: a condition used as an index")
-                acc = self._access(op.memref, flat_offset(op.memref, plain))
+                acc = self._access(mem, flat_offset(mem, plain))
+                res = op.results[0]
                 if clamps:
-                    self.clamped[op.res] = (acc, clamps, op.memref, plain)
+                    self.clamped[res] = (acc, clamps, mem, plain)
                 else:
-                    self._bounds(op.memref, plain, clamped=())
-                    self.steps.append(("load", op.res, acc, None, 0.0))
+                    self._bounds(mem, plain, clamped=())
+                    self.steps.append(("load", res, acc, None, 0.0))
             elif isinstance(op, krnl.StoreOp):
-                self._f32(op.memref)
-                if not self.frame.buffers.writable(op.memref):
+                value, mem = operands[0], operands[1]
+                self._f32(mem)
+                if not self.frame.buffers.writable(mem):
                     raise Unsupported(f"node {node!r}: a store into a constant")
-                idx = [env.affine(i) for i in op.indices]
-                self._bounds(op.memref, idx, clamped=())
-                acc = self._access(op.memref, flat_offset(op.memref, idx))
-                self.store_index[id(acc)] = (op.memref, idx)
-                self.steps.append(("store", op.value, acc))
+                idx = [env.affine(i) for i in operands[2:]]
+                self._bounds(mem, idx, clamped=())
+                acc = self._access(mem, flat_offset(mem, idx))
+                self.store_index[id(acc)] = (mem, idx)
+                self.steps.append(("store", value, acc))
             elif name == "arith.constant":
                 if not isinstance(op.result.type, Float32Type):
                     raise Unsupported(f"node {node!r}: a {op.result.type} constant")
