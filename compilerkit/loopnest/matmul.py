@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import itertools
 
+from xdsl.dialects.builtin import Float32Type
+
 from compilerkit.dialects import krnl
 from compilerkit.loopnest.affine import Affine, Unsupported, interval
 from compilerkit.loopnest.asm import GPR, YMM, Asm
@@ -338,7 +340,7 @@ class MatmulNest:
         self.op, self.mm, self.env, self.frame = op, mm, env, frame
         for v in (mm.a, mm.b, mm.c):
             t = v.type.element_type
-            if str(t) != "f32":
+            if not isinstance(t, Float32Type):
                 raise Unsupported(f"node {node!r}: a {t} matmul (f32 only)")
             if not frame.buffers.known(v):
                 raise Unsupported(f"node {node!r}: a matmul operand made inside the nest")
