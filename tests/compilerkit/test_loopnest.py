@@ -132,6 +132,30 @@ def test_matmul_matches_numpy_and_llvm(m, n, k, opt, seed):
                                atol=1e-5)
 
 
+@FAST
+@given(m1=st.integers(1, 60), m2=st.integers(1, 60), n=st.integers(1, 70),
+       k=st.integers(1, 40), opt=st.sampled_from([2, 3]), seed=st.integers(0, 2**16))
+def test_a_kernel_shared_by_products_of_different_sizes(m1, m2, n, k, opt, seed):
+    """Two products with the same strides share one kernel, which holds only the paths its
+    calls take: the union of both call sites' (m, n, k), e.g. one packed and one not, or row
+    remainders 1 and 5. Each must still get every row and column."""
+    rng = np.random.default_rng(seed)
+    a1 = rng.standard_normal((m1, k)).astype(np.float32)
+    a2 = rng.standard_normal((m2, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["a1", "b"], ["c1"], name="mm1"),
+             helper.make_node("MatMul", ["a2", "b"], ["c2"], name="mm2")]
+    model = make_model(nodes, [("a1", a1), ("a2", a2), ("b", b)], ["c1", "c2"])
+    cm = loopnest(model, opt_level=opt)
+    assert {"mm1", "mm2"} <= handled(cm)
+    kernels = [f for f in cm.loopnest.functions if f.name.startswith("ck_ln_matmul_")]
+    assert len(kernels) == 1  # same strides (k, 1, n, n): one kernel
+    got1, got2 = cm.run(a1, a2, b)
+    for got, a in ((got1, a1), (got2, a2)):
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
 def test_large_tiled_matmul_and_gemm_match_numpy():
     """Partial tiles in every dimension of the -O3 schedule; Gemm with transB, alpha, beta."""
     rng = np.random.default_rng(1)
