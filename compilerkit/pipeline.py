@@ -163,7 +163,6 @@ class Compilation:
     def __init__(self, target: str | Target | Backend = "host", opt_level: int = 3, **options):
         check_opt_level(opt_level)
         self.opt_level = opt_level
-        self.owns_gc_freeze = False  # set by `run` while it holds caller_objects_frozen
         self.options = Options(**options)
         if self.options.codegen not in CODEGENS:
             raise ValueError(f"unknown codegen {self.options.codegen!r}; available: "
@@ -435,10 +434,10 @@ class Compilation:
     def run(self, source, stage: str = "native", out: str | None = None):
         """`source` through every stage up to `stage`; returns that stage's product (see the
         module's docstring)."""
-        with caller_objects_frozen() as self.owns_gc_freeze:
-            return self._run(source, stage, out)
+        with caller_objects_frozen() as owns_freeze:
+            return self._run(source, stage, out, owns_freeze)
 
-    def _run(self, source, stage: str, out: str | None):
+    def _run(self, source, stage: str, out: str | None, owns_freeze: bool):
         stage = self.stage_name(stage)
         level, thing = self.read(source)
         if level != "model" and self.options.input_shapes:
@@ -472,7 +471,7 @@ class Compilation:
             self._ir_stage("kernel-ir", kmodule)
         if stage == "kernel-ir":
             return kmodule
-        if self.owns_gc_freeze:
+        if owns_freeze:
             # The IR made so far lives until the compile ends: out of the collector's full
             # passes too (one landed in a single node's code generation and took 24 ms)
             gc.freeze()

@@ -110,25 +110,21 @@ class Layer:
 
 def cache_path() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    cpu = platform.processor() or platform.machine()
+    cpu, flags = platform.processor() or platform.machine(), []
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
-                       cpu)
+            fields = dict(ln.split(":", 1) for ln in f if ln.startswith(("model name", "flags")))
     except OSError:
-        pass
+        fields = {}
+    for name, value in fields.items():
+        if name.strip() == "model name":
+            cpu = value.strip()
+        else:
+            flags = value.split()
     key = "".join(ch if ch.isalnum() else "_" for ch in cpu)[:60]
     # One model name covers CPUs with and without AVX-512 (the micro-kernel's width differs)
-    return Path(base) / "compilerkit" / f"roofline-{key}-{_isa()}.json"
-
-
-def _isa() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
-    except OSError:
-        flags = []
-    return next((isa for isa in ("avx512f", "avx2", "avx") if isa in flags), "base")
+    isa = next((i for i in ("avx512f", "avx2", "avx") if i in flags), "base")
+    return Path(base) / "compilerkit" / f"roofline-{key}-{isa}.json"
 
 
 def machine() -> Machine:

@@ -26,6 +26,19 @@ import llvmlite.ir as ir
 F32 = ir.FloatType()
 I32 = ir.IntType(32)
 
+# The numbers of exp and log. The loopnest generator's vector code (loopnest/leaf.py) computes
+# the same sequences from these, so the two code generators agree bit for bit.
+EXP_RANGE = (-104.0, 89.0)  # exp is 0 below, inf above
+LOG2E = 1.4426950408889634
+LN2_PARTS = (-0.693359375, 2.12194440e-4)  # -ln2 = first + second (Cody-Waite)
+# P(r) in pairs (a, b) -> a r + b, highest degree first (Estrin)
+EXP_PAIRS = ((1.9875691500e-4, 1.3981999507e-3), (8.3334519073e-3, 4.1665795894e-2),
+             (1.6666665459e-1, 5.0000001201e-1))
+SQRT2 = 1.41421356
+LN2 = 0.6931471805599453
+LOG_SERIES = (2.0 / 11, 2.0 / 9, 2.0 / 7, 2.0 / 5, 2.0 / 3, 2.0)  # in s^2, highest first
+SMALLEST_NORMAL, LOG_SMALLEST_NORMAL = 1.17549435e-38, -87.33654
+
 
 def _fn(module, name, nargs=1):
     f = ir.Function(module, ir.FunctionType(F32, [F32] * nargs), name)
@@ -74,19 +87,18 @@ def build_exp(module):
     x = f.args[0]
     # Clamp to [-104, 89] (exp is 0 below, inf above). An ordered compare sends NaN to -104,
     # so the integer conversion below never sees NaN; NaN is put back at the end.
-    xc = _select(b, b.fcmp_ordered(">", x, _c(-104.0)), x, _c(-104.0))
-    xc = _select(b, b.fcmp_ordered("<", xc, _c(89.0)), xc, _c(89.0))
-    n = b.call(_intrinsic(module, "floor"), [_fma(b, xc, _c(1.4426950408889634), _c(0.5))])
+    lo, hi = EXP_RANGE
+    xc = _select(b, b.fcmp_ordered(">", x, _c(lo)), x, _c(lo))
+    xc = _select(b, b.fcmp_ordered("<", xc, _c(hi)), xc, _c(hi))
+    n = b.call(_intrinsic(module, "floor"), [_fma(b, xc, _c(LOG2E), _c(0.5))])
     # ln2 in two parts (Cody-Waite): x - n * 0.693359375 is exact, the fused second step
     # subtracts n * 2.12e-4 with one rounding.
-    r = _fma(b, n, _c(-0.693359375), xc)
-    r = _fma(b, n, _c(2.12194440e-4), r)
+    r = _fma(b, n, _c(LN2_PARTS[0]), xc)
+    r = _fma(b, n, _c(LN2_PARTS[1]), r)
     # 1 + r + r^2 P(r), P of degree 5 evaluated in pairs (Estrin) rather than by Horner: three
     # short dependency chains instead of one long one, so more loop iterations are in flight.
     r2 = b.fmul(r, r)
-    p0 = _fma(b, _c(1.9875691500e-4), r, _c(1.3981999507e-3))
-    p1 = _fma(b, _c(8.3334519073e-3), r, _c(4.1665795894e-2))
-    p2 = _fma(b, _c(1.6666665459e-1), r, _c(5.0000001201e-1))
+    p0, p1, p2 = (_fma(b, _c(hi_), r, _c(lo_)) for hi_, lo_ in EXP_PAIRS)
     p = _fma(b, _fma(b, p0, r2, p1), r2, p2)
     p = b.fadd(_fma(b, p, r2, r), _c(1.0))
     ni = b.fptosi(n, I32)  # in [-150, 128]
@@ -111,20 +123,20 @@ def build_log(module):
               ir.Constant(I32, 127))
     m = b.bitcast(b.or_(b.and_(bits, ir.Constant(I32, 0x7FFFFF)), ir.Constant(I32, 0x3F800000)),
                   F32)
-    big = b.fcmp_ordered(">", m, _c(1.41421356))
+    big = b.fcmp_ordered(">", m, _c(SQRT2))
     m = _select(b, big, b.fmul(m, _c(0.5)), m)
     e = _select(b, big, b.add(e, ir.Constant(I32, 1)), e)
     fm = b.fsub(m, _c(1.0))
     s = b.fdiv(fm, b.fadd(fm, _c(2.0)))
     s2 = b.fmul(s, s)
-    p = _poly(b, s2, [2.0 / 11, 2.0 / 9, 2.0 / 7, 2.0 / 5, 2.0 / 3, 2.0])
-    y = b.fadd(b.fmul(p, s), b.fmul(b.sitofp(e, F32), _c(0.6931471805599453)))
+    p = _poly(b, s2, LOG_SERIES)
+    y = b.fadd(b.fmul(p, s), b.fmul(b.sitofp(e, F32), _c(LN2)))
     # Special cases: log(0) = -inf, log(x<0) = nan, log(inf) = inf, denormals are tiny anyway.
     y = _select(b, b.fcmp_ordered("==", x, _c(0.0)), _c(float("-inf")), y)
     y = _select(b, b.fcmp_ordered("<", x, _c(0.0)), _c(float("nan")), y)
     y = _select(b, b.fcmp_ordered("==", x, _c(float("inf"))), x, y)
-    y = _select(b, b.fcmp_ordered("<", x, _c(1.17549435e-38)),
-                _select(b, b.fcmp_ordered(">", x, _c(0.0)), _c(-87.33654), y), y)
+    y = _select(b, b.fcmp_ordered("<", x, _c(SMALLEST_NORMAL)),
+                _select(b, b.fcmp_ordered(">", x, _c(0.0)), _c(LOG_SMALLEST_NORMAL), y), y)
     y = _select(b, b.fcmp_unordered("uno", x, x), x, y)
     b.ret(y)
     return f

@@ -29,6 +29,7 @@ import struct
 
 from xdsl.dialects.builtin import Float32Type
 
+from compilerkit.codegen import mathlib
 from compilerkit.dialects import krnl
 from compilerkit.loopnest.affine import Affine, Clamp, Cond, IndexEnv, Unsupported, interval
 from compilerkit.loopnest.asm import GPR, YMM, Asm, xmm_of
@@ -425,8 +426,8 @@ class Leaf:
                 a.op("VEX_VMOVUPS_YMM_YMMM256", dst, acc.at())
             elif c == 1:
                 a.op("VEX_VMASKMOVPS_YMM_YMM_M256", dst, self.tail_reg, acc.at())
-            elif c == 2 and not tail and self._dense_pair(acc) is not None and free:
-                self._stride2_dense(dst, acc, take, free)
+            elif c == 2 and not tail and free and (shift := self._dense_pair(acc)) is not None:
+                self._stride2_dense(dst, acc, shift, take, free)
             else:
                 m = take()
                 if tail:
@@ -485,14 +486,14 @@ class Leaf:
             return -4
         return None
 
-    def _stride2_dense(self, dst, acc, take, free):
-        """dst lane l = acc[2l] for a full vector: two plain loads of 8 floats (their extra
-        element proven inside the buffer by `_dense_pair`), vshufps picks the even (or odd)
+    def _stride2_dense(self, dst, acc, shift, take, free):
+        """dst lane l = acc[2l] for a full vector: two plain loads of 8 floats from `shift`
+        bytes on (their extra element proven inside the buffer by `_dense_pair`, which gives
+        `shift`), vshufps picks the even (or odd)
         elements, vpermpd puts them in lane order. The masked form (`_stride2`) needs two
         mask computations per load; a max pool's phase split reads this way in its
         innermost loop."""
         a = self.frame.asm
-        shift = self._dense_pair(acc)
         hi = take()
         a.op("VEX_VMOVUPS_YMM_YMMM256", dst, acc.at(shift))
         a.op("VEX_VMOVUPS_YMM_YMMM256", hi, acc.at(shift + 32))
@@ -580,7 +581,7 @@ class Leaf:
         a.op("VEX_VPSUBD_YMM_YMM_YMMM256", ta, ta, i(127))  # e
         a.op("VEX_VPAND_YMM_YMM_YMMM256", tb, x, i(0x7FFFFF))
         a.op("VEX_VPOR_YMM_YMM_YMMM256", tb, tb, i(0x3F800000))  # m in [1, 2)
-        a.op(cmp, tc, tb, c(1.41421356), 0x1E)  # m > sqrt(2) (ordered)
+        a.op(cmp, tc, tb, c(mathlib.SQRT2), 0x1E)  # m > sqrt(2) (ordered)
         a.op("VEX_VMULPS_YMM_YMM_YMMM256", td, tb, c(0.5))
         a.op(blend, tb, tb, td, tc)
         a.op("VEX_VPADDD_YMM_YMM_YMMM256", td, ta, i(1))
@@ -589,12 +590,13 @@ class Leaf:
         a.op("VEX_VADDPS_YMM_YMM_YMMM256", tc, tb, c(2.0))
         a.op("VEX_VDIVPS_YMM_YMM_YMMM256", tb, tb, tc)  # s
         a.op("VEX_VMULPS_YMM_YMM_YMMM256", tc, tb, tb)  # s^2
-        a.op("VEX_VMOVUPS_YMM_YMMM256", td, c(2.0 / 11))
-        for k in (2.0 / 9, 2.0 / 7, 2.0 / 5, 2.0 / 3, 2.0):
+        first, *rest = mathlib.LOG_SERIES
+        a.op("VEX_VMOVUPS_YMM_YMMM256", td, c(first))
+        for k in rest:
             a.op("VEX_VFMADD213PS_YMM_YMM_YMMM256", td, tc, c(k))
         a.op("VEX_VMULPS_YMM_YMM_YMMM256", td, td, tb)  # P(s^2) * s
         a.op("VEX_VCVTDQ2PS_YMM_YMMM256", ta, ta)
-        a.op("VEX_VMULPS_YMM_YMM_YMMM256", ta, ta, c(0.6931471805599453))
+        a.op("VEX_VMULPS_YMM_YMM_YMMM256", ta, ta, c(mathlib.LN2))
         a.op("VEX_VADDPS_YMM_YMM_YMMM256", td, td, ta)  # y
         for pred, bound, value in ((0x00, 0.0, float("-inf")), (0x11, 0.0, float("nan"))):
             a.op(cmp, tb, x, c(bound), pred)
@@ -603,9 +605,9 @@ class Leaf:
         a.op(cmp, tb, x, c(float("inf")), 0x00)
         a.op(blend, td, td, x, tb)
         a.op(cmp, tc, x, c(0.0), 0x1E)  # subnormal positives: log of the smallest normal
-        a.op("VEX_VMOVUPS_YMM_YMMM256", ta, c(-87.33654))
+        a.op("VEX_VMOVUPS_YMM_YMMM256", ta, c(mathlib.LOG_SMALLEST_NORMAL))
         a.op(blend, ta, td, ta, tc)
-        a.op(cmp, tb, x, c(1.17549435e-38), 0x11)
+        a.op(cmp, tb, x, c(mathlib.SMALLEST_NORMAL), 0x11)
         a.op(blend, td, td, ta, tb)
         a.op(cmp, tb, x, x, 0x03)  # NaN in, NaN out
         a.op(blend, dst, td, x, tb)
@@ -628,28 +630,30 @@ class Leaf:
         mov, blend = "VEX_VMOVUPS_YMM_YMMM256", "VEX_VBLENDVPS_YMM_YMM_YMMM256_YMM"
         cmp = "VEX_VCMPPS_YMM_YMM_YMMM256_IMM8"
         # xc = clamp(x, -104, 89); the ordered compares send NaN to -104
-        a.op(mov, ta, c(-104.0))
+        lo, hi = mathlib.EXP_RANGE
+        a.op(mov, ta, c(lo))
         a.op(cmp, tb, x, ta, 0x1E)  # x > -104 (ordered)
         a.op(blend, tc, ta, x, tb)
-        a.op(mov, ta, c(89.0))
+        a.op(mov, ta, c(hi))
         a.op(cmp, tb, tc, ta, 0x11)  # xc < 89 (ordered)
         a.op(blend, tc, ta, tc, tb)
         # n = floor(xc * log2(e) + 0.5), one rounding for the product and sum
         a.op(mov, td, c(0.5))
-        a.op(fma231, td, tc, c(1.4426950408889634))
+        a.op(fma231, td, tc, c(mathlib.LOG2E))
         a.op("VEX_VROUNDPS_YMM_YMMM256_IMM8", td, td, 0x09)  # toward -inf, no exception
         # r = xc - n * ln2 in two parts
         a.op("VEX_VMOVAPS_YMM_YMMM256", te, tc)
-        a.op(fma231, te, td, c(-0.693359375))
-        a.op(fma231, te, td, c(2.12194440e-4))
+        for part in mathlib.LN2_PARTS:
+            a.op(fma231, te, td, c(part))
         a.op("VEX_VMULPS_YMM_YMM_YMMM256", tc, te, te)  # r^2
-        a.op(mov, ta, c(1.3981999507e-3))
-        a.op(fma231, ta, te, c(1.9875691500e-4))  # p0
-        a.op(mov, tb, c(4.1665795894e-2))
-        a.op(fma231, tb, te, c(8.3334519073e-3))  # p1
+        (a0, b0), (a1, b1), (a2, b2) = mathlib.EXP_PAIRS
+        a.op(mov, ta, c(b0))
+        a.op(fma231, ta, te, c(a0))  # p0
+        a.op(mov, tb, c(b1))
+        a.op(fma231, tb, te, c(a1))  # p1
         a.op(fma213, ta, tc, tb)  # p0 * r^2 + p1
-        a.op(mov, tb, c(5.0000001201e-1))
-        a.op(fma231, tb, te, c(1.6666665459e-1))  # p2
+        a.op(mov, tb, c(b2))
+        a.op(fma231, tb, te, c(a2))  # p2
         a.op(fma213, ta, tc, tb)  # (...) * r^2 + p2
         a.op(fma213, ta, tc, te)  # p * r^2 + r
         a.op("VEX_VADDPS_YMM_YMM_YMMM256", ta, ta, c(1.0))
