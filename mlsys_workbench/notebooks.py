@@ -209,3 +209,22 @@ def has_outputs(nb: nbformat.NotebookNode) -> list[int]:
         for index, cell in enumerate(nb.cells)
         if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count"))
     ]
+
+
+def cell_seconds(nb: nbformat.NotebookNode) -> list[tuple[int, float]]:
+    """(cell index, seconds) for every executed code cell, from nbclient's timing metadata.
+
+    A cell's time runs from the kernel taking its input to the kernel going idle after it;
+    the kernel's start and shutdown are not in any cell.
+    """
+    from datetime import datetime
+
+    timed = []
+    for index, cell in enumerate(nb.cells):
+        stamps = cell.get("metadata", {}).get("execution", {})
+        begin, end = stamps.get("iopub.execute_input"), stamps.get("iopub.status.idle")
+        if cell.cell_type == "code" and begin and end:
+            seconds = (datetime.fromisoformat(end.replace("Z", "+00:00"))
+                       - datetime.fromisoformat(begin.replace("Z", "+00:00"))).total_seconds()
+            timed.append((index, seconds))
+    return timed

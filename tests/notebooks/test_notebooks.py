@@ -8,6 +8,7 @@ import pytest
 
 from mlsys_workbench.notebooks import (
     LibraryWarning,
+    cell_seconds,
     NotebookError,
     has_outputs,
     parameters_cell_index,
@@ -53,7 +54,14 @@ def test_runs_at_smoke_size(path, tmp_path):
         if out.get("name") == "stderr" and "Traceback" in out.get("text", "")
     ]
     assert not errors, f"{path.name}: tracebacks printed in cells {errors}"
-    assert seconds < SMOKE_SECONDS * 2, f"{path.name} took {seconds:.0f} s at SMOKE=1"
+    # The budget is the notebook's own work: its cells. Starting and stopping the kernel are
+    # bounded by nbclient's own timeouts, and a stall there is named apart from the cells.
+    timed = cell_seconds(nb)
+    in_cells = sum(s for _, s in timed)
+    slowest = ", ".join(f"cell {i}: {s:.0f} s" for i, s in sorted(timed, key=lambda t: -t[1])[:3])
+    assert in_cells < SMOKE_SECONDS * 2, (
+        f"{path.name}: cells took {in_cells:.0f} s at SMOKE=1 ({slowest}); "
+        f"{seconds - in_cells:.0f} s more starting and stopping the kernel")
 
 
 def test_a_failing_cell_is_named(tmp_path):
@@ -70,6 +78,20 @@ def test_a_failing_cell_is_named(tmp_path):
         run_notebook(path, parameters={"SMOKE": 1})
     message = str(error.value)
     assert "broken.ipynb" in message and "cell 3" in message and "parameter was injected" in message
+
+
+def test_cell_seconds_times_each_cell_apart_from_kernel_start(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("SMOKE = 0", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_markdown_cell("no timing for prose"),
+        nbformat.v4.new_code_cell("import time; time.sleep(1.5)"),
+    ]
+    path = tmp_path / "sleepy.ipynb"
+    nbformat.write(nb, path)
+    timed = dict(cell_seconds(run_notebook(path)))
+    assert set(timed) == {0, 2}
+    assert 1.5 <= timed[2] < 10 and timed[0] < 1.0
 
 
 def _notebook(tmp_path, *sources):
