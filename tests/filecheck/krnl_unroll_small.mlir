@@ -4,6 +4,9 @@
 // innermost outwards and mark each for full unrolling (krnl.unroll) while its trip count is at
 // most max_trip (8) and the trips marked so far multiply to at most max_body (16); stop at the
 // first loop that fails, or at a blocked loop. Nests around a krnl.matmul are left alone.
+// One exception: an innermost loop of at least 4 iterations that moves every access it moves
+// by one element of the last subscript stays rolled when the loop around it moves an access
+// by a stride (unrolled, LLVM would vectorise the strided loop with gathers).
 
 builtin.module {
   func.func @pool_window(%x: memref<1x2x8x8xf32>, %y: memref<1x2x4x4xf32>) {
@@ -123,3 +126,96 @@ builtin.module {
 // CHECK-LABEL: func.func @blocked_loop_stops
 // CHECK-NOT:     "krnl.unroll"
 // CHECK:         "krnl.iterate"(%i, %j, %i, %jo, %ji)
+
+// -----
+builtin.module {
+  func.func @channels_innermost(%x: memref<6x8xf32>, %y: memref<6x8xf32>) {
+    %p, %c = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)
+    "krnl.iterate"(%p, %c, %p, %c) ({
+    ^bb0(%a: index, %b: index):
+      %v = "krnl.load"(%x, %a, %b) : (memref<6x8xf32>, index, index) -> f32
+      "krnl.store"(%v, %y, %a, %b) : (f32, memref<6x8xf32>, index, index) -> ()
+    }) {bounds = [[0 : i64, 6 : i64], [0 : i64, 8 : i64]], n_original = 2 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+    func.return
+  }
+}
+// c (trip 8) moves both accesses by one element; p moves them by a row of 8: c stays rolled
+// (one contiguous vector) and nothing outside it is marked either.
+// CHECK-LABEL: func.func @channels_innermost
+// CHECK-NOT:     "krnl.unroll"
+// CHECK:         "krnl.iterate"
+
+// -----
+builtin.module {
+  func.func @flat_index(%x: memref<6x8xf32>, %y: memref<96xf32>) {
+    %p, %c = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)
+    "krnl.iterate"(%p, %c, %p, %c) ({
+    ^bb0(%a: index, %b: index):
+      %v = "krnl.load"(%x, %a, %b) : (memref<6x8xf32>, index, index) -> f32
+      %s = arith.constant 16 : index
+      %o = arith.constant 3 : index
+      %r = arith.muli %a, %s : index
+      %q = arith.addi %r, %b : index
+      %t = arith.addi %q, %o : index
+      "krnl.store"(%v, %y, %t) : (f32, memref<96xf32>, index) -> ()
+    }) {bounds = [[0 : i64, 6 : i64], [0 : i64, 8 : i64]], n_original = 2 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+    func.return
+  }
+}
+// The store's flat index p * 16 + c + 3 moves by 1 with c and by 16 with p: c stays rolled.
+// CHECK-LABEL: func.func @flat_index
+// CHECK-NOT:     "krnl.unroll"
+// CHECK:         "krnl.iterate"
+
+// -----
+builtin.module {
+  func.func @transpose(%x: memref<8x6xf32>, %y: memref<6x8xf32>) {
+    %p, %c = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)
+    "krnl.iterate"(%p, %c, %p, %c) ({
+    ^bb0(%a: index, %b: index):
+      %v = "krnl.load"(%x, %b, %a) : (memref<8x6xf32>, index, index) -> f32
+      "krnl.store"(%v, %y, %a, %b) : (f32, memref<6x8xf32>, index, index) -> ()
+    }) {bounds = [[0 : i64, 6 : i64], [0 : i64, 8 : i64]], n_original = 2 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+    func.return
+  }
+}
+// c reads x with a stride (a transpose): no loop order is contiguous for both, c is unrolled.
+// CHECK-LABEL: func.func @transpose
+// CHECK:         "krnl.unroll"(%c)
+// CHECK-NEXT:    "krnl.iterate"
+
+// -----
+builtin.module {
+  func.func @short_channels(%x: memref<6x3xf32>, %y: memref<6x3xf32>) {
+    %p, %c = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)
+    "krnl.iterate"(%p, %c, %p, %c) ({
+    ^bb0(%a: index, %b: index):
+      %v = "krnl.load"(%x, %a, %b) : (memref<6x3xf32>, index, index) -> f32
+      "krnl.store"(%v, %y, %a, %b) : (f32, memref<6x3xf32>, index, index) -> ()
+    }) {bounds = [[0 : i64, 6 : i64], [0 : i64, 3 : i64]], n_original = 2 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+    func.return
+  }
+}
+// c has 3 iterations, fewer than a vector's 4 lanes: unrolled (then p: 3 x 6 > 16 stops).
+// CHECK-LABEL: func.func @short_channels
+// CHECK:         "krnl.unroll"(%c)
+// CHECK-NEXT:    "krnl.iterate"
+
+// -----
+builtin.module {
+  func.func @window_over_a_row(%x: memref<20xf32>, %y: memref<16xf32>) {
+    %w, %k = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop)
+    "krnl.iterate"(%w, %k, %w, %k) ({
+    ^bb0(%a: index, %b: index):
+      %i = arith.addi %a, %b : index
+      %v = "krnl.load"(%x, %i) : (memref<20xf32>, index) -> f32
+      "krnl.store"(%v, %y, %a) : (f32, memref<16xf32>, index) -> ()
+    }) {bounds = [[0 : i64, 16 : i64], [0 : i64, 5 : i64]], n_original = 2 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+    func.return
+  }
+}
+// A 5-tap window: w moves every access by one element too, so unrolling k leaves the
+// vectoriser a contiguous loop: k is unrolled.
+// CHECK-LABEL: func.func @window_over_a_row
+// CHECK:         "krnl.unroll"(%k)
+// CHECK-NEXT:    "krnl.iterate"
