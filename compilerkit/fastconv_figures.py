@@ -40,7 +40,7 @@ SWEEP = [
     (8, 8, 32, 3, 3), (16, 16, 24, 3, 3), (32, 32, 16, 3, 3), (64, 64, 12, 3, 3),
     (8, 8, 24, 3, 5), (16, 16, 24, 3, 5), (32, 32, 16, 3, 5),
     (8, 8, 24, 3, 7), (16, 16, 16, 3, 7), (8, 16, 20, 3, 7),
-    # held out: added after roofline.FITTED was chosen on the layers above
+    # held out: added after roofline.ROW_OVERHEAD was fitted on the layers above
     (16, 32, 40, 2, 3), (48, 48, 20, 2, 5), (24, 24, 12, 3, 3), (12, 12, 20, 3, 5),
 ]
 HELD_OUT = 4  # the last layers of SWEEP

@@ -25,12 +25,16 @@ Measured by `compilerkit.roofline_measure` (apart, because it compiles kernels a
 compiler itself reads this module): the peak by a 384 x 384 x 384 MatMul (the micro-kernel),
 each level's bandwidth by a chain of y = x + 1 over an array whose x and y together fill about
 half that level (L1, L2, L3 as `detect_caches` reads them; DRAM: 64 MiB), all compiled by
-compilerkit and run on one thread, best of `repeat`. Cached as JSON in
-$XDG_CACHE_HOME/compilerkit (or ~/.cache/compilerkit), keyed by the CPU's model name and its
-widest vector ISA. Not measured but fitted (FITTED: the transform rates and ROW_OVERHEAD), to
-the first run of `benchmarks/winograd_bench.py --section sweep` at 1 thread on the AVX2
-machine CACHES describes; they belong to the model, so `machine()` takes them from here,
-never from the cache.
+compilerkit and run on one thread, best of `repeat`; the f32 lanes of the micro-kernel's
+vectors from the host target (its column strips are NR = 2 vectors wide). The two transform
+rates are calibrated on the machine (`roofline_measure.CALIBRATION`: eight small Winograd and
+FFT layers, none of them in the sweep that checks the model): the rate whose predictions
+are nearest the measured times, in the median of |log(predicted / measured)|. Cached as JSON
+in $XDG_CACHE_HOME/compilerkit (or ~/.cache/compilerkit), keyed by the CPU's model name and
+its widest vector ISA. A cache without calibrated rates (`transforms_measured`, written by an
+older compilerkit) keeps the defaults below, fitted on the AVX2 machine CACHES describes.
+ROW_OVERHEAD alone is fitted (to the first run of `benchmarks/winograd_bench.py --section
+sweep` at 1 thread on that machine) and belongs to the model.
 """
 
 from __future__ import annotations
@@ -72,7 +76,7 @@ def detect_caches(root: str = _SYSFS_CACHE) -> dict:
     return {lv: found.get(lv, CACHES[lv]) for lv in CACHES}
 DRAM_TEST_BYTES = 64 * 1024 * 1024
 LEVELS = ("L1", "L2", "L3", "DRAM")
-FITTED = ("transform_flops", "winograd_flops")  # Machine fields the model sets, not `measure`
+TRANSFORM_RATES = ("transform_flops", "winograd_flops")  # calibrated by roofline_measure
 
 
 @dataclass
@@ -81,9 +85,12 @@ class Machine:
     bandwidth: dict  # level -> bytes/s (read + write), 1 thread
     caches: dict = field(default_factory=lambda: dict(CACHES))  # level -> bytes
     # FLOP/s of the FFT's unrolled butterflies (lowering/fft.py) and of Winograd's unrolled
-    # transforms (lowering/winograd.py `_lincomb`), vectorised over channels: fitted (FITTED)
+    # transforms (lowering/winograd.py `_lincomb`), vectorised over channels: calibrated by
+    # roofline_measure where `transforms_measured`, else these (fitted on the AVX2 machine)
     transform_flops: float = 24e9
     winograd_flops: float = 32e9
+    lanes: int = 8  # f32 lanes of the micro-kernel's vectors (AVX2 8, AVX-512 16)
+    transforms_measured: bool = False
 
     def level_of(self, nbytes: float) -> str:
         """The nearest level a working set of `nbytes` fits in."""
@@ -134,7 +141,10 @@ def machine() -> Machine:
     if path.is_file():
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-        return Machine(**{k: v for k, v in data.items() if k not in FITTED})
+        if not data.get("transforms_measured"):
+            data = {k: v for k, v in data.items() if k not in TRANSFORM_RATES}
+        known = Machine.__dataclass_fields__
+        return Machine(**{k: v for k, v in data.items() if k in known})
     return DEFAULT
 
 
@@ -149,12 +159,13 @@ def save(m: Machine) -> Path:
     return path
 
 
-# The GEMM micro-kernel (codegen/microkernel.py): NR columns per register block (narrower
-# column strips are zero-padded, so their lanes idle); per call the accumulators are loaded
-# and stored, worth about DEPTH_OVERHEAD steps of k (12 vector loads + 12 stores against 12
-# FMAs per step); and Winograd's and the FFT's products, one per transformed position, each
-# pack or stream their U[t] panel (C x K) for only as many rows as there are tiles: fitted as
-# ROW_OVERHEAD rows' worth of time per product (FITTED).
+# The GEMM micro-kernel (codegen/microkernel.py): NR columns per register block, two vectors
+# (16 on AVX2; stages() take 2 * Machine.lanes; narrower column strips are zero-padded, so
+# their lanes idle); per call the accumulators are loaded and stored, worth about
+# DEPTH_OVERHEAD steps of k (12 vector loads + 12 stores against 12 FMAs per step); and
+# Winograd's and the FFT's products, one per transformed position, each pack or stream their
+# U[t] panel (C x K) for only as many rows as there are tiles: fitted as ROW_OVERHEAD rows'
+# worth of time per product.
 NR = 16
 DEPTH_OVERHEAD = 4
 ROW_OVERHEAD = 16
@@ -181,11 +192,11 @@ class Stage:
                    + [b / m.bandwidth[lv] for lv, b in self.moved.items() if b])
 
 
-def gemm_efficiency(cols: int, depth: int, rows: int | None = None) -> float:
+def gemm_efficiency(cols: int, depth: int, rows: int | None = None, nr: int = NR) -> float:
     """Fraction of the peak a GEMM with `cols` output columns (the vector axis), depth `depth`
-    and, for a product of a batched GEMM, `rows` rows reaches (NR, DEPTH_OVERHEAD,
-    ROW_OVERHEAD)."""
-    eff = cols / (NR * -(-cols // NR)) * depth / (depth + DEPTH_OVERHEAD)
+    and, for a product of a batched GEMM, `rows` rows reaches on a micro-kernel `nr` columns
+    wide (DEPTH_OVERHEAD, ROW_OVERHEAD)."""
+    eff = cols / (nr * -(-cols // nr)) * depth / (depth + DEPTH_OVERHEAD)
     return eff if rows is None else eff * rows / (rows + ROW_OVERHEAD)
 
 
@@ -222,7 +233,7 @@ def stages(layer: Layer, algorithm: str, m: Machine) -> list[Stage]:
             Stage("gemm", 2.0 * k * c * r ** len(out) * p, "gemm",
                   _moved(m, (col, panel), (panels * w_bytes, w_bytes), (4 * y_bytes, panel)),
                   gemm_efficiency(min(p, max(64, PANEL_BYTES // ((c * r ** len(out) + k) * 4))),
-                                  c * r ** len(out))),
+                                  c * r ** len(out), nr=2 * m.lanes)),
         ]
     if algorithm.startswith("fft"):
         return _fft_stages(layer, algorithm, m, x_bytes, y_bytes)
@@ -283,7 +294,7 @@ def _tiled_stages(m: Machine, name, x_bytes, y_bytes, tiles, pos_bytes, c, k, u_
                      (v_bytes, ws))),
         Stage(f"{name} products", gemm_flops, "gemm",
               _moved(m, (v_bytes + 3 * m_bytes, ws), (groups * u_bytes, u_bytes)),
-              gemm_efficiency(cols, depth, tiles)),
+              gemm_efficiency(cols, depth, tiles, nr=2 * m.lanes)),
         Stage(f"{name} output", out_flops, rate,
               _moved(m, (m_bytes, ws), (y_bytes, y_bytes))),
     ]

@@ -1,6 +1,7 @@
-"""Measure this machine for compilerkit.roofline: the GEMM micro-kernel's peak FLOP/s and each
-memory level's bandwidth, with kernels compilerkit itself compiles (roofline's docstring says
-which), cached per CPU model so the compiler's "auto" can read it without measuring.
+"""Measure this machine for compilerkit.roofline: the GEMM micro-kernel's peak FLOP/s, each
+memory level's bandwidth and the transforms' rates, with kernels compilerkit itself compiles
+(roofline's docstring says which), cached per CPU model so the compiler's "auto" can read it
+without measuring.
 
     m = roofline_measure.measured_machine()   # measures once (about a minute), then the cache
 
@@ -33,10 +34,60 @@ def _best(fn, repeat: int) -> float:
     return best
 
 
+# Calibration layers (C in, C out, spatial size, rank, kernel) for the transform rates: small,
+# 2-D and 3-D, 12-48 channels, none of them in fastconv_figures.SWEEP (which checks the model)
+CALIBRATION = {
+    "winograd_flops": ("winograd-f4", [(24, 24, 48, 2, 3), (16, 16, 20, 3, 3),
+                                       (48, 48, 24, 2, 3), (12, 12, 16, 3, 3)]),
+    "transform_flops": ("fft", [(24, 24, 40, 2, 5), (12, 12, 16, 3, 5),
+                                (16, 16, 12, 3, 7), (40, 40, 24, 2, 7)]),
+}
+RATE_GRID = [4e9 * 1.05 ** i for i in range(120)]  # 4 GFLOP/s to 1.2 TFLOP/s, 5% apart
+
+
+def fit_transform_rates(m: rl.Machine, measured) -> dict:
+    """{rate field: FLOP/s} for each transform rate that `measured` ([(field, algorithm,
+    Layer, seconds)]) calibrates: the RATE_GRID value, at most `m`'s peak (no transform
+    outruns the FMA peak), whose predictions, with `m`'s other numbers, have the least median
+    |log(predicted / measured)| over that field's layers."""
+    grid = [r for r in RATE_GRID if r <= m.peak_flops] or RATE_GRID[:1]
+    rates = {}
+    for name in {row[0] for row in measured}:
+        rows = [row[1:] for row in measured if row[0] == name]
+
+        def error(rate, rows=rows, name=name):
+            trial = rl.Machine(**{**m.__dict__, name: rate})
+            return float(np.median([abs(math.log(rl.predict(layer, algo, trial) / seconds))
+                                    for algo, layer, seconds in rows]))
+        rates[name] = min(grid, key=error)
+    return rates
+
+
+def calibrate_transforms(m: rl.Machine, repeat: int = 7) -> rl.Machine:
+    """`m` with Winograd's and the FFT's transform rates calibrated on CALIBRATION's layers,
+    each compiled (1 thread, three-stage) and timed here (best of `repeat`)."""
+    from compilerkit import fastconv_figures as ff
+
+    measured = []
+    for name, (algo, specs) in CALIBRATION.items():
+        for spec in specs:
+            c, k, hw, rank, kernel = spec
+            cm = ck.compile(ff.conv_model(c, k, hw, rank, kernel), asm=False, num_threads=1,
+                            conv_algorithm=algo)
+            x = np.random.default_rng(1).standard_normal((1, c) + (hw,) * rank).astype(
+                np.float32)
+            seconds = _best(lambda cm=cm, x=x: cm.run(x, num_threads=1), repeat)
+            measured.append((name, algo, ff.to_layer(list(spec)), seconds))
+    return rl.Machine(**{**m.__dict__, **fit_transform_rates(m, measured),
+                         "transforms_measured": True})
+
+
 def measure(repeat: int = 20, caches=None, dram_bytes: int = rl.DRAM_TEST_BYTES) -> rl.Machine:
-    """Measure the peak and the bandwidths with compilerkit's kernels (compilerkit.roofline's
-    docstring says how)."""
+    """Measure the peak, the bandwidths and the transform rates with compilerkit's kernels
+    (compilerkit.roofline's docstring says how)."""
     from onnx import helper, numpy_helper
+
+    from compilerkit.backends.host import host_target
 
     caches = dict(caches or rl.detect_caches())
     n = 384
@@ -66,14 +117,17 @@ def measure(repeat: int = 20, caches=None, dram_bytes: int = rl.DRAM_TEST_BYTES)
         xv = np.ones(count, np.float32)
         secs = _best(lambda add=add, xv=xv: add.run(xv, num_threads=1), max(3, repeat // 4))
         bw[lv] = 8 * count * links / secs
-    return rl.Machine(peak, bw, caches)
+    lanes = host_target().vector_width
+    return calibrate_transforms(rl.Machine(peak, bw, caches, lanes=lanes), max(3, repeat // 3))
 
 
 def measured_machine(remeasure: bool = False) -> rl.Machine:
-    """The cached measurement of this machine, measured and cached on first use (or when
-    `remeasure`)."""
+    """The cached measurement of this machine, measured and cached on first use, when
+    `remeasure`, or when the cache predates the calibrated transform rates."""
     if rl.cache_path().is_file() and not remeasure:
-        return rl.machine()
+        m = rl.machine()
+        if m.transforms_measured:
+            return m
     m = measure()
     rl.save(m)
     return m

@@ -31,6 +31,19 @@ def test_gemm_efficiency_hand_worked():
     assert rl.gemm_efficiency(8, 4) == pytest.approx(0.5 * 0.5)
     assert rl.gemm_efficiency(24, 4) == pytest.approx(24 / 32 * 0.5)
     assert rl.gemm_efficiency(16, 4, rows=16) == pytest.approx(0.5 * 0.5)
+    # AVX-512's micro-kernel is 32 columns wide: 16 columns idle half its lanes, 40 take two
+    # strips of which 24 lanes idle
+    assert rl.gemm_efficiency(16, 10 ** 9, nr=32) == pytest.approx(0.5)
+    assert rl.gemm_efficiency(40, 10 ** 9, nr=32) == pytest.approx(40 / 64)
+
+
+def test_stages_take_the_machines_vector_width():
+    """The products of 16 output channels fill AVX2's 16-column strip, half of AVX-512's."""
+    wide = rl.Machine(**{**FLAT.__dict__, "lanes": 16})
+    layer = rl.Layer(16, 16, (28, 28))
+    narrow_eff = by_name(layer, "winograd-f4")["winograd products"].efficiency
+    wide_eff = by_name(layer, "winograd-f4", wide)["winograd products"].efficiency
+    assert wide_eff == pytest.approx(narrow_eff / 2)
 
 
 def test_im2col_stages_hand_counted():
@@ -155,9 +168,9 @@ def test_fft_stages_hand_counted():
     assert st["fft input"].moved["L3"] == pytest.approx(3 * x + (16 / 12) ** 3 * x + v)
 
 
-def test_cached_machine_keeps_the_models_fitted_rates(tmp_path, monkeypatch):
-    """The cache holds what `measure` measured; the fitted transform rates come from the
-    model, whatever an older cache file says."""
+def test_cache_from_before_calibration_keeps_the_default_rates(tmp_path, monkeypatch):
+    """A cache without calibrated transform rates (an older compilerkit wrote it) gives its
+    peak and bandwidths with the model's default rates, whatever rates it holds."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     old = rl.Machine(5e10, {lv: 1e10 for lv in rl.LEVELS}, transform_flops=1.0,
                      winograd_flops=2.0)
@@ -166,7 +179,37 @@ def test_cached_machine_keeps_the_models_fitted_rates(tmp_path, monkeypatch):
     assert got.peak_flops == 5e10 and got.bandwidth == old.bandwidth
     assert got.transform_flops == rl.Machine.transform_flops
     assert got.winograd_flops == rl.Machine.winograd_flops
+    assert not got.transforms_measured
     assert math.isfinite(rl.predict(rl.Layer(8, 8, (8, 8)), "fft", got))
+
+
+def test_calibrated_cache_keeps_its_rates_and_width(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    new = rl.Machine(5e10, {lv: 1e10 for lv in rl.LEVELS}, transform_flops=3e10,
+                     winograd_flops=2e10, lanes=16, transforms_measured=True)
+    rl.save(new)
+    assert rl.machine() == new
+
+
+def test_fit_recovers_the_rates_that_made_the_times():
+    """Times predicted by a machine with known transform rates: the fit, starting from other
+    rates, finds them again (to the grid's 5%), each from its own algorithm's layers."""
+    from compilerkit import roofline_measure as rm
+
+    true = rl.Machine(1e11, {"L1": 1.5e11, "L2": 1e11, "L3": 6e10, "DRAM": 2.5e10},
+                      transform_flops=5e10, winograd_flops=2.2e10, lanes=16)
+    start = rl.Machine(**{**true.__dict__, "transform_flops": 1e10, "winograd_flops": 9e10})
+    measured = [(name, algo, rl.Layer(c, k, (hw,) * rank, ks),
+                 rl.predict(rl.Layer(c, k, (hw,) * rank, ks), algo, true))
+                for name, (algo, specs) in rm.CALIBRATION.items()
+                for c, k, hw, rank, ks in specs]
+    rates = rm.fit_transform_rates(start, measured)
+    assert rates["transform_flops"] == pytest.approx(5e10, rel=0.05)
+    assert rates["winograd_flops"] == pytest.approx(2.2e10, rel=0.05)
+    # a rate above the peak is not offered: times the transforms would need 1e13 FLOP/s for
+    capped = rm.fit_transform_rates(start, [(n, a, layer, t / 100) for n, a, layer, t
+                                            in measured])
+    assert max(capped.values()) <= start.peak_flops
 
 
 def test_cache_sizes_come_from_sysfs(tmp_path):
@@ -185,3 +228,18 @@ def test_cache_sizes_come_from_sysfs(tmp_path):
     (tmp_path / "index3" / "size").write_text("garbage\n")
     assert rl.detect_caches(str(tmp_path))["L3"] == rl.CACHES["L3"]
     assert rl.detect_caches(str(tmp_path / "missing")) == rl.CACHES
+
+
+def test_calibration_compiles_and_times_its_layers(monkeypatch):
+    """calibrate_transforms on one small layer per rate (the real list takes seconds): both
+    rates come from the grid, at most the peak, and the machine says they were measured."""
+    from compilerkit import roofline_measure as rm
+
+    monkeypatch.setattr(rm, "CALIBRATION", {
+        "winograd_flops": ("winograd-f4", [(8, 8, 12, 2, 3)]),
+        "transform_flops": ("fft", [(8, 8, 12, 2, 5)])})
+    base = rl.Machine(1e11, {"L1": 1.5e11, "L2": 1e11, "L3": 6e10, "DRAM": 2.5e10}, lanes=16)
+    got = rm.calibrate_transforms(base, repeat=2)
+    assert got.transforms_measured and got.peak_flops == base.peak_flops
+    for name in ("winograd_flops", "transform_flops"):
+        assert getattr(got, name) in rm.RATE_GRID and getattr(got, name) <= base.peak_flops
