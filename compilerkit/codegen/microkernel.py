@@ -139,7 +139,9 @@ class _Body:
         self.i0, self.i1 = i0, i1
         self.panel = self.alloca(self.elem, c(PANEL + self.nr), align=64)
         self.ctile = self.alloca(self.elem, c(MR * self.nr), align=64)
-        self.pack = b.icmp_signed(">=", b.sub(i1, i0), c(PACK_MIN_ROWS))
+        # B rows exactly one strip wide are a packed strip already (conv.py's W^T strips)
+        self.pack = b.and_(b.icmp_signed(">=", b.sub(i1, i0), c(PACK_MIN_ROWS)),
+                           b.icmp_signed("!=", self.ldb, c(self.nr)))
         with b.if_then(b.icmp_signed("==", b.sub(i1, i0), c(1))):
             self.one_row(k0, k1, j0, j1)
             b.ret_void()

@@ -42,7 +42,7 @@ from xdsl.dialects.builtin import StringAttr, f32
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.krnl_passes.schedule import block
-from compilerkit.lowering.builder import KernelBuilder, memref_type, shape
+from compilerkit.lowering.builder import KernelBuilder, shape
 from compilerkit.lowering.elementwise import activation
 from compilerkit.lowering.matmul import fill
 from compilerkit.onnx_passes.fuse_conv import conv_activation
@@ -152,12 +152,6 @@ def blocked_weights(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(wp.transpose(0, 2, 4, 5, 6, 3, 1))
 
 
-def _global(b, array, module, hint):
-    attr = onnx_d.dense_attr(array, module, hint)
-    name = getattr(getattr(attr, "resource_handle", None), "data", None) or hint
-    return b.add(krnl.GlobalOp(name, attr, memref_type(array.shape, f32)))
-
-
 def tile_width(ow: int) -> int:
     """The largest tile of at most TILE_W positions that divides the output row."""
     return max(t for t in range(1, min(TILE_W, ow) + 1) if ow % t == 0)
@@ -173,11 +167,11 @@ def blocked_conv(b: KernelBuilder, op, xb, pads):
     in_sp = shape(xb)[2:-1]
     kb, cb_n = blocks(k), blocks(c)
     label = node_label(op)
-    wb = _global(b, blocked_weights(w), module, f"pznet_w_{label}")
+    wb = b.constant(blocked_weights(w), module, f"pznet_w_{label}", f32)
     bias = np.zeros(kb * LANES, np.float32)
     if len(op.operands) > 2 and not onnx_d.is_absent(op.operands[2]):
         bias[:k] = onnx_d.constant_value(op.operands[2], module)
-    bb = _global(b, bias.reshape(kb, LANES), module, f"pznet_b_{label}")
+    bb = b.constant(bias.reshape(kb, LANES), module, f"pznet_b_{label}", f32)
     # The positions the taps read, zero-bordered when the Conv pads.
     ext = [o + kk - 1 for o, kk in zip(out_sp, ks, strict=True)]
     if any(pads) or ext != list(in_sp):

@@ -55,6 +55,15 @@ class KernelBuilder:
     def alloc(self, dims, elem):
         return self.add(krnl.AllocOp(memref_type(dims, elem)))
 
+    def constant(self, array, module, hint: str, elem):
+        """A krnl.global holding `array` (weights the lowering transformed at compile time),
+        stored in `module` like the model's own constants, named after `hint`."""
+        from compilerkit.dialects import onnx as onnx_d
+
+        attr = onnx_d.dense_attr(array, module, hint)
+        name = getattr(getattr(attr, "resource_handle", None), "data", None) or hint
+        return self.add(krnl.GlobalOp(name, attr, memref_type(array.shape, elem)))
+
     def view(self, mem, dims):
         if tuple(dims) == shape(mem):
             return mem

@@ -40,12 +40,16 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
+
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, shape
 from compilerkit.lowering.conv_algorithm import choose, lower_chosen
 from compilerkit.lowering.elementwise import activation
 from compilerkit.lowering.matmul import emit_matmul, fill
+from compilerkit.lowering.winograd import weights_array
 from compilerkit.onnx_passes.fuse_conv import conv_activation
+from compilerkit.onnx_passes.single_node import node_label
 
 MAX_TAPS = 64  # most products one direct-convolution body sums (unrolled)
 # Grouped Convs with at most this many input channels per group (depthwise: 1) run direct;
@@ -62,6 +66,12 @@ SHIFT_CHANNELS = (32, 64)  # input channels (per group) for the shifted-GEMM sch
 SHIFT_MIN_WIDTH = 48  # ... and the narrowest output rows it takes
 PAR_PANELS = 8  # panels wanted when threads share a Conv's panel loop (even counts preferred)
 COL_BYTES = 64 * 1024 * 1024  # most column buffer, all panels together, for shared panels
+# Convs with at most this many output positions per image run as out^T = X^T W^T
+# (`_transposed_gemm`): output channels become the micro-kernel's vector axis
+TRANSPOSE_MAX_POSITIONS = 256
+# ... with W^T in strips of this many output channels ([strip, C k..., STRIP]): an AVX-512
+# micro-kernel's register block (2 x 16 lanes) reads such a strip in place, unpacked
+TRANSPOSE_STRIP = 32
 
 def _output_with_bias(b, out_dims, elem, bias):
     """The output buffer, holding the bias broadcast over channels (or zeros): both Conv and
@@ -125,6 +135,9 @@ def lower_conv(b: KernelBuilder, op, ins):
         _direct(b, conv, out)
     elif algo == "classic" and _shifted_pays(conv):
         _shifted_gemm(b, conv, out)
+    elif _transposed_pays(conv, op):
+        _transposed_gemm(b, conv, out, b.constant(_columns_weights(conv, op), _module(op),
+                                                  f"wt_{node_label(op)}", conv.elem))
     else:
         _gemm(b, conv, out)
     return [out]
@@ -454,6 +467,77 @@ def _shifted_gemm(b: KernelBuilder, conv: _Conv, out):
                 v = b.load(ybuf, [jp, o, b.affine([(i, pitch), (j, 1)])])
                 row = b.affine([(jp, height), (i, 1)])
                 b.store(_finish(b, conv, v), og, [nn, g, o, row, j])
+
+
+# ---- out^T = X^T W^T: output channels on the vector axis ---------------------------------------
+
+def _module(op):
+    while op.parent_op() is not None:
+        op = op.parent_op()
+    return op
+
+
+def _transposed_pays(conv: _Conv, op) -> bool:
+    """Few output positions (ResNet-50's 7 x 7 and 14 x 14 stages) and constant weights: the
+    micro-kernel's vector axis is the GEMM's columns, and 49 positions fill 49 of 64 lanes
+    (AVX-512: two strips of 32) where 512 or 2048 output channels fill them all. Grouped
+    Convs keep the panels (each group's channels are few)."""
+    return (conv.groups == 1 and math.prod(conv.out_sp) <= TRANSPOSE_MAX_POSITIONS
+            and conv.oc >= 64 and weights_array(op)[0] is not None)
+
+
+def _columns_weights(conv: _Conv, op):
+    """W^T in strips: [K / STRIP, C k..., STRIP], zero-padded to whole strips; strip s holds
+    W^T[:, s*STRIP : (s+1)*STRIP], each row of it contiguous."""
+    w = weights_array(op)[0].reshape(conv.oc, -1)
+    strips = -(-conv.oc // TRANSPOSE_STRIP)
+    wt = np.zeros((strips * TRANSPOSE_STRIP, w.shape[1]), onnx_d.numpy_dtype(conv.elem))
+    wt[:conv.oc] = w
+    return np.ascontiguousarray(wt.reshape(strips, TRANSPOSE_STRIP, -1).transpose(0, 2, 1))
+
+
+def _transposed_gemm(b: KernelBuilder, conv: _Conv, out, wt):
+    """Per image: t[q, oc] = bias[oc] + sum_j A[q, j] W^T[j, oc], then out[oc, q] = act(t[q,
+    oc]). A is X^T read in place when the Conv is a plain 1x1 (row stride 1, depth stride one
+    plane), else the im2col columns written position-major (colT[q, c k...], contiguous)."""
+    p, hw = math.prod(conv.out_sp), math.prod(conv.in_sp)
+    kdim = conv.cg * math.prod(conv.k_sp)
+    direct = all(k == 1 for k in conv.k_sp) and all(s == 1 for s in conv.st) and not any(
+        conv.pads) and all(conv.reach(d) <= conv.in_sp[d] for d in range(conv.r))
+    strips = -(-conv.oc // TRANSPOSE_STRIP)
+    width = strips * TRANSPOSE_STRIP
+    # t's rows one cache line longer than the strips: the epilogue reads a column of t, and
+    # rows 2048 floats apart (8 KiB) would all fall in one L1 set (measured 1.3x slower)
+    t = b.alloc([p, width + 16], conv.elem)
+    col = None if direct else b.alloc(conv.out_sp + [conv.cg] + conv.k_sp, conv.elem)
+    scratch = None if direct else _scratch(b, conv)
+    ov = b.view(out, [conv.n, conv.oc, p])
+    zero = b.index(0)
+    with b.nest([conv.n]) as (nn,):
+        with b.nest([p, conv.oc]) as (q, o):
+            v = b.load(conv.bias, [o]) if conv.bias is not None else b.const(0.0, conv.elem)
+            b.store(v, t, [q, o])
+        if width > conv.oc:  # the padded columns: computed (zero weights), never read
+            with b.nest([p, (conv.oc, width)]) as (q, o):
+                b.store(b.const(0.0, conv.elem), t, [q, o])
+        if direct:
+            src, a_off, a_strides = conv.x, b.affine([(nn, conv.c_in * hw)]), (1, hw)
+        else:
+            if scratch is not None:
+                _copy_in(b, conv, scratch, nn, zero)
+            with b.nest(conv.out_sp + [conv.cg] + conv.k_sp) as ivs:
+                os_, c, ks = ivs[:conv.r], ivs[conv.r], ivs[conv.r + 1:]
+                at = [b.affine([(o, conv.st[d]), (k, conv.dil[d])])
+                      for d, (o, k) in enumerate(zip(os_, ks, strict=True))]
+                b.store(_tap(b, conv, scratch, nn, zero, c, at), col, ivs)
+            src, a_off, a_strides = col, zero, (kdim, 1)
+        with b.nest([strips]) as (sj,):
+            offs = [a_off, b.affine([(sj, kdim * TRANSPOSE_STRIP)]),
+                    b.affine([(sj, TRANSPOSE_STRIP)])]
+            emit_matmul(b, src, wt, t, p, TRANSPOSE_STRIP, kdim, offs, a_strides,
+                        TRANSPOSE_STRIP, width + 16)
+        with b.nest([conv.oc, p]) as (o, q):
+            b.store(_finish(b, conv, b.load(t, [q, o])), ov, [nn, o, q])
 
 
 # ---- im2col + GEMM, panel by panel -------------------------------------------------------------

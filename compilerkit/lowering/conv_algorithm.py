@@ -164,7 +164,7 @@ def well_scaled(op) -> bool:
     corrupted model in the fuzz suite) made F(4,3) flip the sign of thousands of outputs that
     im2col and onnxruntime agree on. Trained and initialised weights sit far inside the
     bound."""
-    w = winograd._weights_array(op)[0]
+    w = winograd.weights_array(op)[0]
     w = np.abs(np.asarray(w, dtype=np.float64))
     if w.size == 0 or not np.all(np.isfinite(w)):
         return False

@@ -57,9 +57,8 @@ import math
 
 import numpy as np
 
-from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.lowering.builder import KernelBuilder, is_float, memref_type
+from compilerkit.lowering.builder import KernelBuilder, is_float
 from compilerkit.lowering.elementwise import activation
 from compilerkit.lowering.matmul import emit_matmul, fill
 from compilerkit.lowering.winograd import (
@@ -69,9 +68,9 @@ from compilerkit.lowering.winograd import (
     _at,
     _bands,
     _tile_index,
-    _weights_array,
     _zero,
     copy_channels_last,
+    weights_array,
 )
 from compilerkit.onnx_passes.single_node import node_label
 
@@ -209,7 +208,7 @@ def applies(op, t: int | None = None) -> str | None:
         return "strided"
     if any(d != 1 for d in (onnx_d.get_attr(op, "dilations", None) or [1])):
         return "dilated"
-    if _weights_array(op)[0] is None:
+    if weights_array(op)[0] is None:
         return "weights are not a constant"
     return None
 
@@ -328,12 +327,10 @@ def lower_fft(b: KernelBuilder, op, ins, pads, t: int | None = None, fused: bool
     """Lower the Conv `op` (which `applies` accepted; `pads`: its begin pads, auto_pad
     resolved) by FFT on tiles of t (None: choose_tile's); returns the output."""
     p = _Plan(op, ins, pads, t, fused)
-    wt, module = _weights_array(op)
+    wt, module = weights_array(op)
     u_np = transformed_weights(wt, p.ts, p.real).astype(onnx_d.numpy_dtype(p.elem))
     hint = f"fft_t{p.t}_{node_label(op)}"
-    attr = onnx_d.dense_attr(u_np, module, hint)
-    name = getattr(getattr(attr, "resource_handle", None), "data", None) or hint
-    u = b.add(krnl.GlobalOp(name, attr, memref_type(u_np.shape, p.elem)))
+    u = b.constant(u_np, module, hint, p.elem)
     out = p.out = b.alloc(p.out_dims, p.elem)
     y = out if p.whole == p.out_sp else b.alloc([p.k] + p.whole, p.elem)
     xp = b.alloc(p.ext + [p.c], p.elem)

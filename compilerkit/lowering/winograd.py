@@ -57,9 +57,8 @@ import math
 
 import numpy as np
 
-from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.lowering.builder import KernelBuilder, is_float, memref_type, shape
+from compilerkit.lowering.builder import KernelBuilder, is_float, shape
 from compilerkit.lowering.elementwise import activation
 from compilerkit.lowering.matmul import emit_matmul, fill
 from compilerkit.onnx_passes.fuse_conv import conv_activation
@@ -105,7 +104,7 @@ def matrices(m: int, r: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.array(x.tolist(), dtype=np.float64) for x in (at, g, bt))
 
 
-def _weights_array(op):
+def weights_array(op):
     """The Conv's weights as numpy (from the onnx.Constant feeding it), or None."""
     module = op
     while module.parent_op() is not None:
@@ -131,7 +130,7 @@ def applies(op) -> str | None:
         return "strided"
     if any(d != 1 for d in (onnx_d.get_attr(op, "dilations", None) or [1])):
         return "dilated"
-    if _weights_array(op)[0] is None:
+    if weights_array(op)[0] is None:
         return "weights are not a constant"
     return None
 
@@ -224,12 +223,10 @@ def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = DEFAULT_M, fused: b
     """Lower the Conv `op` (which `applies` accepted; `pads`: its begin pads, auto_pad
     resolved) with F(m, 3); returns the output."""
     p = _Plan(op, ins, pads, m, fused)
-    wt, module = _weights_array(op)
+    wt, module = weights_array(op)
     u_np = transformed_weights(wt, p.ms).astype(onnx_d.numpy_dtype(p.elem))
     hint = f"winograd_f{m}_{node_label(op)}"
-    attr = onnx_d.dense_attr(u_np, module, hint)
-    name = getattr(getattr(attr, "resource_handle", None), "data", None) or hint
-    u = b.add(krnl.GlobalOp(name, attr, memref_type(u_np.shape, p.elem)))
+    u = b.constant(u_np, module, hint, p.elem)
     out = p.out = b.alloc(p.out_dims, p.elem)
     # Tiles hanging over the output's end write whole tiles here, copied out after: one
     # output-transform nest for all tiles (a nest per kind of partial tile multiplied the code)

@@ -249,7 +249,7 @@ def _fuse_activation(conv, module, block) -> bool:
     return True
 
 
-def _pad_pairs(pad, module):
+def pad_pairs(pad, module):
     """The spatial (begin, end) pads of a zero, constant-mode Pad of a rank-N tensor that pads
     only spatial axes (axes 2..), else None."""
     if onnx_d.get_attr(pad, "mode", "constant") != "constant":
@@ -290,7 +290,7 @@ def _fold_pad(conv, module, block) -> bool:
         return False
     if not onnx_d.is_static(pad.operands[0].type) or not onnx_d.is_static(pad.results[0].type):
         return False
-    pairs = _pad_pairs(pad, module)
+    pairs = pad_pairs(pad, module)
     if pairs is None:
         return False
     r = len(pairs[0])

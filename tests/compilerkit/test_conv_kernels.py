@@ -6,7 +6,7 @@ the activations, BatchNorm forms and Pads that fuse-conv folds into a Conv."""
 import numpy as np
 import pytest
 from ckhelpers import check, make_model
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from onnx import helper
 
@@ -213,3 +213,49 @@ def test_shifted_gemm_schedule(monkeypatch, x_shape, w_shape, attrs):
                        [("x", x)], ["z"], [("w", arr(w_shape, 2, 0.3)), ("b", arr((8,), 3))],
                        opset=17)
     check(model, [x])
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", [
+    ((1, 64, 7, 7), (64, 64, 1, 1), {}),                          # plain 1x1: X^T in place
+    ((2, 24, 5, 6), (80, 24, 3, 3), dict(pads=[1, 1, 1, 1])),    # 80 channels: a padded strip
+    ((1, 32, 9, 9), (96, 32, 3, 3), dict(strides=[2, 2], pads=[0, 1, 1, 0])),
+    ((1, 16, 14, 14), (64, 16, 1, 1), dict(strides=[2, 2])),      # strided 1x1: columns
+    ((1, 8, 6, 6), (70, 8, 2, 2), dict(dilations=[2, 2])),
+])
+def test_transposed_schedule(x_shape, w_shape, attrs):
+    """out^T = X^T W^T, taken by Convs of at most TRANSPOSE_MAX_POSITIONS outputs per image
+    and 64+ output channels (ResNet-50's 7 x 7 and 14 x 14 stages), against onnxruntime."""
+    x = arr(x_shape, 1)
+    model = make_model([N("Conv", ["x", "w", "b"], ["y"], **attrs), N("Relu", ["y"], ["z"])],
+                       [("x", x)], ["z"], [("w", arr(w_shape, 2, 0.3)),
+                                           ("b", arr((w_shape[0],), 3))], opset=17)
+    text = str(compile_to("kernel-ir", model))
+    assert "wt_" in text, "the transposed schedule's W^T constant is missing"
+    check(model, [x])
+
+
+@settings(max_examples=12, deadline=None)
+@given(c=st.integers(1, 40), oc=st.integers(64, 100), size=st.integers(2, 9),
+       k=st.sampled_from([1, 3]), stride=st.integers(1, 2), pad=st.integers(0, 1),
+       bias=st.booleans(), batch=st.integers(1, 2))
+def test_transposed_schedule_is_bit_identical_to_the_panels(c, oc, size, k, stride, pad, bias,
+                                                            batch):
+    """Both schedules start each output at its bias and add the products over (c, taps) in
+    the same order with fused multiply-adds: not one bit may differ. (A single output
+    position is left out: the panels then take the micro-kernel's dot products, which sum in
+    another fixed order.)"""
+    out = (size + 2 * pad - k) // stride + 1
+    assume(out >= 1 and out * out >= 2)
+    x = arr((batch, c, size, size), 1)
+    inputs = ["x", "w", "b"] if bias else ["x", "w"]
+    inits = [("w", arr((oc, c, k, k), 2, 0.3))] + ([("b", arr((oc,), 3))] if bias else [])
+    model = make_model([N("Conv", inputs, ["z"], strides=[stride] * 2, pads=[pad] * 4)],
+                       [("x", x)], ["z"], inits, opset=17)
+    got = ck.compile(model).run(x)[0]
+    old = conv_lowering.TRANSPOSE_MAX_POSITIONS
+    try:
+        conv_lowering.TRANSPOSE_MAX_POSITIONS = 0
+        panels = ck.compile(model).run(x)[0]
+    finally:
+        conv_lowering.TRANSPOSE_MAX_POSITIONS = old
+    np.testing.assert_array_equal(got, panels)

@@ -6,7 +6,7 @@ for bit, at 1 and at 2 threads."""
 
 import numpy as np
 from ckhelpers import make_model, ort_run
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from onnx import helper
 
@@ -108,3 +108,26 @@ def test_nan_propagates_through_max():
     expect = np.zeros((3, 3), bool)
     expect[1, 1] = expect[1, 2] = True  # rows 1..3, columns 1..3 and 3..5 hold (2, 3)
     np.testing.assert_array_equal(np.isnan(y[0, 0]), expect)
+
+
+@settings(max_examples=15, deadline=None)
+@given(size=st.integers(3, 9), k=st.integers(2, 4), stride=st.integers(1, 3),
+       pads=st.lists(st.integers(0, 2), min_size=4, max_size=4), seed=st.integers(0, 99))
+def test_zero_pad_of_a_relu_output_folds_into_the_maxpool(size, k, stride, pads, seed):
+    """Relu -> zero Pad -> MaxPool (ResNet-50's stem): fold-pool-pad moves the Pad into the
+    MaxPool's pads where every window keeps an input value (each side's pad shorter than the
+    window), and the answer is onnxruntime's either way."""
+    from compilerkit.pipeline import compile_to
+
+    x = np.random.default_rng(seed).standard_normal((1, 3, size, size)).astype(np.float32)
+    spatial = [pads[0], pads[1], pads[2], pads[3]]
+    pad_values = np.array([0, 0] + spatial[:2] + [0, 0] + spatial[2:], np.int64)
+    model = make_model(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Pad", ["r", "p"], ["rp"]),
+         helper.make_node("MaxPool", ["rp"], ["y"], kernel_shape=[k, k], strides=[stride] * 2)],
+        [("x", x)], ["y"], [("p", pad_values)], opset=17)
+    assume(min(size + spatial[0] + spatial[2], size + spatial[1] + spatial[3]) >= k)
+    folded = "onnx.Pad" not in str(compile_to("onnx-ir", model))
+    assert folded == all(p < k for p in spatial)
+    got = ck.compile(model).run(x)[0]
+    np.testing.assert_array_equal(got, ort_run(model, [x])[0])

@@ -14,6 +14,7 @@
 // LIST-NEXT:  dead-code
 // LIST-NEXT:  decompose
 // LIST-NEXT:  fold-layout
+// LIST-NEXT:  fold-pool-pad
 // LIST-NEXT:  fuse-conv
 // LIST-NEXT:  gpu-map
 // LIST-NEXT:  lower-to-krnl
