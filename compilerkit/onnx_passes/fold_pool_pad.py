@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from xdsl.passes import ModulePass
 
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.onnx_passes.fuse_conv import conv_activation, pad_pairs
+from compilerkit.onnx_passes.fuse_conv import absorb_pad, conv_activation, merged_pads, pad_pairs
 from compilerkit.onnx_passes.single_node import main_func
 
 NON_NEGATIVE_ACTIVATIONS = ("Relu", "Sigmoid", "HardSigmoid")
@@ -66,14 +66,11 @@ def _fold(pool, module, block) -> bool:
     if ks is None or len(ks) != r:
         return False
     dil = onnx_d.get_attr(pool, "dilations", None) or [1] * r
-    old = onnx_d.get_attr(pool, "pads", None) or [0] * (2 * r)
-    new = [old[i] + pairs[0][i] for i in range(r)] + [old[r + i] + pairs[1][i] for i in range(r)]
+    new = merged_pads(pool, pairs)
     extent = [(k - 1) * d + 1 for k, d in zip(ks, dil, strict=True)]
     if any(new[i] >= extent[i] or new[r + i] >= extent[i] for i in range(r)):
         return False
-    pool.attributes["pads"] = onnx_d.to_mlir_attr(new)
-    pool.operands[0] = pad.operands[0]
-    block.erase_op(pad)
+    absorb_pad(pool, pad, new, block)
     return True
 
 

@@ -293,13 +293,22 @@ def _fold_pad(conv, module, block) -> bool:
     pairs = pad_pairs(pad, module)
     if pairs is None:
         return False
-    r = len(pairs[0])
-    old = onnx_d.get_attr(conv, "pads", None) or [0] * (2 * r)
-    new = [old[i] + pairs[0][i] for i in range(r)] + [old[r + i] + pairs[1][i] for i in range(r)]
-    conv.attributes["pads"] = onnx_d.to_mlir_attr(new)
-    conv.operands[0] = pad.operands[0]
-    block.erase_op(pad)
+    absorb_pad(conv, pad, merged_pads(conv, pairs), block)
     return True
+
+
+def merged_pads(op, pairs) -> list[int]:
+    """`op`'s own pads (begins, then ends) plus a Pad's spatial (begin, end) `pairs`."""
+    r = len(pairs[0])
+    old = onnx_d.get_attr(op, "pads", None) or [0] * (2 * r)
+    return [old[i] + pairs[0][i] for i in range(r)] + [old[r + i] + pairs[1][i] for i in range(r)]
+
+
+def absorb_pad(op, pad, pads, block) -> None:
+    """`op` takes `pads` and reads the Pad's input; the Pad goes."""
+    op.attributes["pads"] = onnx_d.to_mlir_attr(pads)
+    op.operands[0] = pad.operands[0]
+    block.erase_op(pad)
 
 
 def fuse_conv(module) -> int:
