@@ -1,7 +1,7 @@
 """Lowering of Conv (1-D/2-D/3-D: pads, auto_pad, strides, dilations, groups, bias, and the
 activation `fuse-conv` attached, onnx_passes/fuse_conv.py) and ConvTranspose to Kernel IR.
 
-Conv takes one of three schedules, all visible in the Kernel IR, each with one loop that
+Conv takes one of four schedules, all visible in the Kernel IR, each with one loop that
 threads can share (the parallelize pass marks it: krnl_passes/parallel.py):
 
 - direct (grouped and depthwise Conv, C/g * prod(kernel) <= MAX_TAPS): one nest per
@@ -31,6 +31,14 @@ threads can share (the parallelize pass marks it: krnl_passes/parallel.py):
   output rows, one GEMM per kernel tap whose B is the padded input planes read at the tap's
   offset, accumulated into the panel's row buffer that the epilogue copies out; no column
   buffer at all.
+- transposed GEMM (ungrouped, constant weights, at most TRANSPOSE_MAX_POSITIONS output
+  positions per image, 64+ output channels: `_transposed_pays`): t[q, oc] = bias +
+  sum X^T[q, :] W^T[:, oc], then out[oc, q] = act(t[q, oc]). The micro-kernel's vector axis
+  is the GEMM's columns: 49 positions (ResNet-50's 7 x 7) fill 49 of 64 lanes, 512 output
+  channels all of them. W^T is stored at compile time in TRANSPOSE_STRIP-wide strips that an
+  AVX-512 micro-kernel reads in place (no run-time packing); X^T is x read with row stride 1
+  for a plain 1x1 Conv, else im2col columns written position-major. Same sums in the same
+  order as the GEMM panels: bit-identical results.
 
 ConvTranspose is a scatter: each input element adds its products into the output window.
 """
