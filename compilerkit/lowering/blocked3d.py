@@ -45,7 +45,7 @@ from compilerkit.krnl_passes.schedule import block
 from compilerkit.lowering.builder import KernelBuilder, shape
 from compilerkit.lowering.elementwise import activation
 from compilerkit.lowering.matmul import fill
-from compilerkit.onnx_passes.fuse_conv import conv_activation
+from compilerkit.onnx_passes.fuse_conv import fused_activation
 from compilerkit.onnx_passes.single_node import node_label
 
 LANES = 8  # channels per block: one AVX2 vector of f32
@@ -191,7 +191,7 @@ def blocked_conv(b: KernelBuilder, op, xb, pads):
     # the row loop's iterations, which keeps that loop serial: parallel bodies lose
     # `noalias`, and with it the vectorised channel loop).
     row = b.alloc([ow_n, LANES], f32)
-    act = conv_activation(op)
+    act = fused_activation(op)
     with b.nest([n, kb, out_sp[0], out_sp[1]]) as (nn, ob, od, oh):
         with b.nest([ow_n, LANES]) as (ow, j):
             b.store(b.load(bb, [ob, j]), row, [ow, j])

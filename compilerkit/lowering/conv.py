@@ -56,7 +56,7 @@ from compilerkit.lowering.conv_algorithm import choose, lower_chosen
 from compilerkit.lowering.elementwise import activation
 from compilerkit.lowering.matmul import emit_matmul, fill
 from compilerkit.lowering.winograd import weights_array
-from compilerkit.onnx_passes.fuse_conv import conv_activation
+from compilerkit.onnx_passes.fuse_conv import fused_activation
 from compilerkit.onnx_passes.single_node import node_label
 
 MAX_TAPS = 64  # most products one direct-convolution body sums (unrolled)
@@ -136,7 +136,7 @@ def lower_conv(b: KernelBuilder, op, ins):
     algo = choose(op)  # compile(conv_algorithm=...): lowering/conv_algorithm.py
     if algo not in ("classic", "direct", "im2col"):
         return [lower_chosen(b, op, ins, algo, pads)]
-    conv = _Conv(x, w, bias, out_dims, groups, st, dil, pads, conv_activation(op))
+    conv = _Conv(x, w, bias, out_dims, groups, st, dil, pads, fused_activation(op))
     out = b.alloc(out_dims, op.results[0].type.element_type)
     if algo == "direct" or (algo == "classic" and groups > 1 and conv.cg <= DIRECT_CHANNELS
                             and conv.cg * math.prod(k_sp) <= MAX_TAPS):

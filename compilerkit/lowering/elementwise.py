@@ -182,9 +182,18 @@ def lower_unary(b: KernelBuilder, op, ins):
 
 
 def lower_binary(b: KernelBuilder, op, ins):
+    """out = a op b, then the activation fuse-elementwise attached, if any."""
+    from compilerkit.onnx_passes.fuse_conv import fused_activation
+
     kind = BINARY[onnx_d.op_type(op)]
+    act = fused_activation(op)
     out = b.alloc(onnx_d.shape_of(op.results[0]), op.results[0].type.element_type)
-    _map(b, ins, out, lambda v: b.binary(kind, v[0], v[1]))
+
+    def scalar(v):
+        y = b.binary(kind, v[0], v[1])
+        return activation(b, y, *act) if act is not None else y
+
+    _map(b, ins, out, scalar)
     return [out]
 
 

@@ -61,7 +61,7 @@ from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, is_float, shape
 from compilerkit.lowering.elementwise import activation
 from compilerkit.lowering.matmul import emit_matmul, fill
-from compilerkit.onnx_passes.fuse_conv import conv_activation
+from compilerkit.onnx_passes.fuse_conv import fused_activation
 from compilerkit.onnx_passes.single_node import node_label
 
 TILE_SIZES = (2, 4, 6)  # the m of F(m, 3) this lowering offers
@@ -179,7 +179,7 @@ class ConvSizes:
         self.out_sp = list(self.out_dims[2:])
         self.r = len(self.k_sp)
         self.pads = list(pads)  # begin pads, auto_pad resolved (conv.conv_geometry)
-        self.act = conv_activation(op)
+        self.act = fused_activation(op)
 
 
 class _Plan(ConvSizes):

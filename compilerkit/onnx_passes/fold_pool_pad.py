@@ -5,9 +5,9 @@ padding in place, and here the two nodes cost a copy of the whole 64 x 112 x 112
 
 MaxPool pads with -inf, the Pad with 0. The two take the same maximum when
 
-- every value of the input is >= 0: it comes from a Relu, or from a Conv whose fused
-  activation (fuse-conv, which runs first) is Relu, Sigmoid or HardSigmoid, or Clip with a
-  minimum >= 0; then 0 adds nothing to a window holding one input value;
+- every value of the input is >= 0: it comes from a Relu, or from an op whose fused
+  activation (fuse-conv and fuse-elementwise run first) is Relu, Sigmoid or HardSigmoid, or
+  Clip with a minimum >= 0; then 0 adds nothing to a window holding one input value;
 - every window holds an input value: each side's pads (the Pad's and the MaxPool's own,
   together) are shorter than the window's extent, (k - 1) * dilation + 1, and ceil_mode is
   off (a ceil-mode window may start past the input);
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from xdsl.passes import ModulePass
 
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.onnx_passes.fuse_conv import absorb_pad, conv_activation, merged_pads, pad_pairs
+from compilerkit.onnx_passes.fuse_conv import absorb_pad, fused_activation, merged_pads, pad_pairs
 from compilerkit.onnx_passes.single_node import main_func
 
 NON_NEGATIVE_ACTIVATIONS = ("Relu", "Sigmoid", "HardSigmoid")
@@ -40,8 +40,8 @@ def never_negative(value) -> bool:
     op = getattr(value, "owner", None)
     if _is(op, "Relu"):
         return True
-    if _is(op, "Conv"):
-        act = conv_activation(op)
+    if "activation" in getattr(op, "attributes", {}):  # fuse-conv's, fuse-elementwise's
+        act = fused_activation(op)
         return act is not None and (act[0] in NON_NEGATIVE_ACTIVATIONS
                                     or (act[0] == "Clip" and act[1][0] >= 0.0))
     return False

@@ -25,7 +25,7 @@ ConvActivationFusion), so the lowering emits one loop nest where the model has t
 
   An activation is the last thing fused into a Conv (a scale after it no longer folds into
   the weights). Lowering (lowering/conv.py) applies it in the Conv nest's epilogue, on each
-  output tile right after it is computed. The attributes are not ONNX's: `conv_activation`
+  output tile right after it is computed. The attributes are not ONNX's: `fused_activation`
   reads them back and refuses a name or parameter count outside this table, naming the node.
 
 Only Convs whose weights (and bias, if any) are constants and whose result has no other use
@@ -51,25 +51,27 @@ ACTIVATIONS = {"Relu": 0, "LeakyRelu": 1, "Clip": 2, "Sigmoid": 0, "Tanh": 0,
                "HardSigmoid": 2, "HardSwish": 0, "Swish": 1}
 
 
-def conv_activation(op) -> tuple[str, list[float]] | None:
-    """(name, params) of a fused Conv's activation, or None; a ModelError for an activation
-    this table does not define or the wrong number of parameters."""
+def fused_activation(op) -> tuple[str, list[float]] | None:
+    """(name, params) of the activation fused into `op` (a Conv here, an elementwise op by
+    fuse_elementwise), or None; a ModelError for an activation this table does not define or
+    the wrong number of parameters."""
+    kind = onnx_d.op_type(op)
     name = op.attributes.get("activation")
     params = op.attributes.get("activation_params")
     if name is None:
         if params is not None:
-            raise ModelError(f"node {node_label(op)!r} (Conv): activation_params without an "
+            raise ModelError(f"node {node_label(op)!r} ({kind}): activation_params without an "
                              "activation")
         return None
     if not isinstance(name, StringAttr) or name.data not in ACTIVATIONS:
-        raise ModelError(f"node {node_label(op)!r} (Conv): fused activation {name} is not one "
+        raise ModelError(f"node {node_label(op)!r} ({kind}): fused activation {name} is not one "
                          f"of {', '.join(ACTIVATIONS)}")
     values = onnx_d.from_mlir_attr(params) if params is not None else []
     if not isinstance(values, list) or not all(isinstance(v, float) for v in values):
-        raise ModelError(f"node {node_label(op)!r} (Conv): activation_params must be a list of "
+        raise ModelError(f"node {node_label(op)!r} ({kind}): activation_params must be a list of "
                          f"floats, got {params}")
     if len(values) != ACTIVATIONS[name.data]:
-        raise ModelError(f"node {node_label(op)!r} (Conv): activation {name.data} takes "
+        raise ModelError(f"node {node_label(op)!r} ({kind}): activation {name.data} takes "
                          f"{ACTIVATIONS[name.data]} parameter(s), got {values}")
     return name.data, values
 
@@ -189,7 +191,7 @@ def _clip_params(op, module):
     return out
 
 
-def _activation_of(user, module):
+def activation_of(user, module):
     """(name, params, ops to erase) when `user` (the one use of the Conv's result) is an
     activation this pass fuses, else None."""
     kind = onnx_d.op_type(user) if getattr(user, "name", "").startswith("onnx.") else None
@@ -230,7 +232,7 @@ def _fuse_activation(conv, module, block) -> bool:
     user = _only_use(y)
     found = None
     if user is not None:
-        act = _activation_of(user, module)
+        act = activation_of(user, module)
         if act is not None:
             found = (*act, user.results[0])
     else:
@@ -340,4 +342,4 @@ class FuseConvPass(ModulePass):
         fuse_conv(op)
 
 
-__all__ = ["FuseConvPass", "fuse_conv", "conv_activation", "ACTIVATIONS"]
+__all__ = ["FuseConvPass", "fuse_conv", "fused_activation", "ACTIVATIONS"]

@@ -95,8 +95,9 @@ def test_choosing_an_op_highlights_its_lines_in_every_pane(lab, page, tmp_path):
     hand.screenshot(path=str(tmp_path / "loopnest_hand.png"))
     titles = [plots.nth(k).locator(".gtitle").text_content() for k in range(3)]
     assert "24 ONNX nodes" in titles[0]
-    # Folded: the six ops of the shape subgraph and the two Relus fuse-conv moves into the Convs.
-    assert "8 highlighted fold away" in titles[1] and "28 ops" in titles[2]
+    # Folded: the six ops of the shape subgraph, the two Relus fuse-conv moves into the Convs
+    # and the two fuse-elementwise moves into the dense layers' bias Adds.
+    assert "10 highlighted fold away" in titles[1] and "26 ops" in titles[2]
     plots.nth(1).scroll_into_view_if_needed()
     plots.nth(1).screenshot(path=str(tmp_path / "onnx_ir_folding.png"))
 

@@ -259,3 +259,29 @@ def test_transposed_schedule_is_bit_identical_to_the_panels(c, oc, size, k, stri
     finally:
         conv_lowering.TRANSPOSE_MAX_POSITIONS = old
     np.testing.assert_array_equal(got, panels)
+
+
+@settings(max_examples=25, deadline=None)
+@given(op=st.sampled_from(["Add", "Sub", "Mul", "Div"]),
+       act=st.sampled_from([a for a in ACTIVATIONS if a != "Swish"]),
+       b_shape=st.sampled_from([(2, 3, 4, 5), (1, 3, 1, 5), (5,), ()]))
+def test_activation_fuses_into_the_elementwise_op_before_it(op, act, b_shape):
+    """fuse-elementwise: the activation after Add/Sub/Mul/Div (ResNet's Add -> Relu) becomes
+    the op's attribute, computed in its nest; the answer is onnxruntime's."""
+    a = arr((2, 3, 4, 5), 1)
+    b = np.asarray(arr(b_shape, 2) + (3.0 if op == "Div" else 0.0), np.float32)  # no x / ~0
+    extra, more = activation_nodes(act)
+    model = make_model([N(op, ["a", "b"], ["y"])] + extra, [("a", a), ("b", b)], ["z"], more,
+                       opset=17)
+    counts = ops_after_onnx_passes(model)
+    assert counts == {op: 1}, counts
+    check(model, [a, b])
+
+
+def test_an_activation_whose_input_is_used_twice_stays_apart():
+    a, b = arr((2, 3), 1), arr((2, 3), 2)
+    model = make_model([N("Add", ["a", "b"], ["y"]), N("Relu", ["y"], ["z"]),
+                        N("Mul", ["y", "z"], ["w"])], [("a", a), ("b", b)], ["w"], [],
+                       opset=17)
+    assert ops_after_onnx_passes(model) == {"Add": 1, "Relu": 1, "Mul": 1}
+    check(model, [a, b])

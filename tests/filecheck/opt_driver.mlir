@@ -16,6 +16,7 @@
 // LIST-NEXT:  fold-layout
 // LIST-NEXT:  fold-pool-pad
 // LIST-NEXT:  fuse-conv
+// LIST-NEXT:  fuse-elementwise
 // LIST-NEXT:  gpu-map
 // LIST-NEXT:  lower-to-krnl
 // LIST-NEXT:  parallelize
