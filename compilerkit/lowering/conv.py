@@ -497,9 +497,17 @@ def _transposed_pays(conv: _Conv, op) -> bool:
 def _columns_weights(conv: _Conv, op):
     """W^T in strips: [K / STRIP, C k..., STRIP], zero-padded to whole strips; strip s holds
     W^T[:, s*STRIP : (s+1)*STRIP], each row of it contiguous."""
-    w = weights_array(op)[0].reshape(conv.oc, -1)
+    w = weights_array(op)[0]
     strips = -(-conv.oc // TRANSPOSE_STRIP)
-    wt = np.zeros((strips * TRANSPOSE_STRIP, w.shape[1]), onnx_d.numpy_dtype(conv.elem))
+    dtype = onnx_d.numpy_dtype(conv.elem)
+    if onnx_d.is_splat(w) and conv.oc % TRANSPOSE_STRIP == 0:
+        # one value everywhere (a folded ConstantOfShape, the light models' weights): W^T is
+        # the same value, kept a splat so codegen fills it at run time instead of spelling
+        # out its bytes
+        return np.broadcast_to(np.asarray(w.flat[0], dtype), (strips, w[0].size,
+                                                               TRANSPOSE_STRIP))
+    w = w.reshape(conv.oc, -1)
+    wt = np.zeros((strips * TRANSPOSE_STRIP, w.shape[1]), dtype)
     wt[:conv.oc] = w
     return np.ascontiguousarray(wt.reshape(strips, TRANSPOSE_STRIP, -1).transpose(0, 2, 1))
 
