@@ -144,7 +144,8 @@ def lower_conv(b: KernelBuilder, op, ins):
     elif algo == "classic" and _shifted_pays(conv):
         _shifted_gemm(b, conv, out)
     elif _transposed_pays(conv, op):
-        _transposed_gemm(b, conv, out, b.constant(_columns_weights(conv, op), _module(op),
+        w_np, module = weights_array(op)
+        _transposed_gemm(b, conv, out, b.constant(_columns_weights(conv, w_np), module,
                                                   f"wt_{node_label(op)}", conv.elem))
     else:
         _gemm(b, conv, out)
@@ -479,12 +480,6 @@ def _shifted_gemm(b: KernelBuilder, conv: _Conv, out):
 
 # ---- out^T = X^T W^T: output channels on the vector axis ---------------------------------------
 
-def _module(op):
-    while op.parent_op() is not None:
-        op = op.parent_op()
-    return op
-
-
 def _transposed_pays(conv: _Conv, op) -> bool:
     """Few output positions (ResNet-50's 7 x 7 and 14 x 14 stages) and constant weights: the
     micro-kernel's vector axis is the GEMM's columns, and 49 positions fill 49 of 64 lanes
@@ -494,10 +489,9 @@ def _transposed_pays(conv: _Conv, op) -> bool:
             and conv.oc >= 64 and weights_array(op)[0] is not None)
 
 
-def _columns_weights(conv: _Conv, op):
+def _columns_weights(conv: _Conv, w):
     """W^T in strips: [K / STRIP, C k..., STRIP], zero-padded to whole strips; strip s holds
-    W^T[:, s*STRIP : (s+1)*STRIP], each row of it contiguous."""
-    w = weights_array(op)[0]
+    W^T[:, s*STRIP : (s+1)*STRIP], each row of it contiguous. `w`: the weights, numpy."""
     strips = -(-conv.oc // TRANSPOSE_STRIP)
     dtype = onnx_d.numpy_dtype(conv.elem)
     if onnx_d.is_splat(w) and conv.oc % TRANSPOSE_STRIP == 0:
@@ -518,8 +512,7 @@ def _transposed_gemm(b: KernelBuilder, conv: _Conv, out, wt):
     plane), else the im2col columns written position-major (colT[q, c k...], contiguous)."""
     p, hw = math.prod(conv.out_sp), math.prod(conv.in_sp)
     kdim = conv.cg * math.prod(conv.k_sp)
-    direct = all(k == 1 for k in conv.k_sp) and all(s == 1 for s in conv.st) and not any(
-        conv.pads) and all(conv.reach(d) <= conv.in_sp[d] for d in range(conv.r))
+    direct = _reads_x_in_place(conv)
     strips = -(-conv.oc // TRANSPOSE_STRIP)
     width = strips * TRANSPOSE_STRIP
     # t's rows one cache line longer than the strips: the epilogue reads a column of t, and
@@ -579,14 +572,18 @@ def _panel_rows(conv: _Conv, kdim: int, col: bool) -> tuple[int, bool]:
     return (even[0] if even else fit), False
 
 
+def _reads_x_in_place(conv: _Conv) -> bool:
+    """A 1x1, stride-1, unpadded Conv: x itself is the GEMM's operand (no im2col)."""
+    return all(k == 1 for k in conv.k_sp) and all(s == 1 for s in conv.st) and not any(
+        conv.pads) and all(conv.reach(d) <= conv.in_sp[d] for d in range(conv.r))
+
+
 def _gemm(b: KernelBuilder, conv: _Conv, out):
-    r = conv.r
     p = math.prod(conv.out_sp)
     hw = math.prod(conv.in_sp)
     kdim = conv.cg * math.prod(conv.k_sp)
     rows, inner = conv.out_sp[0], math.prod(conv.out_sp[1:])
-    direct = all(k == 1 for k in conv.k_sp) and all(s == 1 for s in conv.st) and not any(
-        conv.pads) and all(conv.reach(d) <= conv.in_sp[d] for d in range(r))
+    direct = _reads_x_in_place(conv)
     # A plain GEMM without an activation needs no panels: one product over all columns.
     if direct and conv.act is None:
         per_panel, shared = rows, False

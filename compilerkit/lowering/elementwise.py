@@ -14,6 +14,7 @@ import numpy as np
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, broadcast_index, is_float, shape
+from compilerkit.onnx_passes.fuse_conv import fused_activation
 
 
 def _sigmoid(b, x, op):
@@ -183,8 +184,6 @@ def lower_unary(b: KernelBuilder, op, ins):
 
 def lower_binary(b: KernelBuilder, op, ins):
     """out = a op b, then the activation fuse-elementwise attached, if any."""
-    from compilerkit.onnx_passes.fuse_conv import fused_activation
-
     kind = BINARY[onnx_d.op_type(op)]
     act = fused_activation(op)
     out = b.alloc(onnx_d.shape_of(op.results[0]), op.results[0].type.element_type)
