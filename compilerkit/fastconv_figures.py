@@ -57,10 +57,14 @@ def layer_name(spec) -> str:
 
 def candidates(spec) -> list[str]:
     """The algorithms the roofline chooses between for a layer: im2col, FFT (three-stage
-    and fused) and, for 3x3(x3) kernels, Winograd F(2,3), F(4,3), F(4,3) L3-fused."""
+    and fused) and, for 3x3(x3) kernels, Winograd F(2,3), F(4,3), F(4,3) L3-fused; a fused
+    name that makes one group of all the tiles is its three-stage twin's program, and left
+    out (roofline.distinct)."""
     if spec[4] == 3:
-        return ["im2col", "winograd-f2", "winograd-f4", "winograd-f4-fused", "fft"]
-    return ["im2col", "fft", "fft-fused"]
+        names = ["im2col", "winograd-f2", "winograd-f4", "winograd-f4-fused", "fft"]
+    else:
+        names = ["im2col", "fft", "fft-fused"]
+    return rl.distinct(to_layer(spec), names)
 
 
 def to_layer(spec) -> rl.Layer:

@@ -34,7 +34,9 @@ in $XDG_CACHE_HOME/compilerkit (or ~/.cache/compilerkit), keyed by the CPU's mod
 its widest vector ISA. A cache without calibrated rates (`transforms_measured`, written by an
 older compilerkit) keeps the defaults below, fitted on the AVX2 machine CACHES describes.
 ROW_OVERHEAD alone is fitted (to the first run of `benchmarks/winograd_bench.py --section
-sweep` at 1 thread on that machine) and belongs to the model.
+sweep` at 1 thread on that machine) and belongs to the model; so is ROW_OVERHEAD_UNPACKED, its
+twin for products whose U the kernel reads in strips (fitted on an AVX-512 host, as only
+hosts with 16 f32 lanes read them unpacked).
 """
 
 from __future__ import annotations
@@ -165,10 +167,16 @@ def save(m: Machine) -> Path:
 # DEPTH_OVERHEAD steps of k (12 vector loads + 12 stores against 12 FMAs per step); and
 # Winograd's and the FFT's products, one per transformed position, each pack or stream their
 # U[t] panel (C x K) for only as many rows as there are tiles: fitted as ROW_OVERHEAD rows'
-# worth of time per product.
+# worth of time per product; ROW_OVERHEAD_UNPACKED where U is stored in strips the kernel
+# reads unpacked (winograd.batched_weights: columns in whole matmul.STRIPs, a kernel that
+# wide), which leaves the row blocks' loads of U and the accumulators' loads and stores.
 NR = 16
 DEPTH_OVERHEAD = 4
 ROW_OVERHEAD = 16
+# Fitted like ROW_OVERHEAD, on the sweep's first 26 layers (AVX-512 EPYC, 1 thread): the least
+# median error over 0-16 with the transform rates recalibrated at each (4: 0.107; 0: 0.165,
+# 16: 0.174)
+ROW_OVERHEAD_UNPACKED = 4
 PANEL_BYTES = 2 * 1024 * 1024  # im2col's column buffer + output per panel (lowering/conv.py)
 
 
@@ -183,6 +191,7 @@ class Stage:
     rate: str
     moved: dict
     efficiency: float = 1.0
+    groups: int = 1  # groups of tiles the stage runs in (the fused schedule's; else 1)
 
     def seconds(self, m: Machine) -> float:
         """The stage's own roofline: max(FLOPs / rate, bytes at each level / bandwidth)."""
@@ -192,12 +201,15 @@ class Stage:
                    + [b / m.bandwidth[lv] for lv, b in self.moved.items() if b])
 
 
-def gemm_efficiency(cols: int, depth: int, rows: int | None = None, nr: int = NR) -> float:
+def gemm_efficiency(cols: int, depth: int, rows: int | None = None, nr: int = NR,
+                    unpacked: bool = False) -> float:
     """Fraction of the peak a GEMM with `cols` output columns (the vector axis), depth `depth`
     and, for a product of a batched GEMM, `rows` rows reaches on a micro-kernel `nr` columns
-    wide (DEPTH_OVERHEAD, ROW_OVERHEAD)."""
+    wide (DEPTH_OVERHEAD, ROW_OVERHEAD; ROW_OVERHEAD_UNPACKED when B is `unpacked`)."""
     eff = cols / (nr * -(-cols // nr)) * depth / (depth + DEPTH_OVERHEAD)
-    return eff if rows is None else eff * rows / (rows + ROW_OVERHEAD)
+    if rows is None:
+        return eff
+    return eff * rows / (rows + (ROW_OVERHEAD_UNPACKED if unpacked else ROW_OVERHEAD))
 
 
 def _moved(m: Machine, *pairs) -> dict:
@@ -278,25 +290,27 @@ def _tiled_stages(m: Machine, name, x_bytes, y_bytes, tiles, pos_bytes, c, k, u_
     transformed positions. Three-stage keeps all of V and M (the level they fit in); fused
     keeps a group's and reads U once per group (lowering/winograd.py's groups)."""
     from compilerkit.lowering import winograd
+    from compilerkit.lowering.matmul import STRIP
 
     rate = "winograd" if name == "winograd" else "transform"
+    unpacked = cols % STRIP == 0 and 2 * m.lanes == STRIP
     vm_tile = pos_bytes * (c + k)
     v_bytes, m_bytes = tiles * pos_bytes * c, tiles * pos_bytes * k
     groups, ws = 1, v_bytes + m_bytes
-    if fused:
+    if fused:  # the lowerings' groups of whole tile rows
         inner = tiles // first_axis_tiles
-        group = max(winograd.FUSED_BYTES // (inner * vm_tile), 1) * inner
-        group = min(max(group, winograd.MIN_GROUP_TILES), tiles)
-        groups, ws = -(-tiles // group), group * vm_tile
+        band = winograd.fused_band(first_axis_tiles, inner, inner * vm_tile)
+        groups, ws = -(-first_axis_tiles // band), band * inner * vm_tile
     return [
         Stage(f"{name} input", in_flops, rate,
               _moved(m, (3 * x_bytes, 2 * x_bytes), (overlap * x_bytes, x_bytes),
-                     (v_bytes, ws))),
+                     (v_bytes, ws)), groups=groups),
         Stage(f"{name} products", gemm_flops, "gemm",
               _moved(m, (v_bytes + 3 * m_bytes, ws), (groups * u_bytes, u_bytes)),
-              gemm_efficiency(cols, depth, tiles, nr=2 * m.lanes)),
+              gemm_efficiency(cols, depth, tiles, nr=2 * m.lanes, unpacked=unpacked),
+              groups=groups),
         Stage(f"{name} output", out_flops, rate,
-              _moved(m, (m_bytes, ws), (y_bytes, y_bytes))),
+              _moved(m, (m_bytes, ws), (y_bytes, y_bytes)), groups=groups),
     ]
 
 
@@ -334,6 +348,16 @@ def predict(layer: Layer, algorithm: str, m: Machine) -> float:
     """Seconds: the sum over the algorithm's stages of each stage's roofline,
     max(FLOPs / its rate, bytes at each level / that level's bandwidth)."""
     return sum(st.seconds(m) for st in stages(layer, algorithm, m))
+
+
+def distinct(layer: Layer, algorithms) -> list[str]:
+    """`algorithms` less each L3-fused name whose schedule makes one group of all the tiles
+    when its three-stage twin is listed too: the lowerings then emit the same program under
+    both names, and timing it twice measures only noise."""
+    def one_group(a):
+        return max(st.groups for st in stages(layer, a, DEFAULT)) == 1
+    return [a for a in algorithms
+            if not ("-fused" in a and a.replace("-fused", "") in algorithms and one_group(a))]
 
 
 def best_algorithm(layer: Layer, m: Machine, algorithms) -> str:

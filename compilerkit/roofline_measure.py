@@ -35,12 +35,15 @@ def _best(fn, repeat: int) -> float:
 
 
 # Calibration layers (C in, C out, spatial size, rank, kernel) for the transform rates: small,
-# 2-D and 3-D, 12-48 channels, none of them in fastconv_figures.SWEEP (which checks the model)
+# 2-D and 3-D, 12-48 channels, none of them in fastconv_figures.SWEEP (which checks the model).
+# The FFT's include 3x3(x3) kernels: "auto" and the sweep weigh the FFT on them too, and its
+# small tiles there run the butterflies slower than on 5^3 and 7^3 kernels' larger ones
 CALIBRATION = {
     "winograd_flops": ("winograd-f4", [(24, 24, 48, 2, 3), (16, 16, 20, 3, 3),
                                        (48, 48, 24, 2, 3), (12, 12, 16, 3, 3)]),
     "transform_flops": ("fft", [(24, 24, 40, 2, 5), (12, 12, 16, 3, 5),
-                                (16, 16, 12, 3, 7), (40, 40, 24, 2, 7)]),
+                                (16, 16, 12, 3, 7), (40, 40, 24, 2, 7),
+                                (24, 24, 40, 2, 3), (12, 12, 20, 3, 3)]),
 }
 RATE_GRID = [4e9 * 1.05 ** i for i in range(120)]  # 4 GFLOP/s to 1.2 TFLOP/s, 5% apart
 

@@ -35,7 +35,7 @@ threads can share (the parallelize pass marks it: krnl_passes/parallel.py):
   positions per image, 64+ output channels: `_transposed_pays`): t[q, oc] = bias +
   sum X^T[q, :] W^T[:, oc], then out[oc, q] = act(t[q, oc]). The micro-kernel's vector axis
   is the GEMM's columns: 49 positions (ResNet-50's 7 x 7) fill 49 of 64 lanes, 512 output
-  channels all of them. W^T is stored at compile time in TRANSPOSE_STRIP-wide strips that an
+  channels all of them. W^T is stored at compile time in matmul.STRIP-wide strips that an
   AVX-512 micro-kernel reads in place (no run-time packing); X^T is x read with row stride 1
   for a plain 1x1 Conv, else im2col columns written position-major. Same sums in the same
   order as the GEMM panels: bit-identical results.
@@ -54,7 +54,7 @@ from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, shape
 from compilerkit.lowering.conv_algorithm import choose, lower_chosen
 from compilerkit.lowering.elementwise import activation
-from compilerkit.lowering.matmul import emit_matmul, fill
+from compilerkit.lowering.matmul import STRIP, emit_matmul, emit_strip_matmul, fill, in_strips
 from compilerkit.lowering.winograd import weights_array
 from compilerkit.onnx_passes.fuse_conv import fused_activation
 from compilerkit.onnx_passes.single_node import node_label
@@ -75,11 +75,9 @@ SHIFT_MIN_WIDTH = 48  # ... and the narrowest output rows it takes
 PAR_PANELS = 8  # panels wanted when threads share a Conv's panel loop (even counts preferred)
 COL_BYTES = 64 * 1024 * 1024  # most column buffer, all panels together, for shared panels
 # Convs with at most this many output positions per image run as out^T = X^T W^T
-# (`_transposed_gemm`): output channels become the micro-kernel's vector axis
+# (`_transposed_gemm`): output channels become the micro-kernel's vector axis, and W^T is
+# stored in matmul.STRIP-wide strips that the micro-kernel reads unpacked
 TRANSPOSE_MAX_POSITIONS = 256
-# ... with W^T in strips of this many output channels ([strip, C k..., STRIP]): an AVX-512
-# micro-kernel's register block (2 x 16 lanes) reads such a strip in place, unpacked
-TRANSPOSE_STRIP = 32
 
 def _output_with_bias(b, out_dims, elem, bias):
     """The output buffer, holding the bias broadcast over channels (or zeros): both Conv and
@@ -490,20 +488,16 @@ def _transposed_pays(conv: _Conv, op) -> bool:
 
 
 def _columns_weights(conv: _Conv, w):
-    """W^T in strips: [K / STRIP, C k..., STRIP], zero-padded to whole strips; strip s holds
-    W^T[:, s*STRIP : (s+1)*STRIP], each row of it contiguous. `w`: the weights, numpy."""
-    strips = -(-conv.oc // TRANSPOSE_STRIP)
+    """W^T in strips (matmul.in_strips): [K / STRIP, C k..., STRIP], zero-padded to whole
+    strips. `w`: the weights, numpy."""
     dtype = onnx_d.numpy_dtype(conv.elem)
-    if onnx_d.is_splat(w) and conv.oc % TRANSPOSE_STRIP == 0:
+    if onnx_d.is_splat(w) and conv.oc % STRIP == 0:
         # one value everywhere (a folded ConstantOfShape, the light models' weights): W^T is
         # the same value, kept a splat so codegen fills it at run time instead of spelling
         # out its bytes
-        return np.broadcast_to(np.asarray(w.flat[0], dtype), (strips, w[0].size,
-                                                               TRANSPOSE_STRIP))
-    w = w.reshape(conv.oc, -1)
-    wt = np.zeros((strips * TRANSPOSE_STRIP, w.shape[1]), dtype)
-    wt[:conv.oc] = w
-    return np.ascontiguousarray(wt.reshape(strips, TRANSPOSE_STRIP, -1).transpose(0, 2, 1))
+        return np.broadcast_to(np.asarray(w.flat[0], dtype), (conv.oc // STRIP, w[0].size,
+                                                               STRIP))
+    return in_strips(w.reshape(conv.oc, -1).T.astype(dtype))
 
 
 def _transposed_gemm(b: KernelBuilder, conv: _Conv, out, wt):
@@ -513,8 +507,7 @@ def _transposed_gemm(b: KernelBuilder, conv: _Conv, out, wt):
     p, hw = math.prod(conv.out_sp), math.prod(conv.in_sp)
     kdim = conv.cg * math.prod(conv.k_sp)
     direct = _reads_x_in_place(conv)
-    strips = -(-conv.oc // TRANSPOSE_STRIP)
-    width = strips * TRANSPOSE_STRIP
+    width = -(-conv.oc // STRIP) * STRIP
     # t's rows one cache line longer than the strips: the epilogue reads a column of t, and
     # rows 2048 floats apart (8 KiB) would all fall in one L1 set (measured 1.3x slower)
     t = b.alloc([p, width + 16], conv.elem)
@@ -540,11 +533,8 @@ def _transposed_gemm(b: KernelBuilder, conv: _Conv, out, wt):
                       for d, (o, k) in enumerate(zip(os_, ks, strict=True))]
                 b.store(_tap(b, conv, scratch, nn, zero, c, at), col, ivs)
             src, a_off, a_strides = col, zero, (kdim, 1)
-        with b.nest([strips]) as (sj,):
-            offs = [a_off, b.affine([(sj, kdim * TRANSPOSE_STRIP)]),
-                    b.affine([(sj, TRANSPOSE_STRIP)])]
-            emit_matmul(b, src, wt, t, p, TRANSPOSE_STRIP, kdim, offs, a_strides,
-                        TRANSPOSE_STRIP, width + 16)
+        emit_strip_matmul(b, src, wt, t, p, width, kdim, [a_off, zero, zero], a_strides,
+                          width + 16)
         with b.nest([conv.oc, p]) as (o, q):
             b.store(_finish(b, conv, b.load(t, [q, o])), ov, [nn, o, q])
 

@@ -57,7 +57,10 @@ from compilerkit.onnx_passes.single_node import node_label
 
 # "auto" (auto_choice): Winograd for 3x3 Convs with this many channels in and out ...
 AUTO_MIN_CHANNELS = 16
-AUTO_MIN_TILES = 49  # ... and tiles per batch entry (F(4,3) on 28 x 28, F(2,3) on 14 x 14)
+# ... and tiles per batch entry: F(4,3) on 7 x 7 (4 tiles) beat classic 1.78x at 512 channels
+# once U is read in strips (512@7: 1.36 vs 2.43 ms); on 4 x 4, F(2,3)'s 4 tiles beat classic
+# (256@4: 0.13 vs 0.21 ms) where F(4,3)'s one tile did not; one tile (2 x 2) stays classic
+AUTO_MIN_TILES = 4
 AUTO_FUSED_CHANNELS = 64  # the L3-fused schedule up to this many channels
 AUTO_MAX_RANGE = 1000.0  # ... and weights whose max |w| is at most this many times the median
 AUTO_FFT_KERNEL = 5  # "auto" weighs FFT against im2col (the roofline) from this kernel size on
@@ -118,8 +121,8 @@ def auto_choice(op) -> str:
     """"auto": Winograd F(m, 3) for the 3x3 (and, up to AUTO_FUSED_CHANNELS channels, 3x3x3)
     Convs it takes with at least AUTO_MIN_CHANNELS input and output channels and at least
     AUTO_MIN_TILES tiles per batch entry at the largest m in (4, 2) that gives them (the
-    products are tiles x K x C, the transformed weights alpha^r x C x K: with few tiles they
-    are bound by reading U, as on 512 x 7 x 7, where im2col stays faster); L3-fused when both
+    products are tiles x K x C, the transformed weights alpha^r x C x K: with one tile they
+    are bound by reading U, and im2col stays faster); L3-fused when both
     channel counts are at most AUTO_FUSED_CHANNELS. Else "classic". Measured at 1 thread in
     benchmarks/winograd_bench.py (benchmarks/results/winograd_bench.json, same run, against
     "classic"); 3x3x3 layers were measured only at 16 and 32 channels, hence their limit."""

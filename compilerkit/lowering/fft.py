@@ -29,8 +29,8 @@ lowering/winograd.py but complex, written as real ones on [re | im] halves:
   to half-spectrum), C innermost so LLVM vectorises over channels, the axis itself unrolled
   as a radix-2 decimation-in-time FFT (`fft`): twiddles inlined, multiplications by 0 and
   +-1 dropped, the last pass writing V[p, tile, re | im, c];
-- product: M zeroed, one krnl.matmul nest per p (matmul.py's emit_matmul, the micro-kernel at
-  -O3);
+- product: M zeroed, one krnl.matmul nest per p (winograd.batched_products: the micro-kernel
+  at -O3, U in strips it reads unpacked when 2K is a multiple of matmul.STRIP);
 - output: per tile the inverse the same way, complex axes first, the half-spectrum axis last
   (complex to real: the missing half is the conjugate of the kept one), adding the bias,
   applying the activation and storing into out (or a whole-tile buffer when tiles hang over
@@ -60,16 +60,17 @@ import numpy as np
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, is_float
 from compilerkit.lowering.elementwise import activation
-from compilerkit.lowering.matmul import emit_matmul, fill
+from compilerkit.lowering.matmul import fill
 from compilerkit.lowering.winograd import (
-    FUSED_BYTES,
-    MIN_GROUP_TILES,
     ConvSizes,
     _at,
     _bands,
     _tile_index,
     _zero,
+    batched_products,
+    batched_weights,
     copy_channels_last,
+    fused_band,
     weights_array,
 )
 from compilerkit.onnx_passes.single_node import node_label
@@ -302,8 +303,7 @@ class _Plan(ConvSizes):
         self.inner = math.prod(self.tiles[1:])
         item = onnx_d.numpy_dtype(self.elem).itemsize
         row_bytes = self.inner * self.p * 2 * (self.c + self.k) * item
-        fit = max(FUSED_BYTES // row_bytes, -(-MIN_GROUP_TILES // self.inner), 1)
-        self.band = min(self.tiles[0], fit) if fused else self.tiles[0]
+        self.band = fused_band(self.tiles[0], self.inner, row_bytes) if fused else self.tiles[0]
 
 
 def transformed_weights(wt: np.ndarray, ts, real: int) -> np.ndarray:
@@ -329,6 +329,7 @@ def lower_fft(b: KernelBuilder, op, ins, pads, t: int | None = None, fused: bool
     p = _Plan(op, ins, pads, t, fused)
     wt, module = weights_array(op)
     u_np = transformed_weights(wt, p.ts, p.real).astype(onnx_d.numpy_dtype(p.elem))
+    u_np, strips = batched_weights(u_np)
     hint = f"fft_t{p.t}_{node_label(op)}"
     u = b.constant(u_np, module, hint, p.elem)
     out = p.out = b.alloc(p.out_dims, p.elem)
@@ -349,11 +350,7 @@ def lower_fft(b: KernelBuilder, op, ins, pads, t: int | None = None, fused: bool
                 g = height * p.inner
                 _forward(b, p, xp, v, row0, height, t_in)
                 _zero(b, mm, p.p * g * 2 * p.k, p.elem)
-                with b.nest([p.p]) as (q,):
-                    offs = [b.affine([(q, g * 2 * p.c)]), b.affine([(q, 4 * p.c * p.k)]),
-                            b.affine([(q, g * 2 * p.k)])]
-                    emit_matmul(b, v, u, mm, g, 2 * p.k, 2 * p.c, offs, (2 * p.c, 1),
-                                2 * p.k, 2 * p.k)
+                batched_products(b, v, u, mm, p.p, g, 2 * p.k, 2 * p.c, strips)
                 _inverse(b, p, mm, y, nn, row0, height, t_out)
         if y is not out:
             with b.nest([p.k] + p.out_sp) as ivs:

@@ -6,6 +6,13 @@ Every product becomes a loop nest over (i, j, k) whose body is one `krnl.matmul`
 and grows the tile, so the same op becomes a vectorised micro-kernel. krnl.matmul needs rows of
 B and C contiguous, so a transposed, non-constant B is copied first (constant ones were already
 transposed by the decomposition pass).
+
+Constant B operands (a Conv's transposed weights, Winograd's transformed weights) can be
+stored at compile time in STRIP-wide strips (`in_strips`) and multiplied strip by strip
+(`emit_strip_matmul`): each strip's rows are exactly one micro-kernel register block wide on
+AVX-512 (2 x 16 lanes), so the kernel reads them in place instead of packing them on every
+call (codegen/microkernel.py: `ldb == NR`). On hosts with narrower vectors the kernel packs
+them as any B: same sums, same bits.
 """
 
 from __future__ import annotations
@@ -22,6 +29,33 @@ def emit_matmul(b: KernelBuilder, a, bm, c, m, n, k, offs, a_strides, ldb, ldc):
     with b.nest([m, n, k]) as (i, j, kk):
         b.block.add_op(krnl.MatMulOp(a, bm, c, i, j, kk, offs, sizes=[m, n, k], tile=[1, 1, 1],
                                      strides=[a_strides[0], a_strides[1], ldb, ldc], simd=1))
+
+
+# Columns per strip of a constant B (`in_strips`): AVX-512's micro-kernel width, 2 x 16 f32
+STRIP = 32
+
+
+def in_strips(bmat: np.ndarray) -> np.ndarray:
+    """B [..., K, N] as strips [..., ceil(N / STRIP), K, STRIP], N zero-padded to whole
+    strips: strip s holds B[..., :, s*STRIP : (s+1)*STRIP], each of its rows contiguous."""
+    *lead, k, n = bmat.shape
+    strips = -(-n // STRIP)
+    padded = np.zeros((*lead, k, strips * STRIP), bmat.dtype)
+    padded[..., :n] = bmat
+    return np.ascontiguousarray(
+        np.moveaxis(padded.reshape(*lead, k, strips, STRIP), -2, -3))
+
+
+def emit_strip_matmul(b: KernelBuilder, a, strips, c, m, n, k, offs, a_strides, ldc):
+    """C[c_off + i*ldc + j] += A[a_off + i*sa + k*sk] * B[k, j] over (M, N, K), B stored by
+    `in_strips` from element offs[1] on; N a multiple of STRIP (C's columns past the real
+    ones, if B was padded, are C's to spare). One product per strip, strip-major."""
+    if n % STRIP:
+        raise ValueError(f"emit_strip_matmul: {n} columns are not whole strips of {STRIP}")
+    a_off, b_off, c_off = offs
+    with b.nest([n // STRIP]) as (s,):
+        at = [a_off, b.affine([(b_off, 1), (s, k * STRIP)]), b.affine([(c_off, 1), (s, STRIP)])]
+        emit_matmul(b, a, strips, c, m, STRIP, k, at, a_strides, STRIP, ldc)
 
 
 def fill(b: KernelBuilder, out, value):

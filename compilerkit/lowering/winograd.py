@@ -18,14 +18,16 @@ transformed positions, the Conv becomes A independent products (the "batched GEM
     M[t] (tiles x K) = V[t] (tiles x C) . U[t] (C x K)      t in [0, A)
 
 - weights: U[t, c, k] = (G g[k, c] G^T)[t], computed in float64 at compile time and kept as
-  a constant (krnl.global), so no run time is spent on it;
+  a constant (krnl.global), so no run time is spent on it; when K is a multiple of
+  matmul.STRIP, U is stored in strips of output channels that the micro-kernel reads
+  unpacked (matmul.in_strips), and each product runs strip by strip;
 - input: per batch entry the input is copied into a channels-last buffer [padded
   spatial..., C] covering every tile's reads, zeroed once per call (the pads and the last,
   partial tile read zeros); per tile, the input transform B^T d B is one nest per axis
   (`_passes`: the axis unrolled, the other axes and C looped, C innermost so loads and
   stores are contiguous and LLVM vectorises them, the matrices' constants inlined, zero
   entries skipped, +-1 without a multiply), the last writing V[t, tile, c];
-- product: M is zeroed, then one `krnl.matmul` nest per t (matmul.py's emit_matmul, inside a
+- product: M is zeroed, then one `krnl.matmul` nest per t (`batched_products`, inside a
   loop over t): at -O3 tile_matmul blocks it onto the micro-kernel (codegen/microkernel.py).
   Rows are tiles and columns output channels, so the kernel's vector axis is K (>= 16 on
   real layers) even when a layer has only a few tiles;
@@ -60,7 +62,7 @@ import numpy as np
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, is_float, shape
 from compilerkit.lowering.elementwise import activation
-from compilerkit.lowering.matmul import emit_matmul, fill
+from compilerkit.lowering.matmul import STRIP, emit_matmul, emit_strip_matmul, fill, in_strips
 from compilerkit.onnx_passes.fuse_conv import fused_activation
 from compilerkit.onnx_passes.single_node import node_label
 
@@ -198,8 +200,16 @@ class _Plan(ConvSizes):
         self.inner = math.prod(self.tiles[1:])  # tiles per tile row
         item = onnx_d.numpy_dtype(self.elem).itemsize
         row_bytes = self.inner * self.a * (self.c + self.k) * item
-        fit = max(FUSED_BYTES // row_bytes, -(-MIN_GROUP_TILES // self.inner), 1)
-        self.band = min(self.tiles[0], fit) if fused else self.tiles[0]
+        self.band = fused_band(self.tiles[0], self.inner, row_bytes) if fused else self.tiles[0]
+
+
+def fused_band(rows: int, inner: int, row_bytes: int) -> int:
+    """Tile rows per group of the fused schedule, for `rows` tile rows of `inner` tiles whose
+    V and M take `row_bytes`: as many as FUSED_BYTES holds, at least MIN_GROUP_TILES tiles'
+    worth, at most all of them (then the fused schedule is the three-stage one). Shared with
+    fft.py and the roofline."""
+    fit = max(FUSED_BYTES // row_bytes, -(-MIN_GROUP_TILES // inner), 1)
+    return min(rows, fit)
 
 
 def _bands(p: _Plan):
@@ -225,6 +235,7 @@ def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = DEFAULT_M, fused: b
     p = _Plan(op, ins, pads, m, fused)
     wt, module = weights_array(op)
     u_np = transformed_weights(wt, p.ms).astype(onnx_d.numpy_dtype(p.elem))
+    u_np, strips = batched_weights(u_np)
     hint = f"winograd_f{m}_{node_label(op)}"
     u = b.constant(u_np, module, hint, p.elem)
     out = p.out = b.alloc(p.out_dims, p.elem)
@@ -251,15 +262,38 @@ def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = DEFAULT_M, fused: b
                 _input_transform(b, p, xp, v, row0, height, t_in)
                 g = height * p.inner
                 _zero(b, mm, p.a * g * p.k, p.elem)
-                with b.nest([p.a]) as (t,):
-                    offs = [b.affine([(t, g * p.c)]), b.affine([(t, p.c * p.k)]),
-                            b.affine([(t, g * p.k)])]
-                    emit_matmul(b, v, u, mm, g, p.k, p.c, offs, (p.c, 1), p.k, p.k)
+                batched_products(b, v, u, mm, p.a, g, p.k, p.c, strips)
                 _output_transform(b, p, mm, y, nn, row0, height, t_out)
         if y is not out:
             with b.nest([p.k] + p.out_sp) as ivs:
                 b.store(b.load(y, ivs), out, [nn] + ivs)
     return out
+
+
+def batched_weights(u: np.ndarray) -> tuple[np.ndarray, bool]:
+    """(U as stored, in strips?) for `batched_products`: U [A, depth, cols] goes in strips
+    (matmul.in_strips) when its columns are whole strips, so the micro-kernel reads each
+    strip in place instead of packing a panel of U per group and position. Other widths keep
+    U as it is: padding M's rows to whole strips would add products on 16-channel layers.
+    Shared with fft.py."""
+    if u.shape[-1] % STRIP == 0:
+        return in_strips(u), True
+    return u, False
+
+
+def batched_products(b: KernelBuilder, v, u, mm, count: int, rows: int, cols: int,
+                     depth: int, strips: bool) -> None:
+    """M[t] += V[t] U[t] for t < count, on flat buffers: V[t] [rows, depth], M[t] [rows,
+    cols], U from `batched_weights` (in strips or [count, depth, cols]). One krnl.matmul nest
+    per t (matmul.py): at -O3 tile_matmul blocks it onto the micro-kernel, whose vector axis
+    is then the columns (output channels), however few rows (tiles) a group has."""
+    with b.nest([count]) as (t,):
+        offs = [b.affine([(t, rows * depth)]), b.affine([(t, depth * cols)]),
+                b.affine([(t, rows * cols)])]
+        if strips:
+            emit_strip_matmul(b, v, u, mm, rows, cols, depth, offs, (depth, 1), cols)
+        else:
+            emit_matmul(b, v, u, mm, rows, cols, depth, offs, (depth, 1), cols, cols)
 
 
 def _zero(b: KernelBuilder, flat, count: int, elem):

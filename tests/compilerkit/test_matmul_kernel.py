@@ -151,3 +151,17 @@ def test_tile_sizes_follow_the_shape():
     assert tile_sizes(1000, 1, 2048) == (480, 1, 2048)
     tm, tn, tk = tile_sizes(64, 3136, 576)
     assert (tm, tn, tk) == (64, 128, 256) and tn * tk <= PANEL
+
+
+def test_in_strips_by_hand():
+    """matmul.in_strips: B [K, N] as [ceil(N / STRIP), K, STRIP], strip s = B[:, s*32 :
+    (s+1)*32], the last zero-padded; leading axes (Winograd's positions) carried along."""
+    from compilerkit.lowering.matmul import STRIP, in_strips
+    assert STRIP == 32
+    bm = np.arange(2 * 40, dtype=np.float32).reshape(2, 40)  # B[k, n] = 40 k + n
+    s = in_strips(bm)
+    assert s.shape == (2, 2, 32)
+    assert s[0, 1, 5] == 45 and s[1, 0, 7] == 39 and s[1, 1, 0] == 72
+    assert np.all(s[1, :, 8:] == 0)
+    batched = in_strips(np.stack([bm, -bm]))
+    assert batched.shape == (2, 2, 2, 32) and batched[1, 0, 1, 5] == -45

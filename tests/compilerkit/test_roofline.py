@@ -80,8 +80,9 @@ def test_winograd_transform_flops_from_the_published_matrices():
 def test_winograd_three_stage_and_fused_hand_counted():
     """F(4,3) on 64@56: 14 x 14 = 196 tiles, 36 positions; V and M are 196 x 36 x (64 + 64)
     x 4 B = 3.6 MB (L3) in three-stage. Fused: one row of 14 tiles (14 x 18,432 B) fits
-    FUSED_BYTES, two do not, and 14 is fewer than MIN_GROUP_TILES = 24: groups of 24 tiles,
-    442,368 B (L2), 9 groups, each reading U (36 x 64 x 64 x 4 = 589,824 B, L3)."""
+    FUSED_BYTES, two do not, and 14 is fewer than MIN_GROUP_TILES = 24: groups of two whole
+    tile rows (the lowering's, as lower_conv_winograd.mlir checks), 28 tiles, 516,096 B (L2),
+    7 groups, each reading U (36 x 64 x 64 x 4 = 589,824 B, L3)."""
     layer = rl.Layer(64, 64, (56, 56))
     three, fused = by_name(layer, "winograd-f4"), by_name(layer, "winograd-f4-fused")
     v = m = 196 * 36 * 64 * 4
@@ -96,13 +97,42 @@ def test_winograd_three_stage_and_fused_hand_counted():
             64 / (64 + rl.DEPTH_OVERHEAD) * 196 / (196 + rl.ROW_OVERHEAD))
     assert three["winograd products"].moved["L3"] == v + 3 * m + u
     assert fused["winograd products"].moved["L2"] == v + 3 * m
-    assert fused["winograd products"].moved["L3"] == 9 * u
+    assert fused["winograd products"].moved["L3"] == 7 * u
+    assert fused["winograd products"].groups == 7 and three["winograd products"].groups == 1
     assert three["winograd output"].moved["L3"] == m + 802_816
     assert fused["winograd output"].moved["L2"] == m
     # everything else equal, fused is never predicted slower: V and M move through the L2
     slow_l3 = rl.Machine(1e12, {"L1": 1e12, "L2": 1e12, "L3": 1e9, "DRAM": 1e9})
     assert rl.predict(layer, "winograd-f4-fused", slow_l3) < rl.predict(layer, "winograd-f4",
                                                                          slow_l3)
+
+
+def test_products_on_strips_pay_the_smaller_row_overhead():
+    """U in strips of 32 columns is read unpacked only by a kernel 32 columns wide (16 lanes)
+    and only when K is whole strips: then ROW_OVERHEAD_UNPACKED, else ROW_OVERHEAD."""
+    wide = rl.Machine(**{**FLAT.__dict__, "lanes": 16})
+    tiles = 196  # 64@56 under F(4,3)
+
+    def eff(c, k, m):
+        return by_name(rl.Layer(c, k, (56, 56)), "winograd-f4", m)["winograd products"].efficiency
+    depth = 64 / (64 + rl.DEPTH_OVERHEAD)
+    assert eff(64, 64, wide) == pytest.approx(
+        depth * tiles / (tiles + rl.ROW_OVERHEAD_UNPACKED))
+    assert eff(64, 64, FLAT) == pytest.approx(depth * tiles / (tiles + rl.ROW_OVERHEAD))
+    assert eff(64, 48, wide) == pytest.approx(  # 48 columns: two strips, 16 lanes idle
+        48 / 64 * depth * tiles / (tiles + rl.ROW_OVERHEAD))
+
+
+def test_distinct_drops_a_fused_name_with_one_group():
+    """256@14 under F(4,3): 4 tile rows of 4 tiles, a row's V and M (4 x 36 x 512 x 4 B)
+    exceed FUSED_BYTES, so a group takes MIN_GROUP_TILES' worth, 6 rows: all 4, one group,
+    the three-stage program. 64@56 makes 7 groups and stays; so does a fused name whose
+    three-stage twin is not listed."""
+    names = ["im2col", "winograd-f4", "winograd-f4-fused"]
+    assert rl.distinct(rl.Layer(256, 256, (14, 14)), names) == names[:2]
+    assert rl.distinct(rl.Layer(64, 64, (56, 56)), names) == names
+    assert rl.distinct(rl.Layer(256, 256, (14, 14)), ["winograd-f4-fused"]) == [
+        "winograd-f4-fused"]
 
 
 def test_predict_sums_the_stages_roofs():

@@ -111,6 +111,29 @@ def test_winograd_agrees_with_onnxruntime(algo, n, c, k, h, w, pads, bias, act):
     assert scaled_error(model, x, algo) <= TOLERANCE[m]
 
 
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(algo=st.sampled_from(["winograd-f2", "winograd-f4-fused", "winograd-f6", "fft"]),
+       c=st.integers(1, 9), k=st.sampled_from([16, 32, 64]), size=st.integers(4, 13),
+       bias=st.booleans())
+def test_products_on_strips_are_bit_identical(algo, c, k, size, bias):
+    """U stored in strips the micro-kernel reads unpacked (winograd.batched_weights) gives
+    the same sums in the same order as U read whole: not one bit may differ. Winograd takes
+    strips at K = 32 and 64, the FFT (2K columns) at all three."""
+    rng = np.random.default_rng(c * 13 + k + size)
+    ks = 5 if algo == "fft" else 3
+    wt = rng.standard_normal((k, c, ks, ks)).astype(np.float32)
+    b = rng.standard_normal(k).astype(np.float32) if bias else None
+    model, x = conv_model((1, c, size, size), wt, b, [ks // 2] * 4, "Relu")
+    got = ck.compile(model, conv_algorithm=algo).run(x)[0]
+    old = winograd.STRIP
+    try:
+        winograd.STRIP = 10 ** 9  # no width is whole strips: U read whole
+        whole = ck.compile(model, conv_algorithm=algo).run(x)[0]
+    finally:
+        winograd.STRIP = old
+    np.testing.assert_array_equal(got, whole)
+
+
 @pytest.mark.parametrize("algo,x_shape,w_shape,pads", [
     ("winograd-f2", (1, 3, 5, 6, 7), (4, 3, 3, 3, 3), [1, 1, 1, 1, 1, 1]),
     ("winograd-f4-fused", (2, 2, 4, 9, 5), (3, 2, 1, 3, 3), [0, 1, 0, 0, 2, 1]),
@@ -135,13 +158,17 @@ def test_error_grows_with_tile_size():
 
 
 def test_kernel_ir_is_winograd():
-    """The Kernel IR of a Winograd Conv holds the transformed weights as a constant
-    [alpha^2, C, K] and krnl.matmul products; "classic" keeps conv.py's lowering (no such
+    """The Kernel IR of a Winograd Conv holds the transformed weights as a constant, in
+    strips of 32 output channels [alpha^2, K / 32, C, 32] when K is whole strips, else
+    [alpha^2, C, K], and krnl.matmul products; "classic" keeps conv.py's lowering (no such
     constant); the fused schedule sizes its groups to FUSED_BYTES."""
     wt = np.ones((64, 64, 3, 3), np.float32)
     model, _ = conv_model((1, 64, 56, 56), wt, pads=[1, 1, 1, 1])
     text = str(compile_to("kernel-ir", model, conv_algorithm="winograd"))
-    assert "memref<36x64x64xf32>" in text and "winograd_f4" in text
+    assert "memref<36x2x64x32xf32>" in text and "winograd_f4" in text
+    narrow, _ = conv_model((1, 64, 8, 8), wt[:48], pads=[1, 1, 1, 1])
+    assert "memref<36x64x48xf32>" in str(compile_to("kernel-ir", narrow,
+                                                     conv_algorithm="winograd"))
     assert "krnl.matmul" in text
     assert "winograd" not in str(compile_to("kernel-ir", model, conv_algorithm="classic"))
     fused = str(compile_to("kernel-ir", model, conv_algorithm="winograd-f2-fused"))
@@ -198,12 +225,13 @@ def test_variant_names():
 
 @pytest.mark.parametrize("c,k,hw,kernel,expected", [
     (64, 64, 56, 3, "winograd-f4-fused"), (128, 128, 28, 3, "winograd-f4"),
-    (256, 256, 14, 3, "winograd-f2"), (512, 512, 7, 3, "classic"),
+    (256, 256, 14, 3, "winograd-f4"), (512, 512, 7, 3, "winograd-f4"),
+    (256, 256, 4, 3, "winograd-f2"), (512, 512, 2, 3, "classic"),
     (8, 64, 56, 3, "classic"), (64, 64, 56, 5, "fft"),
     (16, 16, (16, 16, 16), 3, "winograd-f4-fused"), (128, 128, (16, 16, 16), 3, "classic")])
 def test_auto_choice(c, k, hw, kernel, expected):
     """"auto" takes Winograd only for the class it measured faster on (conv_algorithm.py):
-    3x3 (3x3x3 up to 64 channels), >= 16 channels, >= 49 tiles (F(4,3) before F(2,3)),
+    3x3 (3x3x3 up to 64 channels), >= 16 channels, >= 4 tiles (F(4,3) before F(2,3)),
     fused up to 64 channels; kernels of 5 and more go to the roofline (FFT or classic)."""
     from compilerkit.lowering.conv_algorithm import choose, using
 

@@ -70,7 +70,8 @@ builtin.module {
 // -----
 
 // 3-D 7^3 kernel, 9^3 input, pads 3, 16 channels ("fft": the tile chosen by fft.choose_tile
-// is 16; 9 + 6 <= 16, so one tile per axis). P = 16 * 16 * 9 = 2304, U [2304, 32, 32]. The
+// is 16; 9 + 6 <= 16, so one tile per axis). P = 16 * 16 * 9 = 2304, U [2304, 32, 32] stored
+// as one strip of 2K = 32 columns (matmul.STRIP), [2304, 1, 32, 32]. The
 // forward's first pass (along the last axis) loops only over the data slabs [3, 12) of the
 // two other axes (ZNNi: the 7 zero slabs of 16 are never transformed), the second over
 // [3, 12) of the first axis and all 9 frequencies of the last; the inverse keeps 9 outputs
@@ -85,7 +86,7 @@ builtin.module {
   }
 }
 // CHECK-LABEL: func.func @fft_3d_pruned(
-// CHECK:         "krnl.global"() {sym_name = "fft_t16_v", {{.*}}} : () -> memref<2304x32x32xf32>
+// CHECK:         "krnl.global"() {sym_name = "fft_t16_v", {{.*}}} : () -> memref<2304x1x32x32xf32>
 // CHECK-NEXT:    "krnl.alloc"() {onnx_node = "v"} : () -> memref<12x12x12x16xf32>
 // CHECK-NEXT:    "krnl.alloc"() {onnx_node = "v"} : () -> memref<73728xf32>
 // CHECK-NEXT:    "krnl.alloc"() {onnx_node = "v"} : () -> memref<73728xf32>

@@ -1,7 +1,8 @@
 // RUN: python -m compilerkit.opt --split-input-file -p lower-to-krnl %s | filecheck %s
 // Winograd convolution (lowering/winograd.py), chosen per node here by the `conv_algorithm`
 // attribute (compile(..., conv_algorithm=...) sets it for a whole model; see
-// lowering/conv_algorithm.py). A Conv becomes: the transformed weights U [alpha^2, C, K] as a
+// lowering/conv_algorithm.py). A Conv becomes: the transformed weights U [alpha^2, C, K] (in
+// strips [alpha^2, K / 32, C, 32] when K is a multiple of 32) as a
 // constant (krnl.global named winograd_f<m>_<node>), the input copied channels-last into a
 // zero-bordered buffer [tiles * m + 2 per axis, C], then per group of tiles: the input
 // transform (one nest per axis, C innermost) into V [alpha^2, tiles, C], M zeroed, one
@@ -83,7 +84,9 @@ builtin.module {
 // tile row's V and M take 14 * 36 * (64 + 64) * 4 bytes = 252 KiB, so FUSED_BYTES = 256 KiB
 // holds 1 tile row, but a group has at least MIN_GROUP_TILES = 24 tiles: 2 tile rows, so 7
 // groups of 28 tiles, V and M 36 * 28 * 64 = 64512 values each. 56 is a multiple of 4, so
-// the output transform stores straight into y (no whole-tile buffer).
+// the output transform stores straight into y (no whole-tile buffer). K = 64 is two whole
+// strips of 32 (matmul.STRIP), so U is stored in strips, [36, 2, C, 32], and each position's
+// product runs strip by strip: sizes [28 tiles, 32 columns, 64 deep], B's rows 32 apart.
 builtin.module {
   func.func @f4_fused(%x: tensor<1x64x56x56xf32>) -> tensor<1x64x56x56xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 17 : i64} {
     %w = "onnx.Constant"() {value = dense<0.5> : tensor<64x64x3x3xf32>} : () -> tensor<64x64x3x3xf32>
@@ -94,14 +97,16 @@ builtin.module {
 }
 // CHECK-LABEL: func.func @f4_fused(
 // CHECK-SAME:    [[X:%[0-9]+]]: memref<1x64x56x56xf32>, [[Y:%[0-9]+]]: memref<1x64x56x56xf32>)
-// CHECK:         [[U:%[0-9]+]] = "krnl.global"() {sym_name = "winograd_f4_c", {{.*}}} : () -> memref<36x64x64xf32>
+// CHECK:         [[U:%[0-9]+]] = "krnl.global"() {sym_name = "winograd_f4_c", {{.*}}} : () -> memref<36x2x64x32xf32>
 // CHECK-NEXT:    [[XP:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<58x58x64xf32>
 // CHECK-NEXT:    [[V:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<64512xf32>
 // CHECK-NEXT:    [[M:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<64512xf32>
 // CHECK-NEXT:    "krnl.alloc"() {onnx_node = "c"} : () -> memref<6x6x64xf32>
 // CHECK-NEXT:    "krnl.alloc"() {onnx_node = "c"} : () -> memref<6x4x64xf32>
-// CHECK:         "krnl.matmul"([[V]], [[U]], [[M]], {{.*}}) {sizes = [28 : i64, 64 : i64, 64 : i64]
-// CHECK:         }) {bounds = {{\[\[}}0 : i64, 36 : i64]]
+// CHECK:         "krnl.matmul"([[V]], [[U]], [[M]], {{.*}}) {sizes = [28 : i64, 32 : i64, 64 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [64 : i64, 1 : i64, 32 : i64, 64 : i64]
+// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 28 : i64], [0 : i64, 32 : i64], [0 : i64, 64 : i64]]
+// CHECK-NEXT:  }) {bounds = {{\[\[}}0 : i64, 2 : i64]]
+// CHECK-NEXT:  }) {bounds = {{\[\[}}0 : i64, 36 : i64]]
 // CHECK:         "krnl.store"({{%[0-9]+}}, [[Y]]
 // CHECK:         }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 14 : i64]]
 // The group loop: 7 groups of 2 tile rows, inside the batch loop.
