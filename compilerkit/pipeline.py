@@ -272,6 +272,7 @@ class Compilation:
         """ONNX IR -> a new, scheduled and planned Kernel IR module (`module` is unchanged)."""
         from compilerkit.lowering import LowerToKrnlPass, lower_to_krnl
         from compilerkit.lowering.conv_algorithm import using
+        from compilerkit.lowering.matmul import vector_lanes
 
         schedule = self.options.schedule
         if isinstance(schedule, str) and schedule in NAMED_SCHEDULES:
@@ -283,7 +284,8 @@ class Compilation:
         t = time.perf_counter()
         # The lowering pass's out-of-place form: `module` stays ONNX IR, so the "onnx-ir"
         # stage can still be printed from it after this.
-        with using(self.options.conv_algorithm):
+        # constant B operands go in strips of the target's micro-kernel width (matmul.py)
+        with using(self.options.conv_algorithm), vector_lanes(self.target.vector_width):
             kmodule = lower_to_krnl(module)
         if not rest:
             verify_ir(kmodule, f"pass {lowering.name!r}")

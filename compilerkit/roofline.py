@@ -35,8 +35,7 @@ its widest vector ISA. A cache without calibrated rates (`transforms_measured`, 
 older compilerkit) keeps the defaults below, fitted on the AVX2 machine CACHES describes.
 ROW_OVERHEAD alone is fitted (to the first run of `benchmarks/winograd_bench.py --section
 sweep` at 1 thread on that machine) and belongs to the model; so is ROW_OVERHEAD_UNPACKED, its
-twin for products whose U the kernel reads in strips (fitted on an AVX-512 host, as only
-hosts with 16 f32 lanes read them unpacked).
+twin for products whose U the kernel reads in strips (fitted on an AVX-512 host).
 """
 
 from __future__ import annotations
@@ -168,8 +167,8 @@ def save(m: Machine) -> Path:
 # Winograd's and the FFT's products, one per transformed position, each pack or stream their
 # U[t] panel (C x K) for only as many rows as there are tiles: fitted as ROW_OVERHEAD rows'
 # worth of time per product; ROW_OVERHEAD_UNPACKED where U is stored in strips the kernel
-# reads unpacked (winograd.batched_weights: columns in whole matmul.STRIPs, a kernel that
-# wide), which leaves the row blocks' loads of U and the accumulators' loads and stores.
+# reads unpacked (winograd.batched_weights: columns in whole strips of its width), which
+# leaves the row blocks' loads of U and the accumulators' loads and stores.
 NR = 16
 DEPTH_OVERHEAD = 4
 ROW_OVERHEAD = 16
@@ -290,10 +289,8 @@ def _tiled_stages(m: Machine, name, x_bytes, y_bytes, tiles, pos_bytes, c, k, u_
     transformed positions. Three-stage keeps all of V and M (the level they fit in); fused
     keeps a group's and reads U once per group (lowering/winograd.py's groups)."""
     from compilerkit.lowering import winograd
-    from compilerkit.lowering.matmul import STRIP
-
     rate = "winograd" if name == "winograd" else "transform"
-    unpacked = cols % STRIP == 0 and 2 * m.lanes == STRIP
+    unpacked = cols % (2 * m.lanes) == 0  # U in strips of the kernel's width (matmul.py)
     vm_tile = pos_bytes * (c + k)
     v_bytes, m_bytes = tiles * pos_bytes * c, tiles * pos_bytes * k
     groups, ws = 1, v_bytes + m_bytes

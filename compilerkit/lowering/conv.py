@@ -35,7 +35,7 @@ threads can share (the parallelize pass marks it: krnl_passes/parallel.py):
   positions per image, 64+ output channels: `_transposed_pays`): t[q, oc] = bias +
   sum X^T[q, :] W^T[:, oc], then out[oc, q] = act(t[q, oc]). The micro-kernel's vector axis
   is the GEMM's columns: 49 positions (ResNet-50's 7 x 7) fill 49 of 64 lanes, 512 output
-  channels all of them. W^T is stored at compile time in matmul.STRIP-wide strips that an
+  channels all of them. W^T is stored at compile time in strips (matmul.strip_width) that an
   AVX-512 micro-kernel reads in place (no run-time packing); X^T is x read with row stride 1
   for a plain 1x1 Conv, else im2col columns written position-major. Same sums in the same
   order as the GEMM panels: bit-identical results.
@@ -51,10 +51,11 @@ import math
 import numpy as np
 
 from compilerkit.dialects import onnx as onnx_d
+from compilerkit.lowering import matmul
 from compilerkit.lowering.builder import KernelBuilder, shape
 from compilerkit.lowering.conv_algorithm import choose, lower_chosen
 from compilerkit.lowering.elementwise import activation
-from compilerkit.lowering.matmul import STRIP, emit_matmul, emit_strip_matmul, fill, in_strips
+from compilerkit.lowering.matmul import emit_matmul, emit_strip_matmul, fill, in_strips
 from compilerkit.lowering.winograd import weights_array
 from compilerkit.onnx_passes.fuse_conv import fused_activation
 from compilerkit.onnx_passes.single_node import node_label
@@ -76,7 +77,7 @@ PAR_PANELS = 8  # panels wanted when threads share a Conv's panel loop (even cou
 COL_BYTES = 64 * 1024 * 1024  # most column buffer, all panels together, for shared panels
 # Convs with at most this many output positions per image run as out^T = X^T W^T
 # (`_transposed_gemm`): output channels become the micro-kernel's vector axis, and W^T is
-# stored in matmul.STRIP-wide strips that the micro-kernel reads unpacked
+# stored in strips (matmul.strip_width) that the micro-kernel reads unpacked
 TRANSPOSE_MAX_POSITIONS = 256
 
 def _output_with_bias(b, out_dims, elem, bias):
@@ -143,8 +144,10 @@ def lower_conv(b: KernelBuilder, op, ins):
         _shifted_gemm(b, conv, out)
     elif _transposed_pays(conv, op):
         w_np, module = weights_array(op)
-        _transposed_gemm(b, conv, out, b.constant(_columns_weights(conv, w_np), module,
-                                                  f"wt_{node_label(op)}", conv.elem))
+        strip = matmul.strip_width(conv.oc)
+        wt = b.constant(_columns_weights(conv, w_np, strip), module, f"wt_{node_label(op)}",
+                        conv.elem)
+        _transposed_gemm(b, conv, out, wt, strip)
     else:
         _gemm(b, conv, out)
     return [out]
@@ -487,27 +490,28 @@ def _transposed_pays(conv: _Conv, op) -> bool:
             and conv.oc >= 64 and weights_array(op)[0] is not None)
 
 
-def _columns_weights(conv: _Conv, w):
-    """W^T in strips (matmul.in_strips): [K / STRIP, C k..., STRIP], zero-padded to whole
+def _columns_weights(conv: _Conv, w, width: int):
+    """W^T in strips (matmul.in_strips): [K / width, C k..., width], zero-padded to whole
     strips. `w`: the weights, numpy."""
     dtype = onnx_d.numpy_dtype(conv.elem)
-    if onnx_d.is_splat(w) and conv.oc % STRIP == 0:
+    if onnx_d.is_splat(w) and conv.oc % width == 0:
         # one value everywhere (a folded ConstantOfShape, the light models' weights): W^T is
         # the same value, kept a splat so codegen fills it at run time instead of spelling
         # out its bytes
-        return np.broadcast_to(np.asarray(w.flat[0], dtype), (conv.oc // STRIP, w[0].size,
-                                                               STRIP))
-    return in_strips(w.reshape(conv.oc, -1).T.astype(dtype))
+        return np.broadcast_to(np.asarray(w.flat[0], dtype), (conv.oc // width, w[0].size,
+                                                               width))
+    return in_strips(w.reshape(conv.oc, -1).T.astype(dtype), width)
 
 
-def _transposed_gemm(b: KernelBuilder, conv: _Conv, out, wt):
+def _transposed_gemm(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
     """Per image: t[q, oc] = bias[oc] + sum_j A[q, j] W^T[j, oc], then out[oc, q] = act(t[q,
     oc]). A is X^T read in place when the Conv is a plain 1x1 (row stride 1, depth stride one
-    plane), else the im2col columns written position-major (colT[q, c k...], contiguous)."""
+    plane), else the im2col columns written position-major (colT[q, c k...], contiguous).
+    `wt`: W^T in strips of `strip` columns (`_columns_weights`)."""
     p, hw = math.prod(conv.out_sp), math.prod(conv.in_sp)
     kdim = conv.cg * math.prod(conv.k_sp)
     direct = _reads_x_in_place(conv)
-    width = -(-conv.oc // STRIP) * STRIP
+    width = -(-conv.oc // strip) * strip
     # t's rows one cache line longer than the strips: the epilogue reads a column of t, and
     # rows 2048 floats apart (8 KiB) would all fall in one L1 set (measured 1.3x slower)
     t = b.alloc([p, width + 16], conv.elem)
@@ -534,7 +538,7 @@ def _transposed_gemm(b: KernelBuilder, conv: _Conv, out, wt):
                 b.store(_tap(b, conv, scratch, nn, zero, c, at), col, ivs)
             src, a_off, a_strides = col, zero, (kdim, 1)
         emit_strip_matmul(b, src, wt, t, p, width, kdim, [a_off, zero, zero], a_strides,
-                          width + 16)
+                          width + 16, strip)
         with b.nest([conv.oc, p]) as (o, q):
             b.store(_finish(b, conv, b.load(t, [q, o])), ov, [nn, o, q])
 

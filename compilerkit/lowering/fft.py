@@ -30,7 +30,7 @@ lowering/winograd.py but complex, written as real ones on [re | im] halves:
   as a radix-2 decimation-in-time FFT (`fft`): twiddles inlined, multiplications by 0 and
   +-1 dropped, the last pass writing V[p, tile, re | im, c];
 - product: M zeroed, one krnl.matmul nest per p (winograd.batched_products: the micro-kernel
-  at -O3, U in strips it reads unpacked when 2K is a multiple of matmul.STRIP);
+  at -O3, U in strips it reads unpacked when 2K is whole strips: matmul.strip_width);
 - output: per tile the inverse the same way, complex axes first, the half-spectrum axis last
   (complex to real: the missing half is the conjugate of the kept one), adding the bias,
   applying the activation and storing into out (or a whole-tile buffer when tiles hang over
@@ -329,7 +329,7 @@ def lower_fft(b: KernelBuilder, op, ins, pads, t: int | None = None, fused: bool
     p = _Plan(op, ins, pads, t, fused)
     wt, module = weights_array(op)
     u_np = transformed_weights(wt, p.ts, p.real).astype(onnx_d.numpy_dtype(p.elem))
-    u_np, strips = batched_weights(u_np)
+    u_np, width = batched_weights(u_np)
     hint = f"fft_t{p.t}_{node_label(op)}"
     u = b.constant(u_np, module, hint, p.elem)
     out = p.out = b.alloc(p.out_dims, p.elem)
@@ -350,7 +350,7 @@ def lower_fft(b: KernelBuilder, op, ins, pads, t: int | None = None, fused: bool
                 g = height * p.inner
                 _forward(b, p, xp, v, row0, height, t_in)
                 _zero(b, mm, p.p * g * 2 * p.k, p.elem)
-                batched_products(b, v, u, mm, p.p, g, 2 * p.k, 2 * p.c, strips)
+                batched_products(b, v, u, mm, p.p, g, 2 * p.k, 2 * p.c, width)
                 _inverse(b, p, mm, y, nn, row0, height, t_out)
         if y is not out:
             with b.nest([p.k] + p.out_sp) as ivs:

@@ -7,15 +7,19 @@ and grows the tile, so the same op becomes a vectorised micro-kernel. krnl.matmu
 B and C contiguous, so a transposed, non-constant B is copied first (constant ones were already
 transposed by the decomposition pass).
 
-Constant B operands (a Conv's transposed weights, Winograd's transformed weights) can be
-stored at compile time in STRIP-wide strips (`in_strips`) and multiplied strip by strip
-(`emit_strip_matmul`): each strip's rows are exactly one micro-kernel register block wide on
-AVX-512 (2 x 16 lanes), so the kernel reads them in place instead of packing them on every
-call (codegen/microkernel.py: `ldb == NR`). On hosts with narrower vectors the kernel packs
-them as any B: same sums, same bits.
+Constant B operands (a Conv's transposed weights, Winograd's and the FFT's transformed weights)
+are stored at compile time in strips (`in_strips`) one micro-kernel register block wide, two
+vectors of the target (`strip_width`: 32 columns on AVX-512, 16 on AVX2, 8 on the 4-lane
+emulated targets), and multiplied strip by strip (`emit_strip_matmul`): the kernel reads each
+strip in place instead of packing it on every call (codegen/microkernel.py: `ldb == NR`).
+The compile sets the target's lanes around the lowering (`vector_lanes`); without one (the
+opt driver) strips are AVX-512's. Same sums in the same order as B read whole: same bits.
 """
 
 from __future__ import annotations
+
+import contextlib
+import contextvars
 
 import numpy as np
 
@@ -31,31 +35,48 @@ def emit_matmul(b: KernelBuilder, a, bm, c, m, n, k, offs, a_strides, ldb, ldc):
                                      strides=[a_strides[0], a_strides[1], ldb, ldc], simd=1))
 
 
-# Columns per strip of a constant B (`in_strips`): AVX-512's micro-kernel width, 2 x 16 f32
-STRIP = 32
+# f32 lanes of the target the lowering is for (Target.vector_width), set by the compile
+_LANES = contextvars.ContextVar("vector_lanes", default=16)
 
 
-def in_strips(bmat: np.ndarray) -> np.ndarray:
-    """B [..., K, N] as strips [..., ceil(N / STRIP), K, STRIP], N zero-padded to whole
-    strips: strip s holds B[..., :, s*STRIP : (s+1)*STRIP], each of its rows contiguous."""
+@contextlib.contextmanager
+def vector_lanes(lanes: int):
+    """Lower for a target with `lanes` f32 lanes inside the `with` block (`strip_width`)."""
+    token = _LANES.set(lanes)
+    try:
+        yield
+    finally:
+        _LANES.reset(token)
+
+
+def strip_width(n: int) -> int:
+    """Columns per strip of a constant B of `n` columns: the micro-kernel's NR, two vectors of
+    the target; a target without vectors (the GPU, 1 lane) keeps B whole, one strip of n."""
+    lanes = _LANES.get()
+    return 2 * lanes if lanes > 1 else n
+
+
+def in_strips(bmat: np.ndarray, width: int) -> np.ndarray:
+    """B [..., K, N] as strips [..., ceil(N / width), K, width], N zero-padded to whole
+    strips: strip s holds B[..., :, s*width : (s+1)*width], each of its rows contiguous."""
     *lead, k, n = bmat.shape
-    strips = -(-n // STRIP)
-    padded = np.zeros((*lead, k, strips * STRIP), bmat.dtype)
+    strips = -(-n // width)
+    padded = np.zeros((*lead, k, strips * width), bmat.dtype)
     padded[..., :n] = bmat
     return np.ascontiguousarray(
-        np.moveaxis(padded.reshape(*lead, k, strips, STRIP), -2, -3))
+        np.moveaxis(padded.reshape(*lead, k, strips, width), -2, -3))
 
 
-def emit_strip_matmul(b: KernelBuilder, a, strips, c, m, n, k, offs, a_strides, ldc):
+def emit_strip_matmul(b: KernelBuilder, a, strips, c, m, n, k, offs, a_strides, ldc, width):
     """C[c_off + i*ldc + j] += A[a_off + i*sa + k*sk] * B[k, j] over (M, N, K), B stored by
-    `in_strips` from element offs[1] on; N a multiple of STRIP (C's columns past the real
-    ones, if B was padded, are C's to spare). One product per strip, strip-major."""
-    if n % STRIP:
-        raise ValueError(f"emit_strip_matmul: {n} columns are not whole strips of {STRIP}")
+    `in_strips(.., width)` from element offs[1] on; N a multiple of `width` (C's columns past
+    the real ones, if B was padded, are C's to spare). One product per strip, strip-major."""
+    if n % width:
+        raise ValueError(f"emit_strip_matmul: {n} columns are not whole strips of {width}")
     a_off, b_off, c_off = offs
-    with b.nest([n // STRIP]) as (s,):
-        at = [a_off, b.affine([(b_off, 1), (s, k * STRIP)]), b.affine([(c_off, 1), (s, STRIP)])]
-        emit_matmul(b, a, strips, c, m, STRIP, k, at, a_strides, STRIP, ldc)
+    with b.nest([n // width]) as (s,):
+        at = [a_off, b.affine([(b_off, 1), (s, k * width)]), b.affine([(c_off, 1), (s, width)])]
+        emit_matmul(b, a, strips, c, m, width, k, at, a_strides, width, ldc)
 
 
 def fill(b: KernelBuilder, out, value):

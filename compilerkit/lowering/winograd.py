@@ -18,9 +18,10 @@ transformed positions, the Conv becomes A independent products (the "batched GEM
     M[t] (tiles x K) = V[t] (tiles x C) . U[t] (C x K)      t in [0, A)
 
 - weights: U[t, c, k] = (G g[k, c] G^T)[t], computed in float64 at compile time and kept as
-  a constant (krnl.global), so no run time is spent on it; when K is a multiple of
-  matmul.STRIP, U is stored in strips of output channels that the micro-kernel reads
-  unpacked (matmul.in_strips), and each product runs strip by strip;
+  a constant (krnl.global), so no run time is spent on it; when K is a multiple of the
+  target's strip width (matmul.strip_width: 32 on AVX-512), U is stored in strips of output
+  channels that the micro-kernel reads unpacked (matmul.in_strips), and each product runs
+  strip by strip;
 - input: per batch entry the input is copied into a channels-last buffer [padded
   spatial..., C] covering every tile's reads, zeroed once per call (the pads and the last,
   partial tile read zeros); per tile, the input transform B^T d B is one nest per axis
@@ -60,9 +61,10 @@ import math
 import numpy as np
 
 from compilerkit.dialects import onnx as onnx_d
+from compilerkit.lowering import matmul
 from compilerkit.lowering.builder import KernelBuilder, is_float, shape
 from compilerkit.lowering.elementwise import activation
-from compilerkit.lowering.matmul import STRIP, emit_matmul, emit_strip_matmul, fill, in_strips
+from compilerkit.lowering.matmul import emit_matmul, emit_strip_matmul, fill, in_strips
 from compilerkit.onnx_passes.fuse_conv import fused_activation
 from compilerkit.onnx_passes.single_node import node_label
 
@@ -235,7 +237,7 @@ def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = DEFAULT_M, fused: b
     p = _Plan(op, ins, pads, m, fused)
     wt, module = weights_array(op)
     u_np = transformed_weights(wt, p.ms).astype(onnx_d.numpy_dtype(p.elem))
-    u_np, strips = batched_weights(u_np)
+    u_np, width = batched_weights(u_np)
     hint = f"winograd_f{m}_{node_label(op)}"
     u = b.constant(u_np, module, hint, p.elem)
     out = p.out = b.alloc(p.out_dims, p.elem)
@@ -262,7 +264,7 @@ def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = DEFAULT_M, fused: b
                 _input_transform(b, p, xp, v, row0, height, t_in)
                 g = height * p.inner
                 _zero(b, mm, p.a * g * p.k, p.elem)
-                batched_products(b, v, u, mm, p.a, g, p.k, p.c, strips)
+                batched_products(b, v, u, mm, p.a, g, p.k, p.c, width)
                 _output_transform(b, p, mm, y, nn, row0, height, t_out)
         if y is not out:
             with b.nest([p.k] + p.out_sp) as ivs:
@@ -270,28 +272,30 @@ def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = DEFAULT_M, fused: b
     return out
 
 
-def batched_weights(u: np.ndarray) -> tuple[np.ndarray, bool]:
-    """(U as stored, in strips?) for `batched_products`: U [A, depth, cols] goes in strips
-    (matmul.in_strips) when its columns are whole strips, so the micro-kernel reads each
-    strip in place instead of packing a panel of U per group and position. Other widths keep
-    U as it is: padding M's rows to whole strips would add products on 16-channel layers.
-    Shared with fft.py."""
-    if u.shape[-1] % STRIP == 0:
-        return in_strips(u), True
-    return u, False
+def batched_weights(u: np.ndarray) -> tuple[np.ndarray, int | None]:
+    """(U as stored, its strip width or None) for `batched_products`: U [A, depth, cols] goes
+    in strips (matmul.in_strips, the target's width) when its columns are whole strips, so
+    the micro-kernel reads each strip in place instead of packing a panel of U per group and
+    position. Other widths keep U as it is: padding M's rows to whole strips would add
+    products on 16-channel layers. Shared with fft.py."""
+    width = matmul.strip_width(u.shape[-1])
+    if u.shape[-1] % width == 0:
+        return in_strips(u, width), width
+    return u, None
 
 
 def batched_products(b: KernelBuilder, v, u, mm, count: int, rows: int, cols: int,
-                     depth: int, strips: bool) -> None:
+                     depth: int, width: int | None) -> None:
     """M[t] += V[t] U[t] for t < count, on flat buffers: V[t] [rows, depth], M[t] [rows,
-    cols], U from `batched_weights` (in strips or [count, depth, cols]). One krnl.matmul nest
-    per t (matmul.py): at -O3 tile_matmul blocks it onto the micro-kernel, whose vector axis
-    is then the columns (output channels), however few rows (tiles) a group has."""
+    cols], U from `batched_weights` (in strips of `width`, or [count, depth, cols] when
+    None). One krnl.matmul nest per t (matmul.py): at -O3 tile_matmul blocks it onto the
+    micro-kernel, whose vector axis is then the columns (output channels), however few rows
+    (tiles) a group has."""
     with b.nest([count]) as (t,):
         offs = [b.affine([(t, rows * depth)]), b.affine([(t, depth * cols)]),
                 b.affine([(t, rows * cols)])]
-        if strips:
-            emit_strip_matmul(b, v, u, mm, rows, cols, depth, offs, (depth, 1), cols)
+        if width:
+            emit_strip_matmul(b, v, u, mm, rows, cols, depth, offs, (depth, 1), cols, width)
         else:
             emit_matmul(b, v, u, mm, rows, cols, depth, offs, (depth, 1), cols, cols)
 

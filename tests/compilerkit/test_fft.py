@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import compilerkit as ck
+from compilerkit.backends.host import host_target
 from compilerkit.lowering import fft
 from compilerkit.lowering.conv_algorithm import ALGORITHMS, FFT, choose, fft_variant, using
 from compilerkit.pipeline import compile_to
@@ -233,13 +234,14 @@ def test_auto_takes_fft_by_the_roofline(outlier, attrs, expected):
 
 def test_kernel_ir_is_fft_and_pruned():
     """16 channels, 9 x 9 x 9 in, 7^3 kernel, pads 3: the whole axis fits one 16-point tile
-    (9 + 6 <= 16), so U is [16 * 16 * 9, 32, 32], stored as one strip of 32 columns; the
-    forward passes after the first loop only over the 9 data slabs (positions 3..12 of 16:
-    ZNNi's pruning), and the inverse computes 9 outputs per axis, not 16."""
+    (9 + 6 <= 16), so U is [16 * 16 * 9, 32, 32], stored in strips of the host's kernel
+    width; the forward passes after the first loop only over the 9 data slabs (positions
+    3..12 of 16: ZNNi's pruning), and the inverse computes 9 outputs per axis, not 16."""
     wt = np.ones((16, 16, 7, 7, 7), np.float32)
     model, _ = conv_model((1, 16, 9, 9, 9), wt, pads=[3] * 6)
     text = str(compile_to("kernel-ir", model, conv_algorithm="fft"))
-    assert "memref<2304x1x32x32xf32>" in text and "fft_t16" in text
+    strip = 2 * host_target().vector_width  # 32 on AVX-512: one strip; 16 on AVX2: two
+    assert f"memref<2304x{32 // strip}x32x{strip}xf32>" in text and "fft_t16" in text
     assert "krnl.matmul" in text
     # first forward pass: lines over the other two axes' data slabs [3, 12), channels
     assert "[3 : i64, 12 : i64], [3 : i64, 12 : i64], [0 : i64, 16 : i64]]" in text

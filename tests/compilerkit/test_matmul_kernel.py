@@ -154,14 +154,24 @@ def test_tile_sizes_follow_the_shape():
 
 
 def test_in_strips_by_hand():
-    """matmul.in_strips: B [K, N] as [ceil(N / STRIP), K, STRIP], strip s = B[:, s*32 :
-    (s+1)*32], the last zero-padded; leading axes (Winograd's positions) carried along."""
-    from compilerkit.lowering.matmul import STRIP, in_strips
-    assert STRIP == 32
+    """matmul.in_strips: B [K, N] as [ceil(N / w), K, w], strip s = B[:, s*w : (s+1)*w], the
+    last zero-padded; leading axes (Winograd's positions) carried along."""
+    from compilerkit.lowering.matmul import in_strips
     bm = np.arange(2 * 40, dtype=np.float32).reshape(2, 40)  # B[k, n] = 40 k + n
-    s = in_strips(bm)
+    s = in_strips(bm, 32)
     assert s.shape == (2, 2, 32)
     assert s[0, 1, 5] == 45 and s[1, 0, 7] == 39 and s[1, 1, 0] == 72
     assert np.all(s[1, :, 8:] == 0)
-    batched = in_strips(np.stack([bm, -bm]))
+    batched = in_strips(np.stack([bm, -bm]), 32)
     assert batched.shape == (2, 2, 2, 32) and batched[1, 0, 1, 5] == -45
+    assert in_strips(bm, 16).shape == (3, 2, 16)
+
+
+def test_strip_width_follows_the_target():
+    """Two vectors of the target the lowering is for: AVX-512 32 columns, AVX2 16, the 4-lane
+    emulated targets 8; the GPU (1 lane) keeps B whole; the opt driver's default is 32."""
+    from compilerkit.lowering.matmul import strip_width, vector_lanes
+    assert strip_width(100) == 32
+    for lanes, want in [(16, 32), (8, 16), (4, 8), (1, 100)]:
+        with vector_lanes(lanes):
+            assert strip_width(100) == want

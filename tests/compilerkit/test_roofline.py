@@ -38,12 +38,15 @@ def test_gemm_efficiency_hand_worked():
 
 
 def test_stages_take_the_machines_vector_width():
-    """The products of 16 output channels fill AVX2's 16-column strip, half of AVX-512's."""
+    """The products of 16 output channels fill AVX2's 16-column strip (U then in strips it
+    reads unpacked), half of AVX-512's 32 (U read whole, packed)."""
     wide = rl.Machine(**{**FLAT.__dict__, "lanes": 16})
-    layer = rl.Layer(16, 16, (28, 28))
+    layer = rl.Layer(16, 16, (28, 28))  # F(4,3): 7 x 7 = 49 tiles, depth 16
     narrow_eff = by_name(layer, "winograd-f4")["winograd products"].efficiency
     wide_eff = by_name(layer, "winograd-f4", wide)["winograd products"].efficiency
-    assert wide_eff == pytest.approx(narrow_eff / 2)
+    depth = 16 / (16 + rl.DEPTH_OVERHEAD)
+    assert narrow_eff == pytest.approx(depth * 49 / (49 + rl.ROW_OVERHEAD_UNPACKED))
+    assert wide_eff == pytest.approx(0.5 * depth * 49 / (49 + rl.ROW_OVERHEAD))
 
 
 def test_im2col_stages_hand_counted():
@@ -79,7 +82,8 @@ def test_winograd_transform_flops_from_the_published_matrices():
 
 def test_winograd_three_stage_and_fused_hand_counted():
     """F(4,3) on 64@56: 14 x 14 = 196 tiles, 36 positions; V and M are 196 x 36 x (64 + 64)
-    x 4 B = 3.6 MB (L3) in three-stage. Fused: one row of 14 tiles (14 x 18,432 B) fits
+    x 4 B = 3.6 MB (L3) in three-stage; 64 columns are whole strips of FLAT's 16, so the
+    products read U unpacked. Fused: one row of 14 tiles (14 x 18,432 B) fits
     FUSED_BYTES, two do not, and 14 is fewer than MIN_GROUP_TILES = 24: groups of two whole
     tile rows (the lowering's, as lower_conv_winograd.mlir checks), 28 tiles, 516,096 B (L2),
     7 groups, each reading U (36 x 64 x 64 x 4 = 589,824 B, L3)."""
@@ -94,7 +98,7 @@ def test_winograd_three_stage_and_fused_hand_counted():
         assert st["winograd input"].flops == 528 * 196 * 64
         assert st["winograd output"].flops == 360 * 196 * 64
         assert st["winograd products"].efficiency == pytest.approx(
-            64 / (64 + rl.DEPTH_OVERHEAD) * 196 / (196 + rl.ROW_OVERHEAD))
+            64 / (64 + rl.DEPTH_OVERHEAD) * 196 / (196 + rl.ROW_OVERHEAD_UNPACKED))
     assert three["winograd products"].moved["L3"] == v + 3 * m + u
     assert fused["winograd products"].moved["L2"] == v + 3 * m
     assert fused["winograd products"].moved["L3"] == 7 * u
@@ -108,19 +112,21 @@ def test_winograd_three_stage_and_fused_hand_counted():
 
 
 def test_products_on_strips_pay_the_smaller_row_overhead():
-    """U in strips of 32 columns is read unpacked only by a kernel 32 columns wide (16 lanes)
-    and only when K is whole strips: then ROW_OVERHEAD_UNPACKED, else ROW_OVERHEAD."""
+    """U is stored in strips of the kernel's width (two vectors) when K is whole strips: then
+    ROW_OVERHEAD_UNPACKED, else ROW_OVERHEAD (packed)."""
     wide = rl.Machine(**{**FLAT.__dict__, "lanes": 16})
     tiles = 196  # 64@56 under F(4,3)
 
     def eff(c, k, m):
         return by_name(rl.Layer(c, k, (56, 56)), "winograd-f4", m)["winograd products"].efficiency
     depth = 64 / (64 + rl.DEPTH_OVERHEAD)
-    assert eff(64, 64, wide) == pytest.approx(
-        depth * tiles / (tiles + rl.ROW_OVERHEAD_UNPACKED))
-    assert eff(64, 64, FLAT) == pytest.approx(depth * tiles / (tiles + rl.ROW_OVERHEAD))
+    for m in (wide, FLAT):
+        assert eff(64, 64, m) == pytest.approx(
+            depth * tiles / (tiles + rl.ROW_OVERHEAD_UNPACKED))
     assert eff(64, 48, wide) == pytest.approx(  # 48 columns: two strips, 16 lanes idle
         48 / 64 * depth * tiles / (tiles + rl.ROW_OVERHEAD))
+    assert eff(64, 40, FLAT) == pytest.approx(  # 40 columns: three strips of 16
+        40 / 48 * depth * tiles / (tiles + rl.ROW_OVERHEAD))
 
 
 def test_distinct_drops_a_fused_name_with_one_group():
@@ -193,7 +199,9 @@ def test_fft_stages_hand_counted():
     assert v + m < 32 * 2 ** 20
     assert st["fft products"].moved["L3"] == pytest.approx(v + 3 * m + u)
     assert st["fft products"].moved["DRAM"] == 0
-    assert st["fft products"].efficiency == pytest.approx(32 / 36 * 27 / (27 + 16))
+    # 2K = 32 columns are whole strips of FLAT's 16: U unpacked
+    assert st["fft products"].efficiency == pytest.approx(
+        32 / 36 * 27 / (27 + rl.ROW_OVERHEAD_UNPACKED))
     x = 16 * 36 ** 3 * 4
     assert st["fft input"].moved["L3"] == pytest.approx(3 * x + (16 / 12) ** 3 * x + v)
 

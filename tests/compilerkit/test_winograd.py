@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import compilerkit as ck
+from compilerkit.backends.host import host_target
 from compilerkit.frontend import ModelError
 from compilerkit.lowering import winograd
 from compilerkit.lowering.conv_algorithm import ALGORITHMS, WINOGRAD, winograd_variant
@@ -111,27 +112,28 @@ def test_winograd_agrees_with_onnxruntime(algo, n, c, k, h, w, pads, bias, act):
     assert scaled_error(model, x, algo) <= TOLERANCE[m]
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=6, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(algo=st.sampled_from(["winograd-f2", "winograd-f4-fused", "winograd-f6", "fft"]),
        c=st.integers(1, 9), k=st.sampled_from([16, 32, 64]), size=st.integers(4, 13),
        bias=st.booleans())
-def test_products_on_strips_are_bit_identical(algo, c, k, size, bias):
+def test_products_on_strips_are_bit_identical(monkeypatch, algo, c, k, size, bias):
     """U stored in strips the micro-kernel reads unpacked (winograd.batched_weights) gives
-    the same sums in the same order as U read whole: not one bit may differ. Winograd takes
-    strips at K = 32 and 64, the FFT (2K columns) at all three."""
+    the same sums in the same order as U read whole: not one bit may differ, whatever the
+    strip width (AVX-512's 32 columns, AVX2's 16; the FFT's products have 2K columns)."""
+    from compilerkit.lowering import matmul
     rng = np.random.default_rng(c * 13 + k + size)
     ks = 5 if algo == "fft" else 3
     wt = rng.standard_normal((k, c, ks, ks)).astype(np.float32)
     b = rng.standard_normal(k).astype(np.float32) if bias else None
     model, x = conv_model((1, c, size, size), wt, b, [ks // 2] * 4, "Relu")
-    got = ck.compile(model, conv_algorithm=algo).run(x)[0]
-    old = winograd.STRIP
-    try:
-        winograd.STRIP = 10 ** 9  # no width is whole strips: U read whole
-        whole = ck.compile(model, conv_algorithm=algo).run(x)[0]
-    finally:
-        winograd.STRIP = old
-    np.testing.assert_array_equal(got, whole)
+    outs = {}
+    # n + 1 columns never divide n: U read whole
+    for name, width in [("32", lambda n: 32), ("16", lambda n: 16), ("whole", lambda n: n + 1)]:
+        monkeypatch.setattr(matmul, "strip_width", width)
+        outs[name] = ck.compile(model, conv_algorithm=algo).run(x)[0]
+    np.testing.assert_array_equal(outs["32"], outs["whole"])
+    np.testing.assert_array_equal(outs["16"], outs["whole"])
 
 
 @pytest.mark.parametrize("algo,x_shape,w_shape,pads", [
@@ -159,13 +161,15 @@ def test_error_grows_with_tile_size():
 
 def test_kernel_ir_is_winograd():
     """The Kernel IR of a Winograd Conv holds the transformed weights as a constant, in
-    strips of 32 output channels [alpha^2, K / 32, C, 32] when K is whole strips, else
+    strips of output channels [alpha^2, K / w, C, w] when K is whole strips (w = 32 on an
+    AVX-512 host, 16 on AVX2), else
     [alpha^2, C, K], and krnl.matmul products; "classic" keeps conv.py's lowering (no such
     constant); the fused schedule sizes its groups to FUSED_BYTES."""
     wt = np.ones((64, 64, 3, 3), np.float32)
     model, _ = conv_model((1, 64, 56, 56), wt, pads=[1, 1, 1, 1])
     text = str(compile_to("kernel-ir", model, conv_algorithm="winograd"))
-    assert "memref<36x2x64x32xf32>" in text and "winograd_f4" in text
+    strip = 2 * host_target().vector_width  # the host's micro-kernel width (32 on AVX-512)
+    assert f"memref<36x{64 // strip}x64x{strip}xf32>" in text and "winograd_f4" in text
     narrow, _ = conv_model((1, 64, 8, 8), wt[:48], pads=[1, 1, 1, 1])
     assert "memref<36x64x48xf32>" in str(compile_to("kernel-ir", narrow,
                                                      conv_algorithm="winograd"))
