@@ -78,3 +78,23 @@ def test_kernel_ir_outline():
     assert fc.kernel_ir_outline(text).splitlines() == [
         "global u memref<16x4x4xf32>", "alloc memref<10x4xf32>", "for [0, 10) x [2, 4)",
         "  krnl.matmul"]
+
+
+def test_figures_take_layers_whose_fused_twin_was_left_out():
+    """candidates() leaves out a fused name of one group (roofline.distinct): the figures
+    build from rows with and without it, and the FFT's bar is over the faster schedule
+    listed."""
+    m = rl.DEFAULT
+    rows = []
+    for spec, ms in [([16, 16, 24, 3, 5], {"im2col": 8.0, "fft": 2.0}),
+                     ([32, 32, 16, 3, 5], {"im2col": 9.0, "fft": 3.0, "fft-fused": 2.5}),
+                     ([64, 64, 56, 2, 3], {"im2col": 2.6, "winograd-f2": 1.5, "winograd-f4": 1.0,
+                                           "winograd-f4-fused": 0.9, "fft": 1.4})]:
+        row = {"layer": fc.layer_name(spec), "spec": spec, "candidates": list(ms),
+               "ms": {**ms, "onnxruntime": 5.0}}
+        rows.append(fc.add_predictions(row, m))
+    assert [r["candidates"] for r in rows[:2]] == [fc.candidates(r["spec"]) for r in rows[:2]]
+    fft = fc.fft_figure(rows)
+    assert list(fft.data[0].y) == pytest.approx([4.0, 3.6])  # im2col over fft, over fft-fused
+    assert len(fc.fused_figure(rows).data[0].y) == 1
+    assert fc.picks_figure(rows).data and fc.roofline_figure(rows, m).data
