@@ -70,6 +70,7 @@ from compilerkit.lowering.winograd import (
     batched_products,
     batched_weights,
     copy_channels_last,
+    dense_constant_conv,
     fused_band,
     weights_array,
 )
@@ -205,13 +206,7 @@ def applies(op, t: int | None = None) -> str | None:
         return "kernel 1 on every axis (nothing to transform)"
     if max(k_sp) >= (t or MAX_TILE):
         return f"kernel {'x'.join(map(str, k_sp))} (needs tiles larger than {t or MAX_TILE})"
-    if any(s != 1 for s in (onnx_d.get_attr(op, "strides", None) or [1])):
-        return "strided"
-    if any(d != 1 for d in (onnx_d.get_attr(op, "dilations", None) or [1])):
-        return "dilated"
-    if weights_array(op)[0] is None:
-        return "weights are not a constant"
-    return None
+    return dense_constant_conv(op)
 
 
 def _pow2(n: int) -> int:

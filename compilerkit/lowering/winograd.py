@@ -130,6 +130,12 @@ def applies(op) -> str | None:
     k_sp = list(ws[2:])
     if any(k not in (1, 3) for k in k_sp) or 3 not in k_sp:
         return f"kernel {'x'.join(map(str, k_sp))} (Winograd here takes 3 or 1 per axis)"
+    return dense_constant_conv(op)
+
+
+def dense_constant_conv(op) -> str | None:
+    """None when the Conv `op` has stride 1, dilation 1 and constant weights (what a tiled
+    transform needs besides its kernel sizes), else why not. Shared with fft.py."""
     if any(s != 1 for s in (onnx_d.get_attr(op, "strides", None) or [1])):
         return "strided"
     if any(d != 1 for d in (onnx_d.get_attr(op, "dilations", None) or [1])):

@@ -64,15 +64,19 @@ def test_runs_at_smoke_size(path, tmp_path):
         f"{seconds - in_cells:.0f} s more starting and stopping the kernel")
 
 
-def test_a_failing_cell_is_named(tmp_path):
+def _parameterised_notebook(path, *cells):
+    """A notebook at `path`: a tagged parameters cell `SMOKE = 0`, then `cells`."""
     nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_code_cell("SMOKE = 0", metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_code_cell("x = 1"),
-        nbformat.v4.new_code_cell("assert SMOKE == 0, 'parameter was injected'"),
-    ]
-    path = tmp_path / "broken.ipynb"
+    nb.cells = [nbformat.v4.new_code_cell("SMOKE = 0", metadata={"tags": ["parameters"]}),
+                *cells]
     nbformat.write(nb, path)
+    return path
+
+
+def test_a_failing_cell_is_named(tmp_path):
+    path = _parameterised_notebook(
+        tmp_path / "broken.ipynb", nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("assert SMOKE == 0, 'parameter was injected'"))
     run_notebook(path)  # defaults hold
     with pytest.raises(NotebookError) as error:
         run_notebook(path, parameters={"SMOKE": 1})
@@ -81,14 +85,9 @@ def test_a_failing_cell_is_named(tmp_path):
 
 
 def test_cell_seconds_times_each_cell_apart_from_kernel_start(tmp_path):
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_code_cell("SMOKE = 0", metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_markdown_cell("no timing for prose"),
-        nbformat.v4.new_code_cell("import time; time.sleep(1.5)"),
-    ]
-    path = tmp_path / "sleepy.ipynb"
-    nbformat.write(nb, path)
+    path = _parameterised_notebook(
+        tmp_path / "sleepy.ipynb", nbformat.v4.new_markdown_cell("no timing for prose"),
+        nbformat.v4.new_code_cell("import time; time.sleep(1.5)"))
     timed = dict(cell_seconds(run_notebook(path)))
     assert set(timed) == {0, 2}
     assert 1.5 <= timed[2] < 10 and timed[0] < 1.0
