@@ -34,7 +34,8 @@ where values in one tile span many orders of magnitude (an outlier weight, or ac
 outlier made huge upstream) outputs that im2col and onnxruntime agree on come out with the
 wrong sign; the fuzz suite's corrupted 3D U-Net (one weight 1.8e16, another 3.9e14) flipped
 2,375 of 12,288 sigmoid outputs under "auto". On trained models "auto" is faster (ResNet-50
-at 1 thread: about 1.25x over "classic") and within 4e-5 of onnxruntime: ask for it.
+at 1 thread: 1.37x over "classic", 1.19x onnxruntime) and within 4e-5 of onnxruntime: ask for
+it.
 
 The option travels as a context variable that `Compilation.lower` sets around the lowering
 (`using`), so lower_conv's signature, and every other lowering's, stays as it is.
