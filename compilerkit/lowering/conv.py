@@ -91,6 +91,18 @@ def _output_with_bias(b, out_dims, elem, bias):
         fill(b, out, 0.0)
     return out
 
+def _empty_conv(b: KernelBuilder, op, out_dims, bias):
+    """A Conv with nothing to sum: no outputs (no output channels, batch 0), or no input
+    channels, where each output is act(bias) (act(0) without one), as onnxruntime answers.
+    No product to emit: a GEMM of depth 0 or width 0 would be a tile of size 0."""
+    out = _output_with_bias(b, out_dims, op.results[0].type.element_type, bias)
+    act = fused_activation(op)
+    if act is not None and math.prod(out_dims):
+        with b.nest(out_dims) as ivs:
+            b.store(activation(b, b.load(out, ivs), *act), out, ivs)
+    return out
+
+
 def conv_geometry(op, in_spatial, k_spatial, out_spatial, transpose=False):
     """(strides, dilations, begin pads) with auto_pad resolved."""
     r = len(in_spatial)
@@ -132,6 +144,8 @@ def lower_conv(b: KernelBuilder, op, ins):
     in_sp, k_sp, out_sp = list(xs[2:]), list(ws[2:]), list(out_dims[2:])
     groups = onnx_d.get_attr(op, "group", 1)
     st, dil, pads = conv_geometry(op, in_sp, k_sp, out_sp)
+    if math.prod(out_dims) == 0 or xs[1] == 0:
+        return [_empty_conv(b, op, out_dims, bias)]
     algo = choose(op)  # compile(conv_algorithm=...): lowering/conv_algorithm.py
     if algo not in ("classic", "direct", "im2col"):
         return [lower_chosen(b, op, ins, algo, pads)]

@@ -30,6 +30,8 @@ from compilerkit.lowering.builder import KernelBuilder, broadcast_index, shape, 
 
 def emit_matmul(b: KernelBuilder, a, bm, c, m, n, k, offs, a_strides, ldb, ldc):
     """C[c_off + i*ldc + j] += A[a_off + i*sa + k*sk] * B[b_off + k*ldb + j] over (M, N, K)."""
+    if 0 in (m, n, k):  # nothing to add (C keeps its value): no product of an empty tile
+        return
     with b.nest([m, n, k]) as (i, j, kk):
         b.block.add_op(krnl.MatMulOp(a, bm, c, i, j, kk, offs, sizes=[m, n, k], tile=[1, 1, 1],
                                      strides=[a_strides[0], a_strides[1], ldb, ldc], simd=1))
@@ -53,7 +55,7 @@ def strip_width(n: int) -> int:
     """Columns per strip of a constant B of `n` columns: the micro-kernel's NR, two vectors of
     the target; a target without vectors (the GPU, 1 lane) keeps B whole, one strip of n."""
     lanes = _LANES.get()
-    return 2 * lanes if lanes > 1 else n
+    return 2 * lanes if lanes > 1 else max(n, 1)  # a strip of no columns would divide by 0
 
 
 def in_strips(bmat: np.ndarray, width: int) -> np.ndarray:

@@ -5,7 +5,7 @@ the activations, BatchNorm forms and Pads that fuse-conv folds into a Conv."""
 
 import numpy as np
 import pytest
-from ckhelpers import check, make_model
+from ckhelpers import check, make_model, ort_run
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from onnx import helper
@@ -303,3 +303,23 @@ def test_transposed_weights_of_one_value_stay_a_splat():
     cm = ck.compile(model, asm=True)
     assert len(cm.stages["llvm-ir"]) < 512 * 256 * 9 * 4 // 4
     check(model, [x])
+
+
+@pytest.mark.parametrize("algo", ["classic", "auto", "winograd", "fft"])
+@pytest.mark.parametrize("k,c,bias,act", [(0, 4, False, None), (0, 4, True, "Relu"),
+                                          (4, 0, True, "Relu"), (4, 0, False, None),
+                                          (4, 0, True, "Sigmoid")])
+def test_conv_with_nothing_to_sum(algo, k, c, bias, act):
+    """No output channels (an empty output) or no input channels (each output act(bias), or
+    act(0)) under every algorithm: onnxruntime's answers, not a GEMM tile of size 0 (that
+    failed verification) or a reshape error in Winograd's and the FFT's weight transforms."""
+    x = arr((1, c, 8, 8), 1)
+    extra, more = activation_nodes(act) if act else ([], [])
+    inputs = ["x", "w", "b"] if bias else ["x", "w"]
+    inits = [("w", arr((k, c, 3, 3), 2))] + ([("b", arr((k,), 3))] if bias else [])
+    model = make_model([N("Conv", inputs, ["y"] if act else ["z"], pads=[1] * 4)] + extra,
+                       [("x", x)], ["z"], inits + more, opset=17)
+    got = ck.compile(model, conv_algorithm=algo, input_shapes={"x": [1, c, 8, 8]}).run(x)[0]
+    ref = ort_run(model, [x])[0]
+    assert got.shape == ref.shape == (1, k, 8, 8)
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)

@@ -175,3 +175,24 @@ def test_strip_width_follows_the_target():
     for lanes, want in [(16, 32), (8, 16), (4, 8), (1, 100)]:
         with vector_lanes(lanes):
             assert strip_width(100) == want
+    with vector_lanes(1):
+        assert strip_width(0) == 1  # never a width of 0 to divide by
+
+
+@pytest.mark.parametrize("op,x_shape,w_shape,extra", [
+    ("MatMul", (3, 0), (0, 5), {}), ("MatMul", (3, 4), (4, 0), {}), ("MatMul", (0, 4), (4, 5), {}),
+    ("Gemm", (3, 0), (0, 5), {}), ("Gemm", (3, 0), (0, 5), {"beta": 2.0, "c": True})])
+def test_products_with_an_empty_dimension(op, x_shape, w_shape, extra):
+    """M, N or K of 0: onnxruntime's answer (zeros, beta * C, or an empty array), where the
+    tiling pass once divided by zero or verified a tile of size 0."""
+    inputs, inits = ["x", "w"], [("w", np.ones(w_shape, np.float32))]
+    attrs = {k: v for k, v in extra.items() if k != "c"}
+    if extra.get("c"):
+        inputs.append("c")
+        inits.append(("c", np.arange(w_shape[1], dtype=np.float32)))
+    x = np.ones(x_shape, np.float32)
+    model = make_model([helper.make_node(op, inputs, ["y"], **attrs)], [("x", x)], ["y"], inits)
+    got = ck.compile(model, input_shapes={"x": list(x_shape)}).run(x)[0]
+    ref = ort_run(model, [x])[0]
+    assert got.shape == ref.shape
+    np.testing.assert_array_equal(got, ref)
