@@ -190,7 +190,7 @@ class Stage:
     rate: str
     moved: dict
     efficiency: float = 1.0
-    groups: int = 1  # groups of tiles the stage runs in (the fused schedule's; else 1)
+    groups: int = 1  # groups of tiles a tiled algorithm's stages run in (fused; else 1)
 
     def seconds(self, m: Machine) -> float:
         """The stage's own roofline: max(FLOPs / rate, bytes at each level / bandwidth)."""
@@ -289,6 +289,7 @@ def _tiled_stages(m: Machine, name, x_bytes, y_bytes, tiles, pos_bytes, c, k, u_
     transformed positions. Three-stage keeps all of V and M (the level they fit in); fused
     keeps a group's and reads U once per group (lowering/winograd.py's groups)."""
     from compilerkit.lowering import winograd
+
     rate = "winograd" if name == "winograd" else "transform"
     unpacked = cols % (2 * m.lanes) == 0  # U in strips of the kernel's width (matmul.py)
     vm_tile = pos_bytes * (c + k)

@@ -35,10 +35,10 @@ threads can share (the parallelize pass marks it: krnl_passes/parallel.py):
   positions per image, 64+ output channels: `_transposed_pays`): t[q, oc] = bias +
   sum X^T[q, :] W^T[:, oc], then out[oc, q] = act(t[q, oc]). The micro-kernel's vector axis
   is the GEMM's columns: 49 positions (ResNet-50's 7 x 7) fill 49 of 64 lanes, 512 output
-  channels all of them. W^T is stored at compile time in strips (matmul.strip_width) that an
-  AVX-512 micro-kernel reads in place (no run-time packing); X^T is x read with row stride 1
-  for a plain 1x1 Conv, else im2col columns written position-major. Same sums in the same
-  order as the GEMM panels: bit-identical results.
+  channels all of them. W^T is stored at compile time in strips of the target's micro-kernel
+  width (matmul.strip_width) that the kernel reads in place (no run-time packing); X^T is x
+  read with row stride 1 for a plain 1x1 Conv, else im2col columns written position-major.
+  Same sums in the same order as the GEMM panels: bit-identical results.
 
 ConvTranspose is a scatter: each input element adds its products into the output window.
 """
