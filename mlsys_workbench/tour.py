@@ -1,10 +1,14 @@
-"""The two pipelines of the workbench as one plotly picture, for the tour notebook.
+"""The tour notebook's data: the pipelines as one plotly picture, and the curriculum map.
 
 Each stage is a box; arrows join consecutive stages.  The data (stage names, what each stage is,
 where it lives in the code) is plain Python so the same table can be printed or linked.
+`CURRICULUM` lists every notebook with its track, what it teaches and what it assumes;
+`tests/test_tour.py` fails when a notebook in `notebooks/` is missing from it.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
@@ -24,11 +28,18 @@ COMPILER_STAGES = [
     ("LLVM IR", "compilerkit.codegen", "one C-callable function; buffers planned in one arena"),
     ("Machine code", "compilerkit.backends", "x86-64 host, NVPTX GPU, emulated s390x / ppc64"),
 ]
-PIPELINES = {"lmskit": LMS_STAGES, "compilerkit": COMPILER_STAGES}
+SEG_STAGES = [
+    ("EM volume", "mlsys_datasets", "a synthetic serial-section EM image with its true labels"),
+    ("Boundary net", "segkit.boundary", "VD2D / VD2D3D / N4 predict affinities (trained by ZNN)"),
+    ("Watershed", "segkit.basins", "steepest-ascent basins of the affinity graph"),
+    ("Agglomeration", "segkit.linkage", "size-dependent single linkage; chunked on Dask"),
+    ("Scores", "segkit.metrics", "adapted Rand F and variation of information"),
+]
+PIPELINES = {"lmskit": LMS_STAGES, "compilerkit": COMPILER_STAGES, "segkit": SEG_STAGES}
 
 
 def pipeline_figure(highlight: str | None = None) -> go.Figure:
-    """Both pipelines as rows of boxes; the stage named ``highlight`` is drawn in orange."""
+    """The pipelines as rows of boxes, one per kit; the stage ``highlight`` is drawn in orange."""
     fig = go.Figure()
     names = {stage for stages in PIPELINES.values() for stage, _, _ in stages}
     if highlight is not None and highlight not in names:
@@ -43,7 +54,7 @@ def pipeline_figure(highlight: str | None = None) -> go.Figure:
                 y=[y] * len(xs),
                 mode="markers+text",
                 marker=dict(symbol="square", size=46, color=colours),
-                text=[stage.replace(" ", "<br>") for stage, _, _ in stages],
+                text=[_label(stage) for stage, _, _ in stages],
                 textposition="bottom center",
                 hovertext=[f"<b>{s}</b><br>{m}<br>{d}" for s, m, d in stages],
                 hoverinfo="text",
@@ -57,15 +68,25 @@ def pipeline_figure(highlight: str | None = None) -> go.Figure:
             )
         fig.add_annotation(x=-0.6, y=y, text=f"<b>{kit}</b>", showarrow=False, xanchor="right")
     fig.update_layout(
-        title="ML Systems Workbench: two pipelines",
+        title="ML Systems Workbench: three pipelines",
         xaxis=dict(visible=False, range=[-2.2, 6]),
-        yaxis=dict(visible=False, range=[-1.8, 0.6]),
+        yaxis=dict(visible=False, range=[-len(PIPELINES) + 0.2, 0.6]),
         showlegend=False,
-        height=320,
+        height=120 + 130 * len(PIPELINES),
         margin=dict(l=20, r=20, t=50, b=20),
         plot_bgcolor="white",
+        font=dict(size=16),
+        title_font=dict(size=22),
     )
     return fig
+
+
+def _label(stage: str) -> str:
+    """A stage's name under its box: long names on two lines, short ones on one."""
+    if len(stage) <= 10 or " " not in stage:
+        return stage
+    head, tail = stage.split(" ", 1)
+    return f"{head}<br>{tail}"
 
 
 def describe(stage: str) -> str:
@@ -75,3 +96,97 @@ def describe(stage: str) -> str:
             if name == stage:
                 return f"{name}: {text} (code: {module})"
     raise ValueError(f"unknown stage {stage!r}")
+
+
+# -- the curriculum ----------------------------------------------------------------------------
+
+TRACKS = {
+    "memory": "Training what does not fit: TFLMS swapping (lmskit)",
+    "compiling": "Compiling ONNX to native code (compilerkit)",
+    "segmentation": "3D EM segmentation (segkit)",
+}
+
+
+@dataclass(frozen=True)
+class Lesson:
+    notebook: str          # file stem in notebooks/
+    track: str             # a key of TRACKS
+    teaches: str
+    assumes: tuple[str, ...] = ()   # notebook stems to do first
+
+
+CURRICULUM = (
+    Lesson("01_training_graphs", "memory",
+           "a Keras training step as a graph: forward, backward and update ops, sizes by batch"),
+    Lesson("02_tensor_lifetimes", "memory",
+           "when each tensor lives, the memory peak and what it is made of, an animated step",
+           ("01_training_graphs",)),
+    Lesson("03_swap_rewrite", "memory",
+           "the TFLMS swap rules one at a time, the safety checker, the bit-identical real run",
+           ("02_tensor_lifetimes",)),
+    Lesson("04_tflms_batch_size", "memory",
+           "ResNet-50: the largest batch per swap policy against the paper's 4.7x",
+           ("03_swap_rewrite",)),
+    Lesson("05_3dunet_swapping", "memory",
+           "a 3D U-Net at 192³: swap against recompute, the swap parameters' cost",
+           ("04_tflms_batch_size",)),
+    Lesson("06_patches_vs_full_volume", "memory",
+           "training on patches against full volumes: Dice and memory", ("05_3dunet_swapping",)),
+    Lesson("07_lms_data_parallel", "memory",
+           "swapping on N GPUs with a ring allreduce of the gradients", ("04_tflms_batch_size",)),
+    Lesson("10_onnx_to_native", "compiling",
+           "a small CNN through ONNX IR, Kernel IR, LLVM IR and assembly, linked side by side"),
+    Lesson("11_kernel_ir_schedules", "compiling",
+           "loop order and tiling by hand, measured; whole models against onnxruntime",
+           ("10_onnx_to_native",)),
+    Lesson("12_endianness", "compiling",
+           "byte order, a cross-compiling bug and its fix, an emulated s390x run",
+           ("10_onnx_to_native",)),
+    Lesson("13_gpu_backend", "compiling",
+           "Kernel IR to PTX: threads, tiles in shared memory; runs on a GPU where one exists",
+           ("10_onnx_to_native",)),
+    Lesson("14_onnx_conformance", "compiling",
+           "ONNX's backend tests and whole models: which ops pass, which are refused",
+           ("10_onnx_to_native",)),
+    Lesson("15_looptune", "compiling",
+           "LoopTune: a learned loop tuner over Kernel IR against searches and numpy",
+           ("11_kernel_ir_schedules", "16_loopnest_codegen")),
+    Lesson("16_loopnest_codegen", "compiling",
+           "LoopNest: Kernel IR straight to AVX2 machine code, compile time against LLVM",
+           ("11_kernel_ir_schedules",)),
+    Lesson("17_fast_convolutions", "compiling",
+           "Winograd, FFT, L3 fusion and a hierarchical roofline that picks the algorithm",
+           ("11_kernel_ir_schedules",)),
+    Lesson("18_3d_inference", "compiling",
+           "ZNNi's sliding-window inference and planner, PZnet's blocked 3-D Conv",
+           ("17_fast_convolutions",)),
+    Lesson("20_train_swap_compile", "compiling",
+           "train with swapping, export to ONNX, compile for host, s390x and GPU",
+           ("03_swap_rewrite", "12_endianness")),
+    Lesson("30_watershed_single_linkage", "segmentation",
+           "watershed on an affinity graph and size-dependent single linkage against waterz"),
+    Lesson("31_chunked_agglomeration", "segmentation",
+           "chunked agglomeration on Dask, equal to the whole volume; one worker against two",
+           ("30_watershed_single_linkage",)),
+    Lesson("32_recursive_boundary_detection", "segmentation",
+           "VD2D, recursive VD2D3D and N4 boundary nets trained on synthetic EM",
+           ("30_watershed_single_linkage",)),
+    Lesson("33_znn_task_parallel", "segmentation",
+           "ZNN: a 3D ConvNet's training step as a task graph on every core",
+           ("32_recursive_boundary_detection",)),
+    Lesson("34_em_pipeline", "segmentation",
+           "image to scored segmentation: trained nets compiled by compilerkit, then agglomerated",
+           ("32_recursive_boundary_detection", "31_chunked_agglomeration", "10_onnx_to_native")),
+)
+
+
+def curriculum_markdown() -> str:
+    """The curriculum as one Markdown table per track (for the tour notebook and the docs)."""
+    parts = []
+    for track, title in TRACKS.items():
+        parts.append(f"**{title}**\n\n| notebook | what it teaches | do first |\n|---|---|---|")
+        for lesson in CURRICULUM:
+            if lesson.track == track:
+                first = ", ".join(f"`{a[:2]}`" for a in lesson.assumes) or "-"
+                parts[-1] += f"\n| `{lesson.notebook}` | {lesson.teaches} | {first} |"
+    return "\n\n".join(parts)

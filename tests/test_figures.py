@@ -129,13 +129,17 @@ def test_report_sets_each_topic_beside_the_paper(tmp_path):
     assert "| tflms_resnet50_batch_ratio_smoke [html](f.html) | 04.ipynb |" in every
 
 
-def test_readme_figures_are_committed_small_pngs():
+def test_readme_and_docs_figures_are_committed_small_pngs():
     import re
     from pathlib import Path
 
     repo = Path(__file__).resolve().parents[1]
-    images = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", (repo / "README.md").read_text())
-    assert 2 <= len(images) <= 3, images
+    pattern = r"!\[[^\]]*\]\(([^)]+\.png)\)"
+    images = re.findall(pattern, (repo / "README.md").read_text())
+    assert 1 <= len(images) <= 3, images
+    for page in (repo / "docs").glob("*.md"):
+        found = re.findall(pattern, page.read_text())
+        images += [str((page.parent / i).relative_to(repo)) for i in found]
     for image in images:
         path = repo / image
         assert not image.startswith("figures/"), "figures/ is ignored by git: use docs/img/"
