@@ -26,9 +26,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $@
 
-# JupyterLab on notebooks/, e.g. make lab LAB_ARGS="--no-browser --port 8899"
+# JupyterLab on a working copy of notebooks/ in $(LAB_DIR)/ (ignored by git), so that saved
+# outputs never dirty the tracked notebooks; e.g. make lab LAB_ARGS="--no-browser --port 8899"
+LAB_DIR ?= lab
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ROOT_ARGS) $(LAB_ARGS)
+	$(BIN)/python -m mlsys_workbench.labcopy notebooks $(LAB_DIR)
+	$(BIN)/jupyter lab --ServerApp.root_dir=$(LAB_DIR) $(ROOT_ARGS) $(LAB_ARGS)
 
 # The whole suite: unit, property, snapshot (lit), notebook and browser tests.
 test: $(STAMP)

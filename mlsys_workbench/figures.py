@@ -95,6 +95,29 @@ def _quiet_browser_goodbye() -> None:
         logger.addFilter(_QuietBrowserGoodbye())
 
 
+_NO_CHROME_SAID = False
+
+
+def _write_png(fig, path: Path) -> bool:
+    """Write the PNG through Kaleido (which drives Chromium); without a Chromium, keep the HTML
+    only and say once per process how to get PNGs. A figure must never fail the cell that
+    shows it."""
+    global _NO_CHROME_SAID
+    _quiet_browser_goodbye()
+    try:
+        # The figure's own size where it sets one (a long table of bars), else 1100 x 650.
+        fig.write_image(path, width=fig.layout.width or 1100, height=fig.layout.height or 650)
+    except RuntimeError as error:
+        if "requires Google Chrome" not in str(error):
+            raise
+        if not _NO_CHROME_SAID:
+            print("save_figure: no Chromium found, so figures are kept as HTML only; for PNGs "
+                  "install it (Debian: sudo apt-get install chromium).")
+            _NO_CHROME_SAID = True
+        return False
+    return True
+
+
 def save_figure(fig, name: str, *, claim: str | None = None, value=None,
                 summary: str | None = None, timings: dict | None = None,
                 params: dict | None = None, seed: int | None = None,
@@ -114,11 +137,7 @@ def save_figure(fig, name: str, *, claim: str | None = None, value=None,
     out = figures_dir(out_dir)
     files = [f"{name}.html"]
     fig.write_html(out / files[0], include_plotlyjs=True, full_html=True)
-    if png:
-        _quiet_browser_goodbye()
-        # The figure's own size where it sets one (a long table of bars), else 1100 x 650.
-        fig.write_image(out / f"{name}.png", width=fig.layout.width or 1100,
-                        height=fig.layout.height or 650)
+    if png and _write_png(fig, out / f"{name}.png"):
         files.append(f"{name}.png")
     entry = {"claim": claim, "value": value, "summary": summary, "timings": timings or {},
              "params": params or {}, "seed": seed, "files": files,

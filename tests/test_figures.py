@@ -33,6 +33,23 @@ def test_save_figure_writes_html_png_and_manifest(tmp_path):
     assert manifest["versions"]["plotly"] and manifest["machine"]["cpus"] >= 1
 
 
+def test_save_figure_without_chromium_keeps_the_html_and_says_so_once(tmp_path, monkeypatch,
+                                                                     capsys):
+    from plotly.io._kaleido import PLOTLY_GET_CHROME_ERROR_MSG
+
+    def no_chrome(self, *args, **kwargs):
+        raise RuntimeError(PLOTLY_GET_CHROME_ERROR_MSG)  # what plotly raises without Chromium
+
+    monkeypatch.setattr(go.Figure, "write_image", no_chrome)
+    monkeypatch.setattr(figures, "_NO_CHROME_SAID", False)
+    for name in ("one", "two"):
+        entry = save_figure(go.Figure(), name, value=1, out_dir=tmp_path)
+        assert entry["files"] == [f"{name}.html"]
+        assert (tmp_path / f"{name}.html").is_file()
+    said = capsys.readouterr().out
+    assert said.count("apt-get install chromium") == 1, said
+
+
 def test_bad_figure_name_is_refused(tmp_path):
     import pytest
 

@@ -1,5 +1,6 @@
-"""The README's first command: `make lab LAB_ARGS="--no-browser --port N"` serves JupyterLab on
-notebooks/. Started exactly as a user would, then asked over HTTP what it serves."""
+"""The README's first command: `make lab LAB_ARGS="--no-browser --port N"` serves JupyterLab on a
+working copy of notebooks/ (so saved outputs never dirty the tracked files). Started exactly as a
+user would, then asked over HTTP what it serves."""
 
 import json
 import os
@@ -30,7 +31,7 @@ def test_make_lab_serves_the_notebooks(tmp_path):
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
     # A session of its own, so the whole tree (make, jupyter) can be stopped together.
     process = subprocess.Popen(
-        ["make", "lab", f"LAB_ARGS={args}"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+        ["make", "lab", f"LAB_ARGS={args}", f"LAB_DIR={tmp_path / 'lab'}"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
         env=env, start_new_session=True,
     )
     try:
@@ -46,7 +47,8 @@ def test_make_lab_serves_the_notebooks(tmp_path):
                 time.sleep(0.5)
         assert listing is not None, (tmp_path / "lab.log").read_text()
         names = {item["name"] for item in listing["content"]}
-        assert "00_tour.ipynb" in names, f"server root is not notebooks/: {sorted(names)}"
+        assert "00_tour.ipynb" in names, f"server root holds no notebooks: {sorted(names)}"
+        assert (tmp_path / "lab" / "00_tour.ipynb").is_file(), "the server root is not the copy"
         # The token is required: an anonymous request is refused.
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents", timeout=5)
