@@ -33,7 +33,7 @@ def _sha(path: Path) -> str:
 
 
 def copy_notebooks(source: str | Path, dest: str | Path) -> CopyReport:
-    """Copy each ``*.ipynb`` of `source` into `dest` unless `dest` already holds one of that name."""
+    """Copy each ``*.ipynb`` of `source` into `dest` unless `dest` holds one of that name."""
     source, dest = Path(source), Path(dest)
     if not source.is_dir():
         raise FileNotFoundError(f"no notebooks folder {source}")

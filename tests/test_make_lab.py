@@ -31,7 +31,8 @@ def test_make_lab_serves_the_notebooks(tmp_path):
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
     # A session of its own, so the whole tree (make, jupyter) can be stopped together.
     process = subprocess.Popen(
-        ["make", "lab", f"LAB_ARGS={args}", f"LAB_DIR={tmp_path / 'lab'}"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+        ["make", "lab", f"LAB_ARGS={args}", f"LAB_DIR={tmp_path / 'lab'}"], cwd=REPO,
+        stdout=log, stderr=subprocess.STDOUT,
         env=env, start_new_session=True,
     )
     try:
