@@ -17,7 +17,7 @@ a Keras model); it cannot be done later, and `runnable` says so if it was not.
 import importlib
 
 from .devices import PRESETS, Device, get_device
-from .graph import Graph, Op, Tensor, Variable
+from .graph import Graph, GraphError, Op, Tensor, Variable
 from .planner import POLICIES, InfeasibleError, compare, max_batch_size, plan
 from .rules import RewriteError, check, swap
 from .schedule import lifetimes, schedule
@@ -29,8 +29,8 @@ _TF_BACKED = {"capture": "tfcapture", "capture_step": "tfcapture", "CaptureError
 
 __all__ = ["capture", "capture_step", "lifetimes", "schedule", "swap", "check", "simulate",
            "plan", "compare", "max_batch_size", "runnable", "equivalent", "configure_devices",
-           "Graph", "Op", "Tensor", "Variable", "Device", "PRESETS", "POLICIES", "get_device",
-           "CaptureError", "RewriteError", "InfeasibleError"]
+           "Graph", "GraphError", "Op", "Tensor", "Variable", "Device", "PRESETS", "POLICIES",
+           "get_device", "CaptureError", "RewriteError", "InfeasibleError"]
 
 
 def __getattr__(name: str):

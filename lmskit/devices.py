@@ -30,6 +30,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
+import numbers
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +52,43 @@ def host_limit_from_env(default_mb: int = 64 * 1024) -> int:
     if mb <= 0:
         raise ValueError(f"TF_GPU_HOST_MEM_LIMIT_IN_MB must be positive, got {mb}")
     return mb * MiB
+
+
+def _number(device_name: str, field: str, v, low: float, high: float = math.inf,
+            low_open: bool = True) -> None:
+    """One field: a real, finite number in (low, high] (or [low, high] when not low_open)."""
+    ok = (not isinstance(v, bool) and isinstance(v, numbers.Real) and math.isfinite(v)
+          and (v > low if low_open else v >= low) and v <= high)
+    if not ok:
+        bound = f"in ({low:g}, {high:g}]" if high != math.inf else (
+            "a positive number" if low_open else f"a number >= {low:g}")
+        raise ValueError(f"device {device_name!r}: {field} must be {bound} (finite), got {v!r}")
+
+
+def check_device_fields(dev) -> None:
+    """The one validation of a Device's numbers, run by the constructor and so by every preset,
+    calibration override (dataclasses.replace), with_memory, scaled and custom: a NaN or an
+    infinity anywhere would turn every time or size it touches into NaN/inf, and the simulator's
+    max() would then answer a step time of 0 rather than fail."""
+    for f in ("memory_bytes", "flops", "memory_bandwidth", "h2d_bandwidth", "d2h_bandwidth",
+              "host_memory_bytes", "allocator_rounding"):
+        _number(dev.name, f, getattr(dev, f), 0)
+    for f in ("compute_efficiency", "bandwidth_efficiency", "duplex_efficiency"):
+        _number(dev.name, f, getattr(dev, f), 0, 1)
+    for f in ("launch_overhead_s", "copy_latency_s", "reserve_bytes", "alloc_wait_s"):
+        _number(dev.name, f, getattr(dev, f), 0, low_open=False)
+    if dev.reserve_bytes >= dev.memory_bytes:
+        raise ValueError(f"device {dev.name!r}: reserve_bytes ({dev.reserve_bytes}) leaves "
+                         f"nothing of memory_bytes ({dev.memory_bytes})")
+    for entry in dev.type_factor:
+        try:
+            op_type, v = entry
+            factor, per_op = (v, 0.0) if isinstance(v, numbers.Real) else v
+        except (TypeError, ValueError):
+            raise ValueError(f"device {dev.name!r}: type_factor entries must be (op type, factor) "
+                             f"or (op type, (factor, seconds per op)), got {entry!r}") from None
+        _number(dev.name, f"type_factor[{op_type!r}] factor", factor, 0, low_open=False)
+        _number(dev.name, f"type_factor[{op_type!r}] seconds per op", per_op, 0, low_open=False)
 
 
 @dataclass(frozen=True)
@@ -73,24 +112,12 @@ class Device:
     # roofline x factor + per-op seconds (+ launch overhead); a bare float is (factor, 0).
     type_factor: tuple = ()
     calibrated: str = ""              # what the efficiencies were fitted to
+    # How long an allocation that does not fit may wait for frees before the step fails (TF's
+    # BFC allocator retries for up to 10 s, woken by deallocations); 0: out of memory at once.
+    alloc_wait_s: float = 0.0
 
     def __post_init__(self):
-        for f in ("memory_bytes", "flops", "memory_bandwidth", "h2d_bandwidth", "d2h_bandwidth",
-                  "host_memory_bytes", "allocator_rounding"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                raise ValueError(f"device {self.name!r}: {f} must be a positive number, got {v!r}")
-        for f in ("compute_efficiency", "bandwidth_efficiency", "duplex_efficiency"):
-            v = getattr(self, f)
-            if not 0 < v <= 1:
-                raise ValueError(f"device {self.name!r}: {f} must be in (0, 1], got {v!r}")
-        for f in ("launch_overhead_s", "copy_latency_s", "reserve_bytes"):
-            if getattr(self, f) < 0:
-                raise ValueError(f"device {self.name!r}: {f} must be >= 0, got "
-                                 f"{getattr(self, f)!r}")
-        if self.reserve_bytes >= self.memory_bytes:
-            raise ValueError(f"device {self.name!r}: reserve_bytes ({self.reserve_bytes}) leaves "
-                             f"nothing of memory_bytes ({self.memory_bytes})")
+        check_device_fields(self)
 
     @property
     def usable_bytes(self) -> int:
@@ -106,6 +133,7 @@ class Device:
         """The same device with another memory size (e.g. an H100 capped at 16 GiB). The reserve
         stays unless given, or unless it would take half the new memory or more: then it
         shrinks in proportion (a smoke-size device)."""
+        _number(self.name, "memory_bytes", memory_bytes, 0)
         if reserve_bytes is None:
             reserve_bytes = self.reserve_bytes
             if 2 * reserve_bytes >= memory_bytes:
@@ -118,6 +146,7 @@ class Device:
     def scaled(self, factor: float, name: str | None = None) -> Device:
         """Memory, reserve and host limit all scaled (smoke-size notebooks shrink the model and
         the device together)."""
+        _number(self.name, "scaled factor", factor, 0)
         return dataclasses.replace(
             self, name=name or f"{self.name}x{factor:g}",
             memory_bytes=int(self.memory_bytes * factor),
@@ -186,5 +215,6 @@ def get_device(device) -> Device:
 def custom(name: str, memory_gb: float, tflops: float, memory_bandwidth_gbs: float,
            link_gbs: float, **kw) -> Device:
     """A custom device in everyday units (GB = 10^9 bytes, link speed each way)."""
+    _number(name, "memory_bytes", memory_gb * GB, 0)   # before int(): inf has no int
     return Device(name, int(memory_gb * GB), tflops * 1e12, memory_bandwidth_gbs * GB,
                   link_gbs * GB, link_gbs * GB, **kw)

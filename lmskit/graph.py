@@ -101,6 +101,11 @@ class Variable:
         return int(np.prod(self.shape, dtype=np.int64)) * DTYPE_BYTES.get(self.dtype, 4)
 
 
+class GraphError(ValueError):
+    """The graph is not well formed: an op reads a tensor no op produces, a control input names
+    no op, a tensor claims a producer that does not list it."""
+
+
 def producer_name(tensor_name: str) -> str:
     return tensor_name.rsplit(":", 1)[0]
 
@@ -125,6 +130,38 @@ class Graph:
         # name; shared with copies so a rewrite does not recompute them.
         self.cache: dict = {}
         self.invalidate()
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise GraphError naming the op and the tensor (or op) at fault when an edge points at
+        nothing. Every Graph is checked when it is made (capture, rewrites, hand-built graphs),
+        so the schedule, rules and simulator never meet a dangling name deep inside."""
+        for op in self.ops.values():
+            self._check_op(op)
+        for what, names in (("loss", [self.loss] if self.loss is not None else []),
+                            ("fetch", self.fetches)):
+            for t in names:
+                if t not in self.tensors or self.tensors[t].op not in self.ops:
+                    raise GraphError(f"the graph's {what} {t!r} is not a tensor any op produces")
+
+    def _check_op(self, op: Op) -> None:
+        for t in op.outputs:
+            tensor = self.tensors.get(t)
+            if tensor is None:
+                raise GraphError(f"op {op.name!r} ({op.type}) lists output {t!r}, which has no "
+                                 "Tensor in the graph")
+            if tensor.op != op.name:
+                raise GraphError(f"op {op.name!r} ({op.type}) lists output {t!r}, but that "
+                                 f"tensor says op {tensor.op!r} produces it")
+        for t in op.inputs:
+            tensor = self.tensors.get(t)
+            if tensor is None or tensor.op not in self.ops or t not in self.ops[tensor.op].outputs:
+                raise GraphError(f"op {op.name!r} ({op.type}) reads tensor {t!r}, which no op "
+                                 "in the graph produces")
+        for c in op.control_inputs:
+            if c not in self.ops:
+                raise GraphError(f"op {op.name!r} ({op.type}) has control input {c!r}, which is "
+                                 "not an op of the graph")
 
     def __repr__(self):
         phases = {p: sum(op.phase == p for op in self.ops.values()) for p in PHASES}
@@ -176,9 +213,19 @@ class Graph:
     def add_op(self, op: Op, out_tensors=()):
         if op.name in self.ops:
             raise ValueError(f"op {op.name!r} already exists")
-        self.ops[op.name] = op
+        before = {t.name: self.tensors.get(t.name) for t in out_tensors}
         for t in out_tensors:
             self.tensors[t.name] = t
+        try:
+            self._check_op(op)
+        except GraphError:
+            for name, t in before.items():
+                if t is None:
+                    del self.tensors[name]
+                else:
+                    self.tensors[name] = t
+            raise
+        self.ops[op.name] = op
         self.invalidate()
 
     # -- sizes ---------------------------------------------------------------------------------

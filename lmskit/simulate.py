@@ -20,6 +20,10 @@ Model (simple enough to check by hand):
   Same-place aliases share their root's buffer. The step fits when the device peak stays within
   the budget (device memory - reserve, unless given) and the host peak within the device's
   host_memory_bytes (TFLMS's pinned-host cap).
+- Back-pressure (Device.alloc_wait_s > 0, TF's BFC allocator: 10 s): an op whose outputs do not
+  fit waits until enough buffers are freed, at most alloc_wait_s, and its stream with it; the
+  step grows by the wait (Simulation.alloc_wait_time, part of the overhead). Out of memory only
+  when no free comes in time. With alloc_wait_s = 0 any peak over the budget is out of memory.
 - No swapping would take the sum of the original compute ops' times (one stream never waits),
   so overhead = step time / that sum - 1 (recomputation and synchronous copies count as
   overhead). A stall is the time a compute op waited for a swap-in.
@@ -27,6 +31,7 @@ Model (simple enough to check by hand):
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 
@@ -125,8 +130,9 @@ def check_budget(budget, device: Device) -> int:
     """The device budget: memory - reserve unless given; a given one must be positive."""
     if budget is None:
         return device.usable_bytes
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:
-        raise ValueError(f"budget must be a positive number of bytes, got {budget!r}")
+    if (isinstance(budget, bool) or not isinstance(budget, (int, float))
+            or not math.isfinite(budget) or budget <= 0):
+        raise ValueError(f"budget must be a positive, finite number of bytes, got {budget!r}")
     return int(budget)
 
 
@@ -144,6 +150,7 @@ class Simulation:
     oom_op: str | None           # first op whose allocation exceeded the budget
     host_budget: int = 0         # pinned host memory allowed (the device's host_memory_bytes)
     recompute_time: float = 0.0  # time spent re-running forward ops (lmskit.recompute)
+    alloc_wait_time: float = 0.0  # time ops waited for the allocator (Device.alloc_wait_s)
     start: dict = field(repr=False, default_factory=dict)
     end: dict = field(repr=False, default_factory=dict)
     memory: tuple = field(repr=False, default=())   # (times, device bytes) after each event
@@ -161,10 +168,104 @@ class Simulation:
         return self.step_time / self.compute_time - 1.0 if self.compute_time else 0.0
 
 
+class _WaitingAllocator:
+    """Device memory as TensorFlow's BFC allocator sees it while the step runs, for
+    back-pressure (Device.alloc_wait_s > 0): an allocation that does not fit waits for frees,
+    up to alloc_wait_s (TF 1's AllocateRaw retries for 10 s, woken by each deallocation), and
+    the op starts that much later; when nothing would free in time the step is out of memory.
+
+    Ops are placed in schedule order, so a buffer's free time is known once every reader of it
+    has been placed; until then it counts as held. What an op may use at time s is the budget
+    less the variables, the held buffers and the placed buffers freed after s. A buffer another
+    stream allocates later than s already counts from s, so the memory curve the step really
+    draws never exceeds the budget (a conservative rule; it only bites when copies run ahead).
+    Each stream starts its ops in order, so frees before every stream's next start can be
+    forgotten: the lists stay as short as the live set."""
+
+    def __init__(self, graph: Graph, order, root, batch: int, rounding: int, base: int,
+                 budget: int, wait_s: float):
+        self.graph, self.root, self.budget, self.wait_s = graph, root, budget, wait_s
+        self.base = base
+        self.need: dict[str, list] = {}      # op -> [(root tensor, bytes)] it allocates
+        self.readers: dict[str, int] = {}    # root -> readers not placed yet
+        self.free_at: dict[str, float] = {}  # root -> latest end of its placed readers
+        self.held = 0                         # allocated bytes whose free time is unknown
+        self.times: list[float] = []         # known future frees, sorted by time
+        self.sizes: list[int] = []
+        self.first = 0                        # frees before self.first are past
+        self.future = 0                       # bytes of self.sizes[self.first:]
+        self.kept = {root[t] for t in graph.fetches if t in root}
+        self.nbytes: dict[str, int] = {}
+        for name in order:
+            op = graph.ops[name]
+            for r in {root[t] for t in op.inputs}:
+                self.readers[r] = self.readers.get(r, 0) + 1
+            if op.device != "device":
+                continue
+            for t in op.outputs:
+                if root[t] != t or graph.tensors[t].variable is not None:
+                    continue
+                n = graph.tensors[t].bytes(batch)
+                if n > 0:
+                    n = -(-n // rounding) * rounding
+                    self.need.setdefault(name, []).append((t, n))
+                    self.nbytes[t] = n
+
+    def _used_after(self, s: float) -> int:
+        """Bytes in use at every time >= s as far as is known (variables, held, freed later)."""
+        i = bisect.bisect_right(self.times, s, self.first)
+        return self.base + self.held + self.future - sum(self.sizes[self.first:i])
+
+    def wait(self, name: str, s: float) -> float | None:
+        """Seconds op `name` waits at time s for its outputs' memory; None: out of memory (no
+        free in time)."""
+        n = sum(b for _, b in self.need.get(name, ()))
+        if not n:
+            return 0.0
+        used = self._used_after(s)
+        if used + n <= self.budget:
+            return 0.0
+        i = bisect.bisect_right(self.times, s, self.first)
+        for j in range(i, len(self.times)):
+            if self.times[j] - s > self.wait_s:
+                return None
+            used -= self.sizes[j]
+            if used + n <= self.budget:
+                return self.times[j] - s
+        return None
+
+    def place(self, name: str, start: float, end: float, ends: dict, horizon: float) -> None:
+        """Op `name` runs [start, end): allocate its outputs, release its inputs' claims.
+        horizon: the earliest time any stream can start its next op."""
+        op = self.graph.ops[name]
+        for t, n in self.need.get(name, ()):
+            self.held += n
+            if not self.readers.get(t) and t not in self.kept:
+                self._known(t, end)
+        for r in {self.root[t] for t in op.inputs}:
+            self.free_at[r] = max(self.free_at.get(r, 0.0), end)
+            self.readers[r] -= 1
+            if not self.readers[r] and r in self.nbytes and r not in self.kept:
+                self._known(r, max(self.free_at[r], ends[self.graph.tensors[r].op]))
+        while self.first < len(self.times) and self.times[self.first] <= horizon:
+            self.future -= self.sizes[self.first]
+            self.first += 1
+
+    def _known(self, r: str, t: float) -> None:
+        n = self.nbytes[r]
+        self.held -= n
+        i = bisect.bisect_right(self.times, t, self.first)
+        self.times.insert(i, t)
+        self.sizes.insert(i, n)
+        self.future += n
+
+
 def simulate(graph: Graph, device="p100-16gb", batch_size: int = 1, budget: int | None = None,
              timeline: bool = False) -> Simulation:
     """Event simulation of one step. budget defaults to the device memory less its reserve.
-    timeline=True keeps per-op start/end times and the device-memory curve."""
+    timeline=True keeps per-op start/end times and the device-memory curve. With
+    device.alloc_wait_s > 0 an allocation that does not fit waits for frees (back-pressure,
+    _WaitingAllocator) and the step grows; out of memory only when no free comes in time."""
     dev = get_device(device)
     batch_size = check_batch(batch_size)
     budget = check_budget(budget, dev)
@@ -176,7 +277,11 @@ def simulate(graph: Graph, device="p100-16gb", batch_size: int = 1, budget: int 
     end: dict[str, float] = {}
     start: dict[str, float] = {}
     free = {"compute": 0.0, "out": 0.0, "in": 0.0}
-    compute_time = stall = swapped = recompute = 0.0
+    compute_time = stall = swapped = recompute = waited = 0.0
+    alloc = wait_oom = None
+    if dev.alloc_wait_s > 0:
+        alloc = _WaitingAllocator(graph, order, root, batch_size, dev.allocator_rounding,
+                                  graph.variable_bytes(), budget, dev.alloc_wait_s)
     for name in order:
         op = ops[name]
         role = op.attrs.get("swap")
@@ -193,6 +298,13 @@ def simulate(graph: Graph, device="p100-16gb", batch_size: int = 1, budget: int 
             ready = max(ready, end[p])
             ready_no_swapin = max(ready_no_swapin, end[p])
         s = max(free[stream], ready)
+        w = 0.0
+        if alloc is not None and dur > 0.0:
+            w = alloc.wait(name, s)
+            if w is None:
+                wait_oom, w = wait_oom or name, 0.0   # nothing frees in time: out of memory
+            waited += w
+            s += w
         if role is not None:
             other = free["in" if role == "out" else "out"]
             if stream != "compute" and other > s and dev.duplex_efficiency < 1:
@@ -204,15 +316,20 @@ def simulate(graph: Graph, device="p100-16gb", batch_size: int = 1, budget: int 
             if dur == 0.0:
                 # Free ops (Const, Shape, ...) do not occupy the stream.
                 start[name] = end[name] = ready
+                if alloc is not None:
+                    alloc.place(name, ready, ready, end, min(free.values()))
                 continue
             if "recompute_of" in op.attrs:
                 recompute += dur
             else:
                 compute_time += dur
-            stall += s - max(free[stream], ready_no_swapin)
+            # The allocator's wait is not a stall for a swap-in: it is counted apart.
+            stall += s - w - max(free[stream], ready_no_swapin)
         start[name] = s
         end[name] = s + dur
         free[stream] = s + dur
+        if alloc is not None:
+            alloc.place(name, s, s + dur, end, min(free.values()))
 
     # Memory events: allocate at producer start, free at the last reader's end.
     last_end: dict[str, float] = {}
@@ -259,9 +376,11 @@ def simulate(graph: Graph, device="p100-16gb", batch_size: int = 1, budget: int 
         else:
             host_bytes += nbytes
             peak_host = max(peak_host, host_bytes)
+    if wait_oom is not None and oom != "(variables)":
+        oom = wait_oom   # where the waiting allocator gave up
     return Simulation(dev.name, batch_size, budget, int(peak_dev), int(peak_host), step_time,
                       compute_time, stall, int(swapped), oom, int(dev.host_memory_bytes),
-                      recompute, start if timeline else {}, end if timeline else {},
+                      recompute, waited, start if timeline else {}, end if timeline else {},
                       (times, curve) if timeline else ())
 
 
