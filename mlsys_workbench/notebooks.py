@@ -170,6 +170,8 @@ def run_notebook(
     if parameters:
         inject_parameters(nb, parameters)
     kernel_env = {**os.environ, **(env or {})}
+    # Nobody watches a headless run's progress bars: they would only fill the stored outputs.
+    kernel_env.setdefault("TQDM_DISABLE", "1")
     if not allow_library_warnings:
         kernel_env["IPYTHONDIR"] = _watching_ipython_dir()
     client = NotebookClient(
