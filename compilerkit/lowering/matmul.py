@@ -25,7 +25,10 @@ import numpy as np
 
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.lowering.builder import KernelBuilder, broadcast_index, shape, strides
+from compilerkit.dialects.onnx_schema import onnx_type_name
+from compilerkit.frontend import UnsupportedOpError
+from compilerkit.lowering.builder import KernelBuilder, broadcast_index, is_float, shape, strides
+from compilerkit.onnx_passes.single_node import node_label
 
 
 def emit_matmul(b: KernelBuilder, a, bm, c, m, n, k, offs, a_strides, ldb, ldc):
@@ -86,6 +89,20 @@ def fill(b: KernelBuilder, out, value):
         b.store(b.const(value, out.type.element_type), out, ivs)
 
 
+def integer_matmul(b: KernelBuilder, a, bm, out, batch, m, n, k, trans_a=False, trans_b=False):
+    """out[..., i, j] += sum over k of A[..., i, k] * B[..., k, j] in integer arithmetic
+    (wrapping, as onnxruntime's integer MatMul does), batch dims broadcast; `a`, `bm`, `out`
+    are views with 2 + batch-or-fewer dims, `trans_*` read A as [K, M] / B as [N, K].
+    krnl.matmul is floating point only (its nest and micro-kernel are fused multiply-adds),
+    so integer products are a plain reduction nest."""
+    with b.nest(list(batch) + [m, n, k]) as ivs:
+        *outer, i, j, kk = ivs
+        a_at = broadcast_index(b, outer, shape(a)[:-2]) + ([kk, i] if trans_a else [i, kk])
+        b_at = broadcast_index(b, outer, shape(bm)[:-2]) + ([j, kk] if trans_b else [kk, j])
+        at = list(outer) + [i, j]
+        b.store(b.add_(b.load(out, at), b.mul(b.load(a, a_at), b.load(bm, b_at))), out, at)
+
+
 def lower_matmul(b: KernelBuilder, op, ins):
     a, bm = ins
     sa, sb = list(shape(a)), list(shape(bm))
@@ -97,6 +114,10 @@ def lower_matmul(b: KernelBuilder, op, ins):
     out = b.alloc(out_dims, op.results[0].type.element_type)
     fill(b, out, 0.0)
     batch = list(np.broadcast_shapes(tuple(a2[:-2]), tuple(b2[:-2])))
+    if not is_float(op.results[0].type.element_type):
+        integer_matmul(b, b.view(a, a2), b.view(bm, b2), b.view(out, batch + [m, n]), batch,
+                       m, n, k)
+        return [out]
     a_batch, b_batch = a2[:-2], b2[:-2]
     with b.nest(batch) as ivs:
         # Element offsets of this batch entry in each flat buffer (broadcast batch dims).
@@ -122,6 +143,8 @@ def lower_gemm(b: KernelBuilder, op, ins):
     m, n = onnx_d.shape_of(op.results[0])
     k = shape(a)[0] if trans_a else shape(a)[1]
     elem = op.results[0].type.element_type
+    if not is_float(elem):
+        return _integer_gemm(b, op, a, bm, c, m, n, k, trans_a, trans_b, alpha, beta)
     if trans_b:
         # Copy B^T into a row-major (K, N) buffer: the micro-kernel reads rows of B.
         bt = b.alloc([k, n], elem)
@@ -146,5 +169,30 @@ def lower_gemm(b: KernelBuilder, op, ins):
             if c is not None and beta != 0.0:
                 cv = b.mul(b.load(c, broadcast_index(b, ivs, shape(c))), b.const(beta, elem))
                 v = b.add_(v, cv)
+            b.store(v, out, ivs)
+    return [out]
+
+
+def _integer_gemm(b: KernelBuilder, op, a, bm, c, m, n, k, trans_a, trans_b, alpha, beta):
+    """alpha * A @ B + beta * C for integer tensors, with whole-number alpha and beta (the
+    float attributes have no integer meaning otherwise; onnxruntime has no integer Gemm)."""
+    elem = op.results[0].type.element_type
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if float(value) != int(value):
+            raise UnsupportedOpError(
+                f"node {node_label(op)!r} (Gemm): {name}={value} "
+                f"on {onnx_type_name(op.results[0].type)} tensors is not supported (integer "
+                "Gemm is computed in integer arithmetic: alpha and beta must be whole numbers)")
+    out = b.alloc([m, n], elem)
+    fill(b, out, 0.0)
+    integer_matmul(b, a, bm, out, [], m, n, k, trans_a, trans_b)
+    if alpha != 1 or (c is not None and beta != 0):
+        with b.nest([m, n]) as ivs:
+            v = b.load(out, ivs)
+            if alpha != 1:
+                v = b.mul(v, b.const(int(alpha), elem))
+            if c is not None and beta != 0:
+                cv = b.load(c, broadcast_index(b, ivs, shape(c)))
+                v = b.add_(v, cv if beta == 1 else b.mul(cv, b.const(int(beta), elem)))
             b.store(v, out, ivs)
     return [out]
