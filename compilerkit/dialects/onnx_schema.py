@@ -399,7 +399,7 @@ def verify_schema(op) -> None:
     """Element types against the schema's type constraints, letters in agreement, inputs
     present as the model's opset requires. Messages name the node and the operand."""
     info = INFO[op.name]
-    inputs, outputs = _opset_formals(info.op_type, opset_of(op))
+    inputs, outputs = _opset_formals(info.op_type, _schema_opset(op, info))
     bound = {}
     for what, formals, values in (("operand", inputs, op.operands),
                                   ("result", outputs, op.results)):
@@ -438,8 +438,16 @@ def _presence(op_type: str, opset: int):
             tuple(sorted(name for name, a in old.attributes.items() if a.required)))
 
 
+def _schema_opset(op, info) -> int:
+    """The opset whose schema checks `op`: the model's, except for onnx.Constant, which holds
+    every constant of the IR (initializers, folded values) whatever the model's opset. Before
+    opset 9 a Constant node could only be a float: an opset-8 model's int64 Reshape shape, an
+    initializer, failed verification as a Constant the model does not contain."""
+    return DEFAULT_OPSET if info.op_type == "Constant" else opset_of(op)
+
+
 def _verify_presence(op, info) -> None:
-    opset = opset_of(op)
+    opset = _schema_opset(op, info)
     known = _presence(info.op_type, opset)
     if known is None:
         return  # validation refuses an operator the model's opset does not have

@@ -36,7 +36,7 @@ from xdsl.dialects.builtin import NoneType, TensorType
 from xdsl.passes import ModulePass
 
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.frontend import ModelError
+from compilerkit.frontend import ModelError, UnsupportedOpError
 from compilerkit.frontend.checks import budget_of, check_bytes
 from compilerkit.onnx_passes.single_node import main_func, node_label, node_model, opset_of
 
@@ -112,10 +112,41 @@ def _conv(op, module):
         r = len(w) - 2
         st = _ints(op, "strides") or [1] * r
         dil = _ints(op, "dilations") or [1] * r
-        for d, p in enumerate(_ints(op, "output_padding") or []):
+        out_pad = _ints(op, "output_padding") or [0] * r
+        for d, p in enumerate(out_pad):
             if d < r and d < len(st) and d < len(dil) and not 0 <= p < max(st[d], dil[d]):
-                _fail(op, "attribute output_padding", _ints(op, "output_padding"),
+                _fail(op, "attribute output_padding", out_pad,
                       "each value in [0, max(stride, dilation)) (onnxruntime refuses others)")
+        _output_shape(op, x, w, st, dil, out_pad)
+
+
+def _output_shape(op, x, w, st, dil, out_pad):
+    """ConvTranspose's `output_shape` against what the input can produce. Larger than the
+    full result (stride * (in - 1) + output_padding + the dilated kernel) only by what a
+    stride leaves over: more would read no input at all, and onnxruntime and the ONNX
+    reference refuse it (lowering would pad the result with zeros)."""
+    r = len(x) - 2
+    shape = _ints(op, "output_shape")
+    if not shape or onnx_d.get_attr(op, "auto_pad", "NOTSET") != "NOTSET":
+        return
+    shape = shape[-r:]  # spatial dims (some exporters write N and C too)
+    if len(shape) != r or len(st) != r or len(dil) != r or len(out_pad) != r:
+        return  # ONNX's inference names these
+    for d in range(r):
+        eff = dil[d] * (w[2 + d] - 1) + 1
+        full = st[d] * (x[2 + d] - 1) + out_pad[d] + eff
+        if shape[d] > full and (shape[d] - eff) // st[d] + 1 != x[2 + d]:
+            _fail(op, "attribute output_shape", _ints(op, "output_shape"),
+                  f"at most {st[d] * (x[2 + d] - 1) + eff + st[d] - 1} along spatial axis "
+                  f"{d}: an input of {x[2 + d]} (kernel {w[2 + d]}, stride {st[d]}, dilation "
+                  f"{dil[d]}) cannot produce {shape[d]} (onnxruntime refuses it)")
+        if shape[d] < x[2 + d]:
+            # ONNX's shape inference stops at such a shape (the result loses its spatial
+            # dims), so nothing after it could be typed.
+            raise UnsupportedOpError(
+                f"node {node_label(op)!r} (ConvTranspose): output_shape {shape} is smaller "
+                f"than the input {list(x[2:])} along spatial axis {d}, which is not "
+                "supported (ONNX's shape inference gives no shape for it)")
 
 
 def _positive_output(op, x, ks):
