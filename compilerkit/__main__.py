@@ -5,9 +5,10 @@
 Every stage comes from the stage driver (compilerkit/pipeline.py), the same calls as
 `compilerkit.compile`. `--target gpu --emit asm` (or `--emit ptx`) prints PTX; `--emit lib`
 writes a shared library and a C header beside it (OUT without its extension, plus
-`.h`). A `.mlir` input at ONNX IR or Kernel IR level is accepted too (the stage is taken from
-its ops). Every error, the command line's own included, prints one line
-`compilerkit: error: ...` to stderr and exits with status 1 (no traceback)."""
+`.h`), which must not exist yet unless `--overwrite` is given (the user named only the
+library); `-o` may never be the model itself. A `.mlir` input at ONNX IR or Kernel IR level is
+accepted too (the stage is taken from its ops). Every error, the command line's own included,
+prints one line `compilerkit: error: ...` to stderr and exits with status 1 (no traceback)."""
 
 from __future__ import annotations
 
@@ -44,23 +45,23 @@ def _input_shapes(specs) -> dict:
 
 
 def _check_output(args) -> None:
-    """Before any compiling: the output's folder exists, and `--emit lib` would not write its
-    header over the library."""
-    from compilerkit.pipeline import header_path
+    """Before any compiling, by the rule every compilerkit output follows
+    (frontend.arguments.output_path): the output's folder exists, `-o` is not the model, and
+    `--emit lib` would write its header neither over the library nor over an existing file."""
+    from compilerkit.frontend.arguments import OptionError, library_paths, output_path
 
     if args.out == "-":
         if args.emit in ("obj", "lib"):
             raise CliError(f"--emit {args.emit} needs -o OUT (binary output is not written to "
                            "stdout)")
         return
-    folder = os.path.dirname(os.path.abspath(args.out))
-    if not os.path.isdir(folder):
-        raise CliError(f"-o {args.out!r}: the folder {folder!r} does not exist")
-    if os.path.isdir(args.out):
-        raise CliError(f"-o {args.out!r} is a folder; give a file name")
-    if args.emit == "lib" and header_path(args.out) == os.path.abspath(args.out):
-        raise CliError(f"-o {args.out!r}: the C header would be written over the library; "
-                       "name the library e.g. model.so (the header goes beside it, model.h)")
+    try:
+        if args.emit == "lib":
+            library_paths(args.out, reads=(args.model,), overwrite=args.overwrite)
+        else:
+            output_path(args.out, "-o", reads=(args.model,))
+    except OptionError as e:
+        raise CliError(str(e).replace("out ", "-o ", 1).replace("out=..., -o", "-o")) from None
 
 
 def main(argv=None) -> int:
@@ -82,7 +83,8 @@ def _describe(e: BaseException) -> str:
 
     import compilerkit as ck
 
-    if isinstance(e, (ck.ModelError, ck.UnsupportedOpError, ck.InputError, ck.RunError)):
+    if isinstance(e, (ck.ModelError, ck.UnsupportedOpError, ck.InputError, ck.RunError,
+                      ck.OptionError)):
         return str(e)
     if isinstance(e, FileNotFoundError):
         return f"{e.filename!r}: no such file"
@@ -111,6 +113,8 @@ def _main(argv) -> int:
                         "(loopnest: host x86-64 only, native/asm/llvm-ir stages)")
     p.add_argument("-o", dest="out", default="-",
                    help="output file (default: stdout); an IR file keeps its weights' bytes")
+    p.add_argument("--overwrite", action="store_true",
+                   help="--emit lib: replace an existing C header beside the library")
     args = p.parse_args(argv)
     shapes = _input_shapes(args.input_shape)
     _check_output(args)
@@ -123,9 +127,10 @@ def _main(argv) -> int:
         compilation.stage_name(args.emit)
     except ValueError as e:
         raise CliError(f"--emit {args.emit}: {e}") from None
-    if not os.path.isfile(args.model):
+    if "\0" in args.model or not os.path.isfile(args.model):
         raise CliError(f"{args.model!r}: no such model file")
     if args.emit == "lib":
+        compilation.options.overwrite = args.overwrite
         compilation.run(args.model, "lib", out=args.out)
         return 0
     result = compilation.run(args.model, args.emit)
@@ -145,7 +150,7 @@ def _write(path, text) -> int:
     if path == "-":
         sys.stdout.write(text)
     else:
-        with open(path, "w") as f:
+        with open(path, "w", encoding="utf-8") as f:  # tensor names may be any Unicode
             f.write(text)
     return 0
 

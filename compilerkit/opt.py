@@ -62,6 +62,10 @@ def _main(argv) -> int:
             print(f"{name:18} {doc}")
         return 0
     passes = parse_pipeline(args.passes) if args.passes.strip() else []
+    if args.out != "-":  # before reading: -o is never the input (frontend.arguments)
+        from compilerkit.frontend.arguments import output_path
+
+        output_path(args.out, "-o", reads=() if args.input == "-" else (args.input,))
     if args.input == "-":
         text, where = sys.stdin.read(), "<stdin>"
     else:

@@ -43,9 +43,16 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 
-from compilerkit.backends.base import Backend, Target, check_target_name, get_backend
+from compilerkit.backends.base import Backend, Target, get_backend
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError, import_model
+from compilerkit.frontend.arguments import (  # noqa: F401 (check_opt_level, header_path: API)
+    check_opt_level,
+    check_options,
+    check_path,
+    header_path,
+    library_paths,
+)
 from compilerkit.ir import parse_ir
 from compilerkit.onnx_passes.single_node import main_func
 from compilerkit.passes import kernel_pipeline, onnx_pipeline, parse_pipeline, run_passes
@@ -94,6 +101,7 @@ class Options:
     conv_algorithm: str = "classic"  # lowering/conv_algorithm.py ALGORITHMS
     emitter: type | None = None  # an Emitter subclass for the LLVM codegen
     asm: bool = True  # "native": list the machine-code stage in `.stages` (made on first look)
+    overwrite: bool = False  # stage "lib" may replace an existing C header (frontend.arguments)
 
 
 def signature(func_op) -> tuple[list, list]:
@@ -137,11 +145,6 @@ def private_copy(kmodule: ModuleOp) -> ModuleOp:
     return copy
 
 
-def header_path(lib_path: str) -> str:
-    """Where `--emit lib` writes the C header: the library's path with `.h` for its extension."""
-    return os.path.abspath(os.path.splitext(lib_path)[0] + ".h")
-
-
 def text_stages(target: str = "host", source_stage: str = "model", asm: bool = True) -> list:
     """The stage names `compile_to("native", ...)` lists in `.stages`, in order, for a source
     at `source_stage` ("model" or "onnx-ir": all of them; "kernel-ir": from Kernel IR on)."""
@@ -150,30 +153,16 @@ def text_stages(target: str = "host", source_stage: str = "model", asm: bool = T
     return names[1:] if source_stage == "kernel-ir" else names
 
 
-def check_opt_level(opt_level) -> None:
-    if opt_level not in (0, 1, 2, 3) or isinstance(opt_level, bool):
-        raise ValueError(f"opt_level must be 0..3, got {opt_level!r}")
-
-
 class Compilation:
     """One compile for one target at one -O: the stage methods below, in pipeline order, and
     what they produced (`.stages`: text, lazily printed; `.timings`: stage -> seconds;
     `.pass_timings`: [(stage, pass name, seconds)]). `run(source, stage)` chains them."""
 
     def __init__(self, target: str | Target | Backend = "host", opt_level: int = 3, **options):
-        check_opt_level(opt_level)
-        self.opt_level = opt_level
+        # Every option's type and value, before any work: an OptionError naming it.
+        check_options(target, opt_level, **options)
+        self.opt_level = int(opt_level)
         self.options = Options(**options)
-        if self.options.codegen not in CODEGENS:
-            raise ValueError(f"unknown codegen {self.options.codegen!r}; available: "
-                             f"{sorted(CODEGENS)}")
-        from compilerkit.lowering.conv_algorithm import check_algorithm
-
-        check_algorithm(self.options.conv_algorithm)
-        if isinstance(target, str):
-            check_target_name(target)  # an unknown name fails here, before any work
-        elif not isinstance(target, (Target, Backend)):
-            raise TypeError(f"target must be a name, a Target or a Backend, got {target!r}")
         # The backend is made when first needed (optimize_onnx needs none).
         self._backend = target if isinstance(target, Backend) else None
         self._target = target
@@ -221,7 +210,7 @@ class Compilation:
             return stage_of(source), source
         if isinstance(source, (str, os.PathLike)):
             path = os.fspath(source)
-            if path.endswith(".mlir") and os.path.isfile(path):
+            if path.endswith(".mlir") and os.path.isfile(check_path("the model path", path)):
                 with open(path, encoding="utf-8", errors="replace") as f:
                     return self._parse(f.read(), path)
             if isinstance(source, str) and not os.path.exists(path) and "{" in source:
@@ -230,8 +219,10 @@ class Compilation:
 
     def _parse(self, text: str, where: str) -> tuple[str, ModuleOp]:
         try:
-            module = parse_ir(text)
+            module = parse_ir(text, max_bytes=self.options.max_bytes)
             module.verify()
+        except ModelError:
+            raise  # a type above the budget: already names the line
         except Exception as e:  # noqa: BLE001 (xDSL's parse and verify errors)
             lines = [ln for ln in str(e).splitlines() if ln.strip() and ln.strip() != "^"]
             at = lines[0].replace("<unknown>", where) if lines else where
@@ -352,15 +343,11 @@ class Compilation:
         """A shared library at `out` and its C header at header_path(out); returns `out`."""
         from compilerkit.backends.host import c_header, uses_threads, write_shared_library
 
-        if not out:
-            raise ValueError("stage 'lib' needs an output path (out=...)")
-        if header_path(out) == os.path.abspath(out):
-            raise ValueError(f"{out!r}: the C header would be written over the library; name "
-                             "the library e.g. model.so (the header goes beside it, model.h)")
+        out, header = library_paths(out, overwrite=self.options.overwrite)
         threads = uses_threads(mod)
         write_shared_library(self.obj(mod), out, threads=threads)
         ins, outs = signature(main_func(kmodule))
-        with open(header_path(out), "w") as fh:
+        with open(header, "w", encoding="utf-8") as fh:  # tensor names may be any Unicode
             fh.write(c_header([(n, s, d.name) for n, s, d in ins],
                               [(n, s, d.name) for n, s, d in outs]))
         return out
@@ -441,6 +428,8 @@ class Compilation:
 
     def _run(self, source, stage: str, out: str | None, owns_freeze: bool):
         stage = self.stage_name(stage)
+        if stage == "lib":  # before compiling: neither file may replace one it should not
+            library_paths(out, reads=(source,), overwrite=self.options.overwrite)
         level, thing = self.read(source)
         if level != "model" and self.options.input_shapes:
             raise ValueError("input_shapes fixes the inputs of an ONNX model; an MLIR input's "

@@ -27,11 +27,13 @@ def check_num_threads(num_threads) -> int:
     an int from 1 to MAX_THREADS is a ValueError naming it."""
     if num_threads is None:
         return max(1, os.cpu_count() or 1)
+    from compilerkit.frontend.arguments import OptionError
+
     if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)):
-        raise ValueError(f"num_threads must be a whole number of threads (or None for the "
+        raise OptionError(f"num_threads must be a whole number of threads (or None for the "
                          f"machine's {os.cpu_count()} cores), got {num_threads!r}")
     if not 1 <= num_threads <= MAX_THREADS:
-        raise ValueError(f"num_threads must be 1..{MAX_THREADS} (or None for the machine's "
+        raise OptionError(f"num_threads must be 1..{MAX_THREADS} (or None for the machine's "
                          f"{os.cpu_count()} cores), got {num_threads}")
     return int(num_threads)
 
@@ -125,7 +127,8 @@ def check_inputs(arrays, inputs):
     for a, (name, shape, dtype) in zip(arrays, inputs, strict=True):
         if not isinstance(a, np.ndarray):
             a = np.asarray(a)
-        if a.dtype != dtype:
+        # Byte order is no part of the type: a big-endian float32 is converted below.
+        if a.dtype.newbyteorder("=") != dtype:
             raise InputError(f"input {name!r}: expected dtype {np.dtype(dtype).name}, got "
                              f"{a.dtype.name}")
         if tuple(a.shape) != tuple(shape):

@@ -136,7 +136,9 @@ def dense_attr(array: np.ndarray, module: ModuleOp | None = None, hint: str = "c
             values = [int(v) for v in flat]
         return DenseIntOrFPElementsAttr.from_list(ttype, values)
     table = resources(module)
-    base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in hint) or "c"
+    # a handle is an MLIR identifier (and names a symbol in the code): ASCII only
+    base = "".join(ch if ch.isascii() and (ch.isalnum() or ch == "_") else "_"
+                   for ch in hint) or "c"
     handle, n = base, 0
     while handle in table:
         n += 1

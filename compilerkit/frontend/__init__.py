@@ -13,7 +13,6 @@ one producer per tensor, topological order, every output produced and named once
 from __future__ import annotations
 
 import math
-import operator
 import os
 import re
 from pathlib import Path
@@ -34,6 +33,12 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Region
 
 from compilerkit.dialects import onnx as onnx_d
+from compilerkit.frontend.arguments import (
+    OptionError,
+    check_input_shapes,
+    check_max_bytes,
+    check_path,
+)
 from compilerkit.frontend.checks import (
     DEFAULT_MAX_BYTES,
     ModelError,
@@ -51,11 +56,12 @@ from compilerkit.frontend.hygiene import (
     check_graph,
     model_opset,
     node_label,
+    text,
 )
-from compilerkit.frontend.tensors import to_array
+from compilerkit.frontend.tensors import sparse_to_dense, to_array
 
-__all__ = ["ModelError", "UnsupportedOpError", "load_model", "import_model", "to_array",
-           "MIN_OPSET", "MAX_OPSET"]
+__all__ = ["ModelError", "UnsupportedOpError", "OptionError", "load_model", "import_model",
+           "to_array", "MIN_OPSET", "MAX_OPSET"]
 
 
 class UnsupportedOpError(NotImplementedError):
@@ -68,7 +74,7 @@ def load_model(model) -> tuple[ModelProto, str | None]:
         return model, None
     base_dir = None
     if isinstance(model, (str, os.PathLike)):
-        path = Path(model)
+        path = Path(check_path("the model path", model))
         if not path.is_file():
             raise ModelError(f"{str(path)!r}: no such ONNX file")
         data = path.read_bytes()
@@ -77,7 +83,8 @@ def load_model(model) -> tuple[ModelProto, str | None]:
     elif isinstance(model, (bytes, bytearray, memoryview)):
         data, where = bytes(model), "<bytes>"
     else:
-        raise TypeError(f"expected a path, bytes or onnx.ModelProto, got {type(model).__name__}")
+        raise OptionError(f"the model must be a path, bytes or an onnx.ModelProto (or MLIR: a "
+                          f"ModuleOp, its text or a .mlir path), got {type(model).__name__}")
     proto = ModelProto()
     try:
         proto.ParseFromString(data)
@@ -123,11 +130,22 @@ def _light_copy(proto: ModelProto) -> ModelProto:
     return light
 
 
+def _densified(proto: ModelProto, base_dir, budget: int) -> ModelProto:
+    """A copy of `proto` whose sparse initializers are dense ones (what onnxruntime does with
+    them on loading); the caller's model is left as it is."""
+    dense = ModelProto()
+    dense.CopyFrom(proto)
+    tensors = [sparse_to_dense(sp, base_dir, budget) for sp in dense.graph.sparse_initializer]
+    del dense.graph.sparse_initializer[:]
+    dense.graph.initializer.extend(tensors)
+    return dense
+
+
 def _fix_input_shapes(proto: ModelProto, input_shapes: dict | None, inits: set) -> ModelProto:
     """Check `input_shapes` against the model's inputs (names in `inits` are weights) and
     write them into `proto` (the light copy: changed in place)."""
     input_shapes = dict(input_shapes or {})
-    names = [i.name for i in proto.graph.input if i.name not in inits]
+    names = [text(i.name) for i in proto.graph.input if i.name not in inits]
     unknown = set(input_shapes) - set(names)
     if unknown:
         raise ModelError(f"input_shapes names unknown inputs {sorted(unknown)}; "
@@ -136,15 +154,8 @@ def _fix_input_shapes(proto: ModelProto, input_shapes: dict | None, inits: set) 
         if inp.name in inits:
             continue
         tt = inp.type.tensor_type
-        if inp.name in input_shapes:
-            given = input_shapes[inp.name]
-            try:
-                shape = [operator.index(d) for d in given]
-            except TypeError:
-                shape = None
-            if shape is None or any(d < 0 for d in shape):
-                raise ModelError(f"input_shapes[{inp.name!r}]: dims must be non-negative "
-                                 f"integers, got {given!r}")
+        if text(inp.name) in input_shapes:
+            shape = input_shapes[text(inp.name)]  # checked: non-negative ints
             old = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
             if tt.HasField("shape") and len(old) != len(shape):
                 raise ModelError(f"input {inp.name!r}: input_shapes gives rank {len(shape)}, "
@@ -161,8 +172,8 @@ def _fix_input_shapes(proto: ModelProto, input_shapes: dict | None, inits: set) 
             if not tt.HasField("shape"):
                 raise ModelError(f"input {inp.name!r} has no shape; give it with input_shapes="
                                  f"{{{inp.name!r}: [...]}}")
-            for k, d in enumerate(tt.shape.dim):
-                if not d.HasField("dim_value") or d.dim_value <= 0:
+            for k, d in enumerate(tt.shape.dim):  # a dim_value of 0 is static (empty)
+                if not d.HasField("dim_value") or d.dim_value < 0:
                     sym = d.dim_param or "?"
                     raise ModelError(
                         f"input {inp.name!r} has a dynamic dimension {k} ({sym!r}); fix it with "
@@ -243,22 +254,39 @@ def import_model(model, input_shapes: dict | None = None,
 
 
 def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
-    budget = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
-    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
-        raise ValueError(f"max_bytes must be a positive integer (bytes), got {max_bytes!r}")
+    budget = DEFAULT_MAX_BYTES if max_bytes is None else check_max_bytes(max_bytes)
+    input_shapes = check_input_shapes(input_shapes)
+    # What compilerkit does not compile is refused as unsupported before the hygiene checks,
+    # which would otherwise misread it (a subgraph's outer-scope reads look unsorted to the
+    # checker; a sequence input has no tensor shape).
     # Exporters (tf2onnx, keras2onnx) declare ai.onnx.ml even when no node uses it: refuse a
     # foreign domain only where a node actually belongs to it.
     for index, node in enumerate(proto.graph.node):
         label = node_label(node, index)
         if node.domain not in ("", "ai.onnx"):
             raise UnsupportedOpError(f"node {label!r}: operator domain "
-                                     f"{node.domain!r} ({node.op_type}) is not supported")
+                                     f"{text(node.domain)!r} ({text(node.op_type)}) is not "
+                                     "supported")
         if node.op_type not in onnx_d.OPS or node.op_type == "NoValue":
             # Every ONNX operator imports (lowering refuses those it cannot compile): this is
             # a name the default domain does not define.
             raise UnsupportedOpError(
-                f"node {label!r}: op {node.op_type!r} is not an operator of the default ONNX "
-                f"domain (onnx {onnx.__version__} defines {len(onnx_d.OPS) - 1})")
+                f"node {label!r}: op {text(node.op_type)!r} is not an operator of the default "
+                f"ONNX domain (onnx {onnx.__version__} defines {len(onnx_d.OPS) - 1})")
+        for a in node.attribute:
+            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                raise UnsupportedOpError(
+                    f"node {label!r} ({node.op_type}): attribute {text(a.name)!r} is a "
+                    "subgraph; control flow (If, Loop, Scan) is not supported")
+    for what, values in (("input", proto.graph.input), ("output", proto.graph.output)):
+        for vi in values:
+            kind = vi.type.WhichOneof("value")
+            if kind not in ("tensor_type", None):
+                raise UnsupportedOpError(
+                    f"graph {what} {text(vi.name)!r} is a {kind.replace('_type', '')}, not a "
+                    "tensor; compilerkit compiles tensors only")
+    if proto.graph.sparse_initializer:
+        proto = _densified(proto, base_dir, budget)
     opset = model_opset(proto)
     check_graph(proto)
     for t in proto.graph.initializer:  # sizes first: nothing below reads a tensor unchecked
@@ -309,9 +337,9 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
     block = Block(arg_types=arg_types)
     for inp, arg in zip(inputs, block.args, strict=True):
         values[inp.name] = arg
-        arg.name_hint = _hint(inp.name)
+        arg.name_hint = _hint(text(inp.name))
     for name, t in inits.items():
-        op = onnx_d.make_constant(to_array(t, base_dir, budget), module, name)
+        op = onnx_d.make_constant(to_array(t, base_dir, budget), module, _hint(text(name)))
         block.add_op(op)
         values[name] = op.results[0]
     none_value = None
@@ -335,7 +363,7 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
                 raise UnsupportedOpError(f"node {label!r}: Constant with {key} not supported")
             if array.dtype == np.int64 or key.startswith("value_int"):
                 array = array.astype(np.int64)
-            op = onnx_d.make_constant(array, module, node.output[0])
+            op = onnx_d.make_constant(array, module, _hint(text(node.output[0])))
             block.add_op(op)
             values[node.output[0]] = op.results[0]
             continue
@@ -372,14 +400,16 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
         for name, res in zip(node.output, op.results, strict=False):
             if name:
                 values[name] = res
-                res.name_hint = _hint(name)
+                res.name_hint = _hint(text(name))
                 if name in deferred:
                     record_declared(module, res, name, label, deferred[name])
     outs = [values[o.name] for o in g.output]
     block.add_op(func.ReturnOp(*outs))
     f = func.FuncOp("main_graph", (arg_types, [v.type for v in outs]), Region(block))
-    f.attributes["input_names"] = ArrayAttr([StringAttr(i.name) for i in inputs])
-    f.attributes["output_names"] = ArrayAttr([StringAttr(o.name) for o in g.output])
+    # The model's own names, for the user (signatures, messages, the C header); the IR's SSA
+    # names and symbols are ASCII spellings of them (_hint, onnx.dense_attr's handles).
+    f.attributes["input_names"] = ArrayAttr([StringAttr(text(i.name)) for i in inputs])
+    f.attributes["output_names"] = ArrayAttr([StringAttr(text(o.name)) for o in g.output])
     f.attributes["onnx_opset"] = IntegerAttr(opset, i64)
     module.body.block.add_op(f)
     return module
@@ -389,8 +419,10 @@ _ABSENT = object()  # an absent input while the operands are arranged
 
 
 def _hint(name: str) -> str | None:
-    # SSA names must be [A-Za-z0-9_.$-]; fall back to numbering when an ONNX name is not.
-    clean = "".join(ch if ch.isalnum() or ch in "_" else "_" for ch in name)
+    # SSA names must be ASCII [A-Za-z0-9_.$-] (xDSL refuses 'é'; str.isalnum takes it): any
+    # other character becomes '_'. The model's names stay in input_names/output_names and
+    # onnx_node_name.
+    clean = "".join(ch if ch.isascii() and (ch.isalnum() or ch == "_") else "_" for ch in name)
     if not clean or clean[0].isdigit():
         clean = "v" + clean
     return clean

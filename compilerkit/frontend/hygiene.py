@@ -20,8 +20,15 @@ MIN_OPSET = 7
 MAX_OPSET = onnx.defs.onnx_opset_version()
 
 
+def text(name) -> str:
+    """A name from the model as text. ONNX's string fields are proto2 `string`s that nothing
+    validates: protobuf hands back `bytes` for one that is not UTF-8 (onnxruntime runs such a
+    model), shown here with backslash escapes ('t\\xff'). The model keeps its bytes."""
+    return name if isinstance(name, str) else bytes(name).decode("utf-8", "backslashreplace")
+
+
 def node_label(node, index) -> str:
-    return node.name or f"{node.op_type}_{index}"
+    return text(node.name) or f"{text(node.op_type)}_{index}"
 
 
 def model_opset(proto: ModelProto) -> int:

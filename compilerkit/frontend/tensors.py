@@ -96,3 +96,38 @@ def to_array(t: TensorProto, base_dir: str | None = None, max_bytes: int | None 
         raise ModelError(f"tensor {t.name!r}: {len(raw)} bytes of data for shape {shape}")
     # Explicit little-endian decode, then to native order for numpy arithmetic.
     return np.frombuffer(raw, dtype=le_dtype).astype(native).reshape(shape)
+
+
+def sparse_to_dense(sp, base_dir: str | None = None, max_bytes: int | None = None
+                    ) -> TensorProto:
+    """A SparseTensorProto (a sparse initializer) as the dense TensorProto of the same name:
+    `values` at `indices` (NNZ linear indices, or NNZ x rank coordinates), zero elsewhere.
+    Shape, budget and every index are checked before the dense array is made."""
+    from onnx import numpy_helper
+
+    from compilerkit.frontend.hygiene import text
+
+    name = text(sp.values.name)
+    dims = [int(d) for d in sp.dims]
+    if any(d < 0 for d in dims):
+        raise ModelError(f"sparse initializer {name!r}: negative dimension in its shape {dims}")
+    values = to_array(sp.values, base_dir, max_bytes).reshape(-1)
+    if max_bytes is not None:
+        check_bytes(f"sparse initializer {name!r}", dims, values.dtype.itemsize, max_bytes)
+    indices = to_array(sp.indices, base_dir, max_bytes).astype(np.int64, copy=False)
+    size = int(np.prod(dims, dtype=object)) if dims else 1
+    if indices.ndim == 2 and indices.shape[1] == len(dims) and len(dims) > 1:
+        if (indices < 0).any() or (indices >= np.array(dims)).any():
+            raise ModelError(f"sparse initializer {name!r}: an index lies outside its shape "
+                             f"{dims}")
+        indices = np.ravel_multi_index(indices.T, dims)
+    indices = indices.reshape(-1)
+    if len(indices) != len(values):
+        raise ModelError(f"sparse initializer {name!r}: {len(indices)} indices for "
+                         f"{len(values)} values")
+    if len(indices) and (indices.min() < 0 or indices.max() >= size):
+        raise ModelError(f"sparse initializer {name!r}: an index lies outside its shape {dims} "
+                         f"({size} elements)")
+    dense = np.zeros(size, values.dtype)
+    dense[indices] = values
+    return numpy_helper.from_array(dense.reshape(dims), sp.values.name)
