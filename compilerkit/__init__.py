@@ -97,8 +97,8 @@ def compile_kernel(kmodule, target: str = "host", opt_level: int = 3,
     from compilerkit.pipeline import stage_of
 
     if stage_of(kmodule) != "kernel-ir":
-        raise ValueError("compile_kernel takes Kernel IR (from `lower`); this module is ONNX "
-                         "IR: use compile_to('native', module) or lower it first")
+        raise OptionError("compile_kernel takes Kernel IR (from `lower`); this module is ONNX "
+                          "IR: use compile_to('native', module) or lower it first")
     cm = compile_to("native", kmodule, target, opt_level, asm=asm)
     cm.num_threads = num_threads
     return cm

@@ -47,6 +47,7 @@ from compilerkit.backends.base import Backend, Target, get_backend
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError, import_model
 from compilerkit.frontend.arguments import (  # noqa: F401 (check_opt_level, header_path: API)
+    OptionError,
     check_opt_level,
     check_options,
     check_path,
@@ -184,22 +185,22 @@ class Compilation:
 
     def stage_name(self, stage: str) -> str:
         """`stage` checked for this target: "asm"/"ptx" become the target's code stage; a
-        stage the target cannot produce is a ValueError saying what to ask for instead."""
+        stage the target cannot produce is an OptionError saying what to ask for instead."""
         name = self.target.name
         if stage in CODE_STAGES:
             code = self.backend.code_stage
             if stage != code and stage == "ptx":
-                raise ValueError(f"stage 'ptx' is the GPU's; target {name!r} emits 'asm'")
+                raise OptionError(f"stage 'ptx' is the GPU's; target {name!r} emits 'asm'")
             return code
         if stage not in STAGES:
-            raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)} "
-                             "('ptx' on the GPU)")
+            raise OptionError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)} "
+                              "('ptx' on the GPU)")
         if stage == "obj" and not hasattr(self.backend, "object_code"):
-            raise ValueError(f"target {name!r} has no object file; its machine code is "
-                             f"{self.backend.code_stage!r} text")
+            raise OptionError(f"target {name!r} has no object file; its machine code is "
+                              f"{self.backend.code_stage!r} text")
         if stage == "lib" and name != "host":
-            raise ValueError(f"a shared library links with the host's C compiler; for target "
-                             f"{name!r} emit an object file ('obj', --emit obj)")
+            raise OptionError(f"a shared library links with the host's C compiler; for target "
+                              f"{name!r} emit an object file ('obj', --emit obj)")
         return stage
 
     # ---- reading the input -----------------------------------------------------------------
@@ -432,10 +433,10 @@ class Compilation:
             library_paths(out, reads=(source,), overwrite=self.options.overwrite)
         level, thing = self.read(source)
         if level != "model" and self.options.input_shapes:
-            raise ValueError("input_shapes fixes the inputs of an ONNX model; an MLIR input's "
-                             "shapes are in its function type")
+            raise OptionError("input_shapes fixes the inputs of an ONNX model; an MLIR input's "
+                              "shapes are in its function type")
         if stage == "onnx-ir" and level == "kernel-ir":
-            raise ValueError("the input is Kernel IR: it has no ONNX IR stage")
+            raise OptionError("the input is Kernel IR: it has no ONNX IR stage")
         self.provenance = None
         # A caller's module may change after this call: its text is printed now. The modules
         # this compile makes (or parses) are private and printed on first access.

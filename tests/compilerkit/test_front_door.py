@@ -137,6 +137,10 @@ def test_bad_option_is_an_option_error_naming_it(kwargs, named):
     lambda m: ck.lower(ck.optimize_onnx(ck.import_onnx(m)), opt_level=2.5),
     lambda m: ck.compile_to("kernel-ir", m, nonesuch=1),
     lambda m: ck.compile_to("lib", m, out=5),
+    lambda m: ck.compile_to(3, m),
+    lambda m: ck.compile_to("ptx", m),  # the GPU's stage, on the host
+    lambda m: ck.compile_to("kernel-ir", ck.compile_to("onnx-ir", m), input_shapes={"x": [2, 3]}),
+    lambda m: ck.compile_kernel(ck.compile_to("onnx-ir", m)),
 ])
 def test_every_entry_point_checks_its_options(call):
     with pytest.raises(ck.OptionError):
