@@ -235,6 +235,8 @@ def _mlir_type(t):
 def _onnx_attr_value(a: onnx.AttributeProto, base_dir, max_bytes=None):
     if a.type == onnx.AttributeProto.TENSOR:
         return to_array(a.t, base_dir, max_bytes)
+    if a.type == onnx.AttributeProto.SPARSE_TENSOR:  # Constant's sparse_value
+        return to_array(sparse_to_dense(a.sparse_tensor, base_dir, max_bytes))
     if a.type == onnx.AttributeProto.GRAPH or a.type == onnx.AttributeProto.GRAPHS:
         raise UnsupportedOpError("subgraph attributes (control flow) are not supported")
     return helper.get_attribute_value(a)
@@ -345,11 +347,15 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
     none_value = None
     for index, node in enumerate(g.node):
         label = node_label(node, index)
-        try:
-            attrs = {a.name: onnx_d.to_mlir_attr(_onnx_attr_value(a, base_dir, budget))
-                     for a in node.attribute}
-        except UnsupportedOpError as e:  # a subgraph: If, Loop and Scan have no region here
-            raise UnsupportedOpError(f"node {label!r} ({node.op_type}): {e}") from None
+        attrs = {}
+        for a in node.attribute:
+            try:
+                attrs[a.name] = onnx_d.to_mlir_attr(_onnx_attr_value(a, base_dir, budget))
+            except NotImplementedError:  # a type_proto(s) attribute: no MLIR form here
+                raise UnsupportedOpError(
+                    f"node {label!r} ({node.op_type}): attribute {text(a.name)!r} of type "
+                    f"{onnx.AttributeProto.AttributeType.Name(a.type)} is not supported"
+                    ) from None
         if node.op_type == "Constant":
             if len(node.attribute) != 1 or len(node.output) != 1:
                 raise ModelError(f"node {label!r}: a Constant needs exactly one attribute and "
@@ -359,7 +365,8 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
             import numpy as np
             array = np.asarray(value, dtype=np.float32 if isinstance(value, float) or (
                 isinstance(value, list) and value and isinstance(value[0], float)) else None)
-            if key not in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+            if key not in ("value", "value_float", "value_floats", "value_int", "value_ints",
+                           "sparse_value"):
                 raise UnsupportedOpError(f"node {label!r}: Constant with {key} not supported")
             if array.dtype == np.int64 or key.startswith("value_int"):
                 array = array.astype(np.int64)

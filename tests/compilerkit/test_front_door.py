@@ -274,6 +274,27 @@ def test_sparse_initializer_is_a_constant(indices):
     assert len(m.graph.sparse_initializer) == 1 and not m.graph.initializer  # caller's model
 
 
+def test_sparse_constant_node_is_a_constant():
+    x = np.arange(6, dtype=F32).reshape(2, 3)
+    sp = helper.make_sparse_tensor(numpy_helper.from_array(np.array([5.0, 7.0], F32), "v"),
+                                   numpy_helper.from_array(np.array([1, 5], np.int64), "i"),
+                                   [2, 3])
+    m = make_model([N("Constant", [], ["w"], sparse_value=sp), N("Add", ["x", "w"], ["y"])],
+                   [("x", x)], ["y"])
+    check(m, [x], rtol=0, atol=0)
+
+
+def test_attribute_without_an_mlir_form_is_unsupported_and_named():
+    # Optional's `type` is a TypeProto: was a bare NotImplementedError naming nothing
+    opt = N("Optional", [], ["o"], name="opt",
+            type=helper.make_tensor_type_proto(TensorProto.FLOAT, [2]))
+    g = helper.make_graph([opt, N("OptionalHasElement", ["o"], ["y"])], "g", [],
+                          [helper.make_tensor_value_info("y", TensorProto.BOOL, [])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(ck.UnsupportedOpError, match="'opt' \\(Optional\\): attribute 'type'"):
+        ck.compile(m, asm=False)
+
+
 def test_sparse_initializer_index_out_of_range_is_named():
     sp = helper.make_sparse_tensor(numpy_helper.from_array(np.array([5.0], F32), "w"),
                                    numpy_helper.from_array(np.array([6], np.int64), "i"), [2, 3])
