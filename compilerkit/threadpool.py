@@ -16,7 +16,9 @@ This pool (after onnxruntime's) lets the caller go on without partners that neve
   leaves; then it spins a while (SPIN_SECONDS: back-to-back loops find it awake) and sleeps
   on a futex;
 - a second job while one runs (another Python thread's model, or a parallel loop inside a
-  parallel loop) runs on its caller alone: never a deadlock, never a wrong answer.
+  parallel loop) runs on its caller alone: never a deadlock, never a wrong answer;
+- in a forked child (os.register_at_fork) the pool starts afresh, with workers of its own
+  (libgomp's team, inherited from the parent, hangs the child's first parallel loop).
 
 The pool is LLVM IR, built here with llvmlite and JIT-compiled once per process; its workers
 are Python daemon threads that call the native worker loop (ctypes drops the GIL for the call,
@@ -237,18 +239,40 @@ class Pool:
         self.workers: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
+        self.refused = False  # the system refused a worker thread: no more are tried
 
     def ensure_workers(self, threads: int) -> None:
-        """At least threads - 1 workers (at most MAX_WORKERS): the caller is the other one."""
+        """At least threads - 1 workers (at most MAX_WORKERS): the caller is the other one.
+        A thread the system refuses (a memory or process limit) is not an error: the jobs run
+        on the workers there are, the caller included."""
         want = min(threads - 1, MAX_WORKERS)
-        if len(self.workers) >= want or os.getpid() != self._pid:
-            return  # (after a fork the child has no workers: its jobs run on the caller)
+        if len(self.workers) >= want or self.refused or os.getpid() != self._pid:
+            return  # (a child forked since _after_fork ran has none: jobs run on the caller)
         with self._lock:
-            while len(self.workers) < want:
+            while len(self.workers) < want and not self.refused:
                 t = threading.Thread(target=self._worker, name=f"ck-pool-{len(self.workers)}",
                                      daemon=True)
-                t.start()
+                try:
+                    t.start()
+                except RuntimeError:  # "can't start new thread"
+                    self.refused = True
+                    break
                 self.workers.append(t)
+
+    def _address(self, name: str) -> int:
+        return self.engine.get_global_value_address(name)
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's workers do not exist here, a job another thread
+        ran at the fork never closes, and a lock may be held by a thread that is gone. Start
+        afresh: no workers (ensure_workers starts new ones), no job, nobody asleep or busy."""
+        self.workers = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self.refused = False
+        for name, t, value in (("busy", ctypes.c_int32, 0), ("sleepers", ctypes.c_int32, 0),
+                               ("slots", ctypes.c_int64, 0), ("state", ctypes.c_int64, CLOSED)):
+            t.from_address(self._address(name)).value = value
 
 
 def spin_iterations(pause, seconds: float = SPIN_SECONDS) -> int:
@@ -264,6 +288,17 @@ def spin_iterations(pause, seconds: float = SPIN_SECONDS) -> int:
 
 _POOL: list[Pool] = []
 _POOL_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _POOL_LOCK
+    _POOL_LOCK = threading.Lock()  # another thread may have held it at the fork
+    for p in _POOL:
+        p._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def pool() -> Pool:

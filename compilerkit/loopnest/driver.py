@@ -9,7 +9,7 @@ its nests is `Unsupported`, the whole node goes to LLVM (fallback.py) and the re
     int64_t main_graph(void **buffers, int64_t num_threads)   // the LLVM path's contract
         for each node in program order: status = node(buffers, num_threads) or status
         (LLVM nodes may fail checks; both kinds run their krnl.parallel loops on num_threads
-        threads through libgomp)
+        threads of compilerkit's pool, threadpool.py, or where it is unavailable libgomp's)
 
 Layout of the code memory: the shared matmul kernels, the parallel chunks and their thread
 entry, the node functions, the entry; each is
@@ -73,20 +73,27 @@ class LoopnestReport:
         return [f for f in self.nodes if f.codegen == "llvm"]
 
 
-def _omp_addresses(ops) -> dict | None:
-    """libgomp's entry points when some nest has a krnl.parallel loop and libgomp loads;
-    None otherwise (parallel loops then run on the calling thread: same answer)."""
+def _parallel_runtime(ops) -> tuple[dict | None, object]:
+    """({"parallel": address}, pool) of what runs the krnl.parallel loops: compilerkit's pool
+    (threadpool.py: its workers are re-created in a forked child, where libgomp's team hangs)
+    or, where it is not available, libgomp's GOMP_parallel (pool None); (None, None) when no
+    nest has a parallel loop or no runtime loads (the loops then run on the calling thread:
+    the same answer)."""
     if not any(op.name == "krnl.parallel" for top in ops for op in top.walk()):
-        return None
+        return None, None
+    from compilerkit import threadpool
+
+    if threadpool.available():
+        pool = threadpool.pool()
+        return {"parallel": pool.address}, pool
     try:
         from compilerkit.runtime import load_libgomp
 
         load_libgomp()
     except (ImportError, RuntimeError):
-        return None
-    names = ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads")
-    found = {n: llvm.address_of_symbol(n) for n in names}
-    return found if all(found.values()) else None
+        return None, None
+    address = llvm.address_of_symbol("GOMP_parallel")
+    return ({"parallel": address}, None) if address else (None, None)
 
 
 def check_host(target) -> None:
@@ -131,7 +138,7 @@ class Generated:
         self.report = LoopnestReport()
         kernels: dict = {}
         extra: list = []  # chunk and thread-entry functions of parallel nests
-        omp = _omp_addresses(ops)
+        omp, self.pool = _parallel_runtime(ops)
         plan = []  # ("loopnest", name, Asm) / ("llvm", index into fallback groups)
         fallback_groups = []
         n = 0
@@ -184,10 +191,20 @@ class Generated:
         addresses_llvm = {}
         if fallback_groups:
             self.llvm_ir, self.llvm_module = backend.optimize(str(fb.module), opt_level)
-            if any(fn.name == "GOMP_parallel" for fn in self.llvm_module.functions):
-                from compilerkit.runtime import load_libgomp
-                load_libgomp()  # the JIT links the parallel loops' runtime from the process
+            gomp = next((fn for fn in self.llvm_module.functions
+                         if fn.name == "GOMP_parallel"), None)
+            if gomp is not None and self.pool is None:
+                from compilerkit import threadpool
+
+                if threadpool.available():
+                    self.pool = threadpool.pool()
+                else:
+                    from compilerkit.runtime import load_libgomp
+                    load_libgomp()  # the JIT links the parallel loops' runtime from the process
             self.engine = llvm.create_mcjit_compiler(self.llvm_module, backend.machine(3))
+            if gomp is not None and self.pool is not None:
+                # the fallback's parallel loops run on the same pool (host.py does the same)
+                self.engine.add_global_mapping(gomp, self.pool.address)
             self.engine.finalize_object()
             for k, nm in enumerate(self.fallback_names):
                 addresses_llvm[k] = self.engine.get_function_address(nm)
@@ -280,7 +297,7 @@ class Generated:
             self.entry_address)
         return Session(fn, self.arena_bytes, inputs, outputs,
                        keep_alive=(self.memory, self.arrays, self.engine, self._backend),
-                       message=self.message)
+                       message=self.message, pool=self.pool)
 
 
 def finish(compilation, kmodule, stage: str):

@@ -14,16 +14,19 @@ loop has no short inner loop to unroll).
 `krnl.parallel` (the parallelize pass's mark on a nest's outer loop, whose iterations write
 disjoint memory): the nest becomes a chunk function `chunk(buffers, first, last, outer)` running
 iterations [first, last) of that loop (`outer`: the enclosing loops' variables); the node
-function calls it directly on one thread, or through libgomp's `GOMP_parallel` with one shared
-thread entry (`ck_ln_omp_thunk`) that gives each thread the static share
-[t * trip / n, (t + 1) * trip / n), as the LLVM path does. Every thread count computes each
-element the same way, so the bits never depend on it. Without libgomp the loops run serially.
+function calls it directly on one thread, or hands one shared body (`ck_ln_parallel_body`) to
+`parallel(body, ctx, n, 0)`, GOMP_parallel's signature: compilerkit's pool (threadpool.py,
+fork-safe, as the LLVM path's JIT uses) or, where that is not available, libgomp. The body takes
+chunks of the loop from an atomic counter until none is left, as the LLVM path's does, so a
+partner that never joins costs nothing and every thread count computes each element the same
+way: the bits never depend on it. Without a thread runtime the loops run serially.
 """
 
 from __future__ import annotations
 
 from collections import ChainMap
 
+from compilerkit.codegen.emit import GRAINS_PER_THREAD
 from compilerkit.dialects import krnl
 from compilerkit.loopnest.affine import IndexEnv, Unsupported
 from compilerkit.loopnest.asm import GPR, Asm
@@ -51,10 +54,10 @@ def note_handles(op, handles: dict) -> bool:
 
 def generate(nests, buffers, handles: dict, top_env: dict, node: str, kernels: dict,
              extra: list | None = None, omp: dict | None = None) -> Frame:
-    """The function for `nests` (one node's top-level krnl.iterate ops). With `omp` (the
-    addresses of GOMP_parallel, omp_get_thread_num, omp_get_num_threads), a nest whose outer
-    loop is krnl.parallel becomes a chunk function run on libgomp's threads (see `parallel`);
-    its chunk and thread-entry functions are appended to `extra` as (name, Asm)."""
+    """The function for `nests` (one node's top-level krnl.iterate ops). With `omp`
+    ({"parallel": the address of a function with GOMP_parallel's signature}), a nest whose
+    outer loop is krnl.parallel becomes a chunk function run on threads (see the module
+    docstring); its chunk and thread-entry functions are appended to `extra` as (name, Asm)."""
     frame = Frame(buffers, node)
     env = IndexEnv(node)
     env.values = ChainMap({}, top_env)  # the module's constants, not copied per node
@@ -119,19 +122,21 @@ def _chunk(op, buffers, handles, env, node, kernels, n_extra, outer):
 
 def _call_parallel(frame, chunk, omp, extra, outer):
     """In the node function: n = min(num_threads, trip); one thread calls the chunk function
-    on [0, trip), more go through GOMP_parallel(thunk, ctx, n, 0), ctx = {buffers, trip, the
-    enclosing loops' variables...} on this function's stack."""
+    on [0, trip), more go through parallel(thunk, ctx, n, 0) (`omp["parallel"]`: compilerkit's
+    pool, or libgomp's GOMP_parallel), ctx = {buffers, trip, the chunk function, the next
+    iteration to hand out, the grain, the enclosing loops' variables...} on this function's
+    stack."""
     name, chunk_asm, trip = chunk
     if not any(n == THUNK for n, _ in extra):
-        extra.append((THUNK, _thunk(omp)))
+        extra.append((THUNK, _thunk()))
     extra.append((name, chunk_asm))
     a = frame.asm
-    rax, rcx, rdx, rsi, rdi, rsp = (GPR[r] for r in ("rax", "rcx", "rdx", "rsi", "rdi", "rsp"))
-    ctx = [frame.slot((k, name)) for k in range(3 + len(outer))]  # consecutive slots
-    ctx0, ctx1 = ctx[0], ctx[1]
+    rax, rcx, rdx, rsi, rdi, rsp, r8 = (GPR[r] for r in ("rax", "rcx", "rdx", "rsi", "rdi",
+                                                          "rsp", "r8"))
+    ctx = [frame.slot((k, name)) for k in range(CTX_OUTER + len(outer))]  # consecutive
     for j, (ov, _r) in enumerate(outer):
         a.op("MOV_R64_RM64", rax, frame.iv_mem(ov))
-        a.op("MOV_RM64_R64", Asm.mem(rsp, disp=ctx[3 + j]), rax)
+        a.op("MOV_RM64_R64", Asm.mem(rsp, disp=ctx[CTX_OUTER + j]), rax)
     many, done = a.label(), a.label()
     a.op("MOV_R64_RM64", rax, frame.iv_mem(NUM_THREADS))
     a.op("MOV_RM64_IMM32", rcx, trip)
@@ -141,67 +146,71 @@ def _call_parallel(frame, chunk, omp, extra, outer):
     a.jump("JG_REL32_64", many)
     a.op("XOR_R64_RM64", rsi, rsi)
     a.op("MOV_RM64_IMM32", rdx, trip)
-    a.op("LEA_R64_M", rcx, Asm.mem(rsp, disp=ctx0 + 24))
+    a.op("LEA_R64_M", rcx, Asm.mem(rsp, disp=ctx[0] + 8 * CTX_OUTER))
     a.call(name)
     a.jump("JMP_REL32_64", done)
     a.bind(many)
-    a.op("MOV_RM64_R64", Asm.mem(rsp, disp=ctx0), rdi)
-    a.op("MOV_RM64_IMM32", Asm.mem(rsp, disp=ctx1), trip)
+    a.op("MOV_RM64_R64", Asm.mem(rsp, disp=ctx[0]), rdi)
+    a.op("MOV_RM64_IMM32", Asm.mem(rsp, disp=ctx[1]), trip)
     a.address(rdi, name)
     a.op("MOV_RM64_R64", Asm.mem(rsp, disp=ctx[2]), rdi)
-    a.op("MOV_R64_RM64", rdx, rax)
+    a.op("MOV_RM64_IMM32", Asm.mem(rsp, disp=ctx[3]), 0)
+    # grain = ceil(trip / (n * GRAINS_PER_THREAD)): the LLVM path's chunks
+    a.op("MOV_R64_RM64", r8, rax)
+    a.op("IMUL_R64_RM64_IMM32", rcx, rax, GRAINS_PER_THREAD)
+    a.op("LEA_R64_M", rax, Asm.mem(rcx, disp=trip - 1))
+    a.op("CQO")
+    a.op("IDIV_RM64", rcx)
+    a.op("MOV_RM64_R64", Asm.mem(rsp, disp=ctx[4]), rax)
+    a.op("MOV_R64_RM64", rdx, r8)
     a.address(rdi, THUNK)
-    a.op("LEA_R64_M", rsi, Asm.mem(rsp, disp=ctx0))
+    a.op("LEA_R64_M", rsi, Asm.mem(rsp, disp=ctx[0]))
     a.op("XOR_R64_RM64", rcx, rcx)
-    a.op("MOV_R64_IMM64", rax, omp["GOMP_parallel"])
+    a.op("MOV_R64_IMM64", rax, omp["parallel"])
     a.op("CALL_RM64", rax)
-    a.op("MOV_R64_RM64", rdi, Asm.mem(rsp, disp=ctx0))
+    a.op("MOV_R64_RM64", rdi, Asm.mem(rsp, disp=ctx[0]))
     a.bind(done)
     a.op("NOPD")
 
 
-THUNK = "ck_ln_omp_thunk"
+THUNK = "ck_ln_parallel_body"
+CTX_OUTER = 5  # ctx slots before the enclosing loops' variables
 
 
-def _thunk(omp):
-    """void thunk(ctx), ctx = {buffers, trip, chunk, outer...}: this thread's static share
-    [t * trip / n, (t + 1) * trip / n) of the loop, as the LLVM path's parallel loops split
-    it, then chunk(buffers, first, last, &outer). One for the whole model."""
+def _thunk():
+    """void body(ctx), ctx = {buffers, trip, chunk, next, grain, outer...}: while iterations
+    are left, take the next `grain` of them with one atomic add and run chunk(buffers, first,
+    min(first + grain, trip), &outer). Any number of threads, one included, runs the whole
+    loop, each iteration computed the same way: the LLVM path's parallel body
+    (codegen/emit.py), so compilerkit's pool, where a partner may never join, runs it as
+    libgomp does. One for the whole model."""
     a = Asm()
-    rax, rbx, rdx, rsi, rdi, r8, r12, r13 = (GPR[r] for r in (
-        "rax", "rbx", "rdx", "rsi", "rdi", "r8", "r12", "r13"))
-    for r in (rbx, r12, r13):
+    rax, rbx, rcx, rdx, rsi, rdi, r12 = (GPR[r] for r in (
+        "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "r12"))
+    for r in (rbx, r12, GPR["r13"]):  # (three pushes keep the stack 16-byte aligned)
         a.op("PUSH_R64", r)
     a.op("MOV_R64_RM64", rbx, rdi)
-    a.op("MOV_R64_IMM64", rax, omp["omp_get_thread_num"])
-    a.op("CALL_RM64", rax)
-    a.op("MOVSXD_R64_RM32", r12, _eax())
-    a.op("MOV_R64_IMM64", rax, omp["omp_get_num_threads"])
-    a.op("CALL_RM64", rax)
-    a.op("MOVSXD_R64_RM32", r13, _eax())
+    top, out = a.label(), a.label()
+    a.bind(top)
+    a.op("MOV_R64_RM64", r12, Asm.mem(rbx, disp=32))
     a.op("MOV_R64_RM64", rax, r12)
-    a.op("IMUL_R64_RM64", rax, Asm.mem(rbx, disp=8))
-    a.op("CQO")
-    a.op("IDIV_RM64", r13)
-    a.op("MOV_R64_RM64", r8, rax)
-    a.op("LEA_R64_M", rax, Asm.mem(r12, disp=1))
-    a.op("IMUL_R64_RM64", rax, Asm.mem(rbx, disp=8))
-    a.op("CQO")
-    a.op("IDIV_RM64", r13)
-    a.op("MOV_R64_RM64", rdx, rax)
-    a.op("MOV_R64_RM64", rsi, r8)
+    a.op("XADD_RM64_R64", Asm.mem(rbx, disp=24), rax)
+    a.code[-1].has_lock_prefix = True
+    a.op("CMP_R64_RM64", rax, Asm.mem(rbx, disp=8))
+    a.jump("JGE_REL32_64", out)
+    a.op("LEA_R64_M", rdx, Asm.mem(rax, r12))
+    a.op("CMP_R64_RM64", rdx, Asm.mem(rbx, disp=8))
+    a.op("CMOVG_R64_RM64", rdx, Asm.mem(rbx, disp=8))
+    a.op("MOV_R64_RM64", rsi, rax)
     a.op("MOV_R64_RM64", rdi, Asm.mem(rbx))
-    a.op("LEA_R64_M", GPR["rcx"], Asm.mem(rbx, disp=24))
+    a.op("LEA_R64_M", rcx, Asm.mem(rbx, disp=8 * CTX_OUTER))
     a.op("CALL_RM64", Asm.mem(rbx, disp=16))
-    for r in (r13, r12, rbx):
+    a.jump("JMP_REL32_64", top)
+    a.bind(out)
+    for r in (GPR["r13"], r12, rbx):
         a.op("POP_R64", r)
     a.op("RETNQ")
     return a
-
-
-def _eax():
-    from iced_x86 import Register
-    return Register.EAX
 
 
 def _iterate(op, env, frame, handles, ranges, kernels):

@@ -1,0 +1,75 @@
+"""A model run on threads, then run again in a forked child (multiprocessing's default start
+method on Linux, a notebook's `os.fork()`): the child must get the answer, on threads of its
+own, with either code generator. libgomp's thread team, inherited from the parent, hung the
+child's first parallel loop forever (loopnest called GOMP_parallel); compilerkit's pool starts
+afresh in the child (os.register_at_fork). Each case runs in a subprocess with a timeout, so a
+hang fails the test instead of the test session."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+CHILD = """
+import os, sys, numpy as np
+from onnx import TensorProto, helper, numpy_helper
+import compilerkit as ck
+from compilerkit import threadpool
+
+rng = np.random.default_rng(0)
+w = rng.standard_normal((96, 96)).astype(np.float32)
+g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [192, 96])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [192, 96])],
+                      [numpy_helper.from_array(w, "w")])
+model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+cm = ck.compile(model, asm=False, codegen=sys.argv[1])
+assert "krnl.parallel" in str(cm.stages["kernel-ir"])
+x = rng.standard_normal((192, 96)).astype(np.float32)
+want = cm.run(x, num_threads=1)[0]
+assert np.array_equal(cm.run(x, num_threads=2)[0], want)  # the parent's threads exist now
+pid = os.fork()
+if pid == 0:
+    ok = all(np.array_equal(cm.run(x, num_threads=n)[0], want) for n in (2, 3, 2))
+    workers = len(threadpool.pool().workers) if threadpool.available() else -1
+    os.write(1, f"child ok={ok} workers={workers}\\n".encode())
+    os._exit(0 if ok else 3)
+import signal, time
+deadline = time.monotonic() + 120  # a hang, not a speed bound: the child needs about 1 s
+while True:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        print("child status", os.waitstatus_to_exitcode(status))
+        break
+    if time.monotonic() > deadline:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        print("child hung")
+        break
+    time.sleep(0.05)
+print("parent ok", np.array_equal(cm.run(x, num_threads=2)[0], want))
+"""
+
+
+@pytest.mark.parametrize("codegen", ["llvm", "loopnest"])
+def test_run_in_a_forked_child_after_threads(codegen):
+    if codegen == "loopnest":
+        from compilerkit.backends.host import host_target
+        from compilerkit.loopnest.driver import check_host
+
+        try:
+            check_host(host_target())
+        except ValueError as e:
+            pytest.skip(str(e))
+    r = subprocess.run([sys.executable, "-c", CHILD, codegen], capture_output=True, text=True,
+                       timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "child status 0" in r.stdout, r.stdout + r.stderr[-2000:]
+    assert "parent ok True" in r.stdout
+    from compilerkit import threadpool
+
+    if threadpool.available():  # the child's loops ran on workers of its own, not serially
+        assert "workers=2" in r.stdout, r.stdout
