@@ -37,7 +37,8 @@ EXP_PAIRS = ((1.9875691500e-4, 1.3981999507e-3), (8.3334519073e-3, 4.1665795894e
 SQRT2 = 1.41421356
 LN2 = 0.6931471805599453
 LOG_SERIES = (2.0 / 11, 2.0 / 9, 2.0 / 7, 2.0 / 5, 2.0 / 3, 2.0)  # in s^2, highest first
-SMALLEST_NORMAL, LOG_SMALLEST_NORMAL = 1.17549435e-38, -87.33654
+SMALLEST_NORMAL = 1.17549435e-38
+SUBNORMAL_SHIFT = 23  # log scales a subnormal by 2^23 (exact) before reading its exponent
 
 
 def _fn(module, name, nargs=1):
@@ -116,11 +117,18 @@ def _pow2(b, n):
 
 
 def build_log(module):
+    """log(x) = e ln2 + log(m), m in [sqrt(1/2), sqrt(2)), log(m) from the series in
+    s = (m - 1) / (m + 1). A subnormal x has no implicit leading bit, so its exponent field
+    does not give e: it is first scaled by 2^SUBNORMAL_SHIFT (exact), which makes it normal,
+    and e is corrected by the shift (log(1e-45) is -103.28, not the -87.34 of the smallest
+    normal)."""
     f, b = _fn(module, "ck_logf")
     x = f.args[0]
-    bits = b.bitcast(x, I32)
+    tiny = b.fcmp_ordered("<", x, _c(SMALLEST_NORMAL))
+    xs = _select(b, tiny, b.fmul(x, _c(float(1 << SUBNORMAL_SHIFT))), x)
+    bits = b.bitcast(xs, I32)
     e = b.sub(b.and_(b.lshr(bits, ir.Constant(I32, 23)), ir.Constant(I32, 255)),
-              ir.Constant(I32, 127))
+              _select(b, tiny, ir.Constant(I32, 127 + SUBNORMAL_SHIFT), ir.Constant(I32, 127)))
     m = b.bitcast(b.or_(b.and_(bits, ir.Constant(I32, 0x7FFFFF)), ir.Constant(I32, 0x3F800000)),
                   F32)
     big = b.fcmp_ordered(">", m, _c(SQRT2))
@@ -131,12 +139,10 @@ def build_log(module):
     s2 = b.fmul(s, s)
     p = _poly(b, s2, LOG_SERIES)
     y = b.fadd(b.fmul(p, s), b.fmul(b.sitofp(e, F32), _c(LN2)))
-    # Special cases: log(0) = -inf, log(x<0) = nan, log(inf) = inf, denormals are tiny anyway.
+    # Special cases: log(+-0) = -inf, log(x<0) = nan, log(inf) = inf, log(nan) = nan.
     y = _select(b, b.fcmp_ordered("==", x, _c(0.0)), _c(float("-inf")), y)
     y = _select(b, b.fcmp_ordered("<", x, _c(0.0)), _c(float("nan")), y)
     y = _select(b, b.fcmp_ordered("==", x, _c(float("inf"))), x, y)
-    y = _select(b, b.fcmp_ordered("<", x, _c(SMALLEST_NORMAL)),
-                _select(b, b.fcmp_ordered(">", x, _c(0.0)), _c(LOG_SMALLEST_NORMAL), y), y)
     y = _select(b, b.fcmp_unordered("uno", x, x), x, y)
     b.ret(y)
     return f
@@ -168,16 +174,27 @@ def _copysign(module):
     return ir.Function(module, ir.FunctionType(F32, [F32, F32]), name)
 
 
+# Cephes erff below |x| = 1: erf(x) = x P(x^2), highest degree first (relative error ~1e-7)
+ERF_SMALL = (7.853861353153693e-5, -8.010193625184903e-4, 5.188327685732524e-3,
+             -2.685381193529856e-2, 1.128358514861418e-1, -3.761262582423300e-1,
+             1.128379165726710)
+
+
 def build_erf(module, exp):
-    # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7).
+    """Below |x| = 1 Cephes' odd polynomial x P(x^2): relative accuracy down to the
+    subnormals, erf(+-0) = +-0. From 1 on Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, an
+    absolute bound: near 0 it was the whole answer, erf(1e-30) came out 1e-9); inf gives 1,
+    NaN fails the ordered compares and stays NaN."""
     f, b = _fn(module, "ck_erff")
     x = f.args[0]
     ax = b.call(_intrinsic(module, "fabs"), [x])
+    small = b.fmul(x, _poly(b, b.fmul(x, x), ERF_SMALL))
     t = b.fdiv(_c(1.0), b.fadd(_c(1.0), b.fmul(_c(0.3275911), ax)))
     p = _poly(b, t, [1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592])
     p = b.fmul(p, t)
     y = b.fsub(_c(1.0), b.fmul(p, b.call(exp, [b.fsub(_c(0.0), b.fmul(ax, ax))])))
-    b.ret(_select(b, b.fcmp_ordered("<", x, _c(0.0)), b.fsub(_c(0.0), y), y))
+    large = _select(b, b.fcmp_ordered("<", x, _c(0.0)), b.fsub(_c(0.0), y), y)
+    b.ret(_select(b, b.fcmp_ordered("<", ax, _c(1.0)), small, large))
     return f
 
 

@@ -565,7 +565,8 @@ class Leaf:
         """dst = log(x), the LLVM path's `ck_logf` (codegen/mathlib.build_log) step for step:
         exponent and mantissa from the bits, m in [sqrt(1/2), sqrt(2)), the series in
         s = (m - 1) / (m + 1) with the same fused Horner steps, then the same special cases
-        in the same order (0, negatives, inf, subnormals, NaN), so the bits agree."""
+        in the same order (0, negatives, inf, NaN), subnormals scaled first as there, so the
+        bits agree."""
         a = self.frame.asm
         ta, tb, tc, td = (take() for _ in range(4))
 
@@ -576,10 +577,16 @@ class Leaf:
             return a.const(i32x8([v] * W))
 
         blend, cmp = "VEX_VBLENDVPS_YMM_YMM_YMMM256_YMM", "VEX_VCMPPS_YMM_YMM_YMMM256_IMM8"
-        a.op("VEX_VPSRLD_YMM_YMM_IMM8", ta, x, 23)
+        # subnormals scaled by 2^SUBNORMAL_SHIFT first (exact), the exponent corrected
+        a.op(cmp, tc, x, c(mathlib.SMALLEST_NORMAL), 0x11)  # x < smallest normal (ordered)
+        a.op("VEX_VMULPS_YMM_YMM_YMMM256", td, x, c(float(1 << mathlib.SUBNORMAL_SHIFT)))
+        a.op(blend, tb, x, td, tc)
+        a.op("VEX_VPSRLD_YMM_YMM_IMM8", ta, tb, 23)
         a.op("VEX_VPAND_YMM_YMM_YMMM256", ta, ta, i(255))
-        a.op("VEX_VPSUBD_YMM_YMM_YMMM256", ta, ta, i(127))  # e
-        a.op("VEX_VPAND_YMM_YMM_YMMM256", tb, x, i(0x7FFFFF))
+        a.op("VEX_VPAND_YMM_YMM_YMMM256", td, tc, i(mathlib.SUBNORMAL_SHIFT))
+        a.op("VEX_VPSUBD_YMM_YMM_YMMM256", ta, ta, i(127))
+        a.op("VEX_VPSUBD_YMM_YMM_YMMM256", ta, ta, td)  # e
+        a.op("VEX_VPAND_YMM_YMM_YMMM256", tb, tb, i(0x7FFFFF))
         a.op("VEX_VPOR_YMM_YMM_YMMM256", tb, tb, i(0x3F800000))  # m in [1, 2)
         a.op(cmp, tc, tb, c(mathlib.SQRT2), 0x1E)  # m > sqrt(2) (ordered)
         a.op("VEX_VMULPS_YMM_YMM_YMMM256", td, tb, c(0.5))
@@ -604,11 +611,6 @@ class Leaf:
             a.op(blend, td, td, tc, tb)
         a.op(cmp, tb, x, c(float("inf")), 0x00)
         a.op(blend, td, td, x, tb)
-        a.op(cmp, tc, x, c(0.0), 0x1E)  # subnormal positives: log of the smallest normal
-        a.op("VEX_VMOVUPS_YMM_YMMM256", ta, c(mathlib.LOG_SMALLEST_NORMAL))
-        a.op(blend, ta, td, ta, tc)
-        a.op(cmp, tb, x, c(mathlib.SMALLEST_NORMAL), 0x11)
-        a.op(blend, td, td, ta, tb)
         a.op(cmp, tb, x, x, 0x03)  # NaN in, NaN out
         a.op(blend, dst, td, x, tb)
         for t in (td, tc, tb, ta):

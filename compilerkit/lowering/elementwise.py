@@ -57,10 +57,16 @@ def _hard_sigmoid(b, x, op):
 
 
 def _softplus(b, x, op):
-    # log(1 + exp(x)) computed as max(x, 0) + log(1 + exp(-|x|)) so large x does not overflow.
+    # log(1 + exp(x)) computed as max(x, 0) + log1p(exp(-|x|)) so large x does not overflow.
+    # log1p(e) as Kahan's log(u) * e / (u - 1), u = 1 + e (e where u rounds to 1): a plain
+    # log(1 + e) is 0 once e < 2^-24, where softplus(-87.5) is still 1e-38.
     zero = b.const(0.0, x.type)
+    one = b.const(1.0, x.type)
     e = b.unary("exp", b.neg(b.unary("abs", x)))
-    return b.add_(b.binary("max", x, zero), b.unary("log", b.add_(b.const(1.0, x.type), e)))
+    u = b.add_(one, e)
+    log1p = b.mul(b.unary("log", u), b.binary("div", e, b.binary("sub", u, one)))
+    log1p = b.select(b.cmpf("oeq", u, one), e, log1p)
+    return b.add_(b.binary("max", x, zero), log1p)
 
 
 def _relu(b, x, op):

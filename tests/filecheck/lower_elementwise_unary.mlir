@@ -144,7 +144,8 @@ func.func @hard_sigmoid(%x: tensor<4xf32>) -> tensor<4xf32> attributes {input_na
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 4 : i64]]
 
 // -----
-// Softplus(x) = log(1 + exp(x)), computed as max(x, 0) + log(1 + exp(-|x|)) (no overflow).
+// Softplus(x) = log(1 + exp(x)), computed as max(x, 0) + log1p(exp(-|x|)) (no overflow), log1p(e)
+// as log(u) * e / (u - 1) with u = 1 + e, or e where u rounds to 1 (Kahan's: exact for tiny e).
 func.func @softplus(%x: tensor<4xf32>) -> tensor<4xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
   %y = "onnx.Softplus"(%x) {onnx_node_name = "sp"} : (tensor<4xf32>) -> tensor<4xf32>
   func.return %y : tensor<4xf32>
@@ -152,14 +153,19 @@ func.func @softplus(%x: tensor<4xf32>) -> tensor<4xf32> attributes {input_names 
 // CHECK-LABEL: func.func @softplus(
 // CHECK:         [[V:%[0-9]+]] = "krnl.load"
 // CHECK-NEXT:    [[Z:%[0-9]+]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:    [[ONE:%[0-9]+]] = arith.constant 1.000000e+00 : f32
 // CHECK-NEXT:    [[ABS:%[0-9]+]] = math.absf [[V]] : f32
 // CHECK-NEXT:    [[N:%[0-9]+]] = arith.negf [[ABS]] : f32
 // CHECK-NEXT:    [[E:%[0-9]+]] = math.exp [[N]] : f32
+// CHECK-NEXT:    [[U:%[0-9]+]] = arith.addf [[ONE]], [[E]] : f32
+// CHECK-NEXT:    [[L:%[0-9]+]] = math.log [[U]] : f32
+// CHECK-NEXT:    [[UM1:%[0-9]+]] = arith.subf [[U]], [[ONE]] : f32
+// CHECK-NEXT:    [[Q:%[0-9]+]] = arith.divf [[E]], [[UM1]] : f32
+// CHECK-NEXT:    [[LQ:%[0-9]+]] = arith.mulf [[L]], [[Q]] : f32
+// CHECK-NEXT:    [[EQ:%[0-9]+]] = arith.cmpf oeq, [[U]], [[ONE]] : f32
+// CHECK-NEXT:    [[L1P:%[0-9]+]] = arith.select [[EQ]], [[E]], [[LQ]] : f32
 // CHECK-NEXT:    [[M:%[0-9]+]] = arith.maximumf [[V]], [[Z]] : f32
-// CHECK-NEXT:    [[ONE:%[0-9]+]] = arith.constant 1.000000e+00 : f32
-// CHECK-NEXT:    [[P:%[0-9]+]] = arith.addf [[ONE]], [[E]] : f32
-// CHECK-NEXT:    [[L:%[0-9]+]] = math.log [[P]] : f32
-// CHECK-NEXT:    [[R:%[0-9]+]] = arith.addf [[M]], [[L]] : f32
+// CHECK-NEXT:    [[R:%[0-9]+]] = arith.addf [[M]], [[L1P]] : f32
 // CHECK-NEXT:    "krnl.store"([[R]],
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 4 : i64]]
 
