@@ -44,6 +44,8 @@ def _evaluate(op, module):
     values = [onnx_d.constant_value(v, module) for v in operands]
     if any(v is None for v in values):
         return None
+    if _divides_wild(kind, values):
+        return None  # the run time's guard raises RunError naming the node
     if kind == "ConstantOfShape":
         fill = onnx_d.get_attr(op, "value", np.zeros(1, np.float32))
         fill = np.asarray(fill).reshape(-1)[:1]
@@ -59,6 +61,24 @@ def _evaluate(op, module):
     except Exception:  # noqa: BLE001 - not foldable here; lowering will compile it instead
         return None
     return [_compact(r) for r in results]
+
+
+def _divides_wild(kind: str, values) -> bool:
+    """Whether an integer Div or Mod has a divisor of 0, or divides the most negative value
+    by -1: what the run time's guard refuses (codegen/emit.py safe_divide) and numpy answers
+    in silence (0, or a wrapped quotient). Folding such a node would give one answer at
+    compile time and `RunError` for the same data at run time, so it is left unfolded."""
+    if kind not in ("Div", "Mod") or len(values) != 2:
+        return False
+    x, y = (np.asarray(v) for v in values)
+    if not (np.issubdtype(x.dtype, np.integer) and np.issubdtype(y.dtype, np.integer)):
+        return False
+    if np.any(y == 0):
+        return True
+    if not np.issubdtype(y.dtype, np.signedinteger):
+        return False
+    x, y = np.broadcast_arrays(x, y)
+    return bool(np.any((x == np.iinfo(x.dtype).min) & (y == -1)))
 
 
 def _opaque(op) -> bool:
