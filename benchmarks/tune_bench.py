@@ -1,6 +1,7 @@
 """LoopStack/LoopTune benchmarks (issue 14), JSON in benchmarks/results/tune_bench.json.
 
     python benchmarks/tune_bench.py codegen [--models light_resnet50,...] [--smoke]
+    python benchmarks/tune_bench.py search [--smoke]
 
 `codegen`: the two code generators, loopnest (compilerkit/loopnest) against LLVM -O3, from the
 same Kernel IR: per nest (single-op models of ResNet-50's kinds) the codegen milliseconds and
@@ -9,6 +10,12 @@ compile seconds with each stage, the codegen stage alone, run time at one thread
 each matches onnxruntime. Pairs are timed interleaved, best of N; the load average is
 recorded (this machine is shared, so every time is an upper bound). Each part writes its own
 key, keeping the others (the tuner's rows live beside these).
+
+`search`: the policy's search (agent "policy", 1 s budget) on measured code, against its own
+rollout and a beam search given 3 s: the seconds each spent against its budget, and run times
+re-timed side by side (interleaved, best of 15), as ratios to the search's schedule (the goals,
+once asserted by tests/compilerkit/test_tune.py: rollout/search >= 0.85, beam/search >= 0.8,
+search within its budget).
 """
 
 import argparse
@@ -56,16 +63,50 @@ def codegen(models, smoke: bool) -> dict:
             "goals": {"per_nest_ms": 5.0, "resnet50_compile_speedup": 10.0, "run_ratio": 0.9}}
 
 
+def search(smoke: bool) -> dict:
+    import time
+
+    from compilerkit.tune import Measurer, Task, tune_task
+
+    task = Task.matmul(64, 384, 320) if smoke else Task.matmul(128, 768, 640)
+    m = Measurer()
+    roll = tune_task(task, "policy", measurer=m, search=False)
+    pol = tune_task(task, "policy", budget_s=1.0, measurer=m)
+    beam = tune_task(task, "beam", budget_s=3.0, measurer=Measurer(), width=8, depth=8)
+    a, b = task.arrays()
+    runs = [m.compile(task, r.schedule) for r in (pol, roll, beam)]
+    best = [float("inf")] * 3
+    for _ in range(5 if smoke else 15):
+        for i, cm in enumerate(runs):
+            t = time.perf_counter()
+            cm.run(a, b, num_threads=1)
+            best[i] = min(best[i], time.perf_counter() - t)
+    row = {"task": task.name, "search_s": pol.tune_seconds, "budget_s": 1.0,
+           "rollout_s": roll.tune_seconds, "beam_s": beam.tune_seconds,
+           "run_ms": {"search": best[0] * 1e3, "rollout": best[1] * 1e3, "beam": best[2] * 1e3},
+           "rollout_over_search": best[1] / best[0], "beam_over_search": best[2] / best[0],
+           "load": os.getloadavg()[0]}
+    print(f"search {row['search_s']:.2f} s of 1 s; run ms search {best[0] * 1e3:.3f} rollout "
+          f"{best[1] * 1e3:.3f} beam {best[2] * 1e3:.3f} (rollout/search "
+          f"{row['rollout_over_search']:.2f}, beam/search {row['beam_over_search']:.2f}; goals "
+          f">= 0.85, >= 0.8) load {row['load']:.1f}", flush=True)
+    return {"smoke": smoke, "goals": {"rollout_over_search": 0.85, "beam_over_search": 0.8},
+            **row}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("part", choices=["codegen"])
+    ap.add_argument("part", choices=["codegen", "search"])
     ap.add_argument("--models", default="")
     ap.add_argument("--smoke", action="store_true", help="small nests, one small model")
     args = ap.parse_args(argv)
     models = [m for m in args.models.split(",") if m] or list(
         SMOKE_MODELS if args.smoke else MODELS)
-    write_results({"codegen": codegen(models, args.smoke)}, RESULTS)
+    if args.part == "search":
+        write_results({"search": search(args.smoke)}, RESULTS)
+    else:
+        write_results({"codegen": codegen(models, args.smoke)}, RESULTS)
     print(f"wrote {RESULTS}")
 
 

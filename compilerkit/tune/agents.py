@@ -32,6 +32,12 @@ class Search:
     measured: int = 0
 
 
+def clock_of(measurer):
+    """The measurer's clock (`Measurer.clock`, time.perf_counter): the budgets run on it, so
+    a stand-in measurer can test them on a simulated clock, without timing noise."""
+    return getattr(measurer, "clock", time.perf_counter)
+
+
 def _start(task, measurer):
     s = task.default()
     return s, 0, measurer.gflops(task, s)
@@ -41,12 +47,13 @@ def random_search(task: Task, measurer: Measurer, budget_s: float = 60.0, horizo
                   seed: int = 0) -> Search:
     """Random episodes of `horizon` actions from the default, until the budget is spent."""
     rng = np.random.default_rng(seed)
-    t0 = time.perf_counter()
+    clock = clock_of(measurer)
+    t0 = clock()
     s0, c0, g0 = _start(task, measurer)
     best = (g0, s0, [])
     traj = [("start", g0)]
     n = 0
-    while time.perf_counter() - t0 < budget_s:
+    while clock() - t0 < budget_s:
         s, c, path = s0, c0, []
         for _ in range(horizon):
             a = int(rng.integers(len(ACTIONS)))
@@ -57,9 +64,9 @@ def random_search(task: Task, measurer: Measurer, budget_s: float = 60.0, horizo
             if g > best[0]:
                 best = (g, s, list(path))
                 traj.append((ACTIONS[a], g))
-            if time.perf_counter() - t0 >= budget_s:
+            if clock() - t0 >= budget_s:
                 break
-    return Search("random", best[1], best[0], best[2], time.perf_counter() - t0, traj, n)
+    return Search("random", best[1], best[0], best[2], clock() - t0, traj, n)
 
 
 def greedy_search(task: Task, measurer: Measurer, budget_s: float = 60.0,
@@ -67,7 +74,8 @@ def greedy_search(task: Task, measurer: Measurer, budget_s: float = 60.0,
     """Each step measures every action's next state and takes the best; cursor moves (which
     change no code) are taken when they lead to a better swap or split. Stops when no state
     two actions away is better, or the budget is spent."""
-    t0 = time.perf_counter()
+    clock = clock_of(measurer)
+    t0 = clock()
     s, c, g = _start(task, measurer)
     path, traj = [], [("start", g)]
     for _ in range(horizon):
@@ -80,18 +88,19 @@ def greedy_search(task: Task, measurer: Measurer, budget_s: float = 60.0,
                     s2, c2 = step_schedule(s1, c1, b)
                     cands.append((measurer.gflops(task, s2), [a, b], s2, c2))
         g1, acts, s1, c1 = max(cands, key=lambda x: x[0])
-        if g1 <= g or time.perf_counter() - t0 > budget_s:
+        if g1 <= g or clock() - t0 > budget_s:
             break
         s, c, g = s1, c1, g1
         path += [ACTIONS[a] for a in acts]
         traj.append((ACTIONS[acts[-1]], g))
-    return Search("greedy", s, g, path, time.perf_counter() - t0, traj)
+    return Search("greedy", s, g, path, clock() - t0, traj)
 
 
 def beam_search(task: Task, measurer: Measurer, budget_s: float = 60.0, width: int = 4,
                 depth: int = 10) -> Search:
     """Keeps the `width` best (schedule, cursor) states per depth; expands every action."""
-    t0 = time.perf_counter()
+    clock = clock_of(measurer)
+    t0 = clock()
     s0, c0, g0 = _start(task, measurer)
     beam = [(g0, s0, c0, [])]
     best = beam[0]
@@ -106,7 +115,7 @@ def beam_search(task: Task, measurer: Measurer, budget_s: float = 60.0, width: i
                     continue
                 seen.add((s1, c1))
                 nxt.append((measurer.gflops(task, s1), s1, c1, path + [ACTIONS[a]]))
-                if time.perf_counter() - t0 > budget_s:
+                if clock() - t0 > budget_s:
                     break
         if not nxt:
             break
@@ -115,9 +124,9 @@ def beam_search(task: Task, measurer: Measurer, budget_s: float = 60.0, width: i
         if beam[0][0] > best[0]:
             best = beam[0]
             traj.append((best[3][-1], best[0]))
-        if time.perf_counter() - t0 > budget_s:
+        if clock() - t0 > budget_s:
             break
-    return Search("beam", best[1], best[0], best[3], time.perf_counter() - t0, traj)
+    return Search("beam", best[1], best[0], best[3], clock() - t0, traj)
 
 
 def policy_rollout(task: Task, measurer: Measurer, q, horizon: int = 10,
@@ -127,7 +136,8 @@ def policy_rollout(task: Task, measurer: Measurer, q, horizon: int = 10,
     each state it reaches; returns the best of them. `policy_search` starts with it. With
     `lookahead` k > 1 each step measures the states of the policy's k best unvisited moves and
     takes the fastest (k times the measurements; a search the policy prunes)."""
-    t0 = time.perf_counter()
+    clock = clock_of(measurer)
+    t0 = clock()
     s, c, g = _start(task, measurer)
     best = (g, s, [])
     path, traj = [], [("start", g)]
@@ -152,7 +162,7 @@ def policy_rollout(task: Task, measurer: Measurer, q, horizon: int = 10,
         traj.append((ACTIONS[a], g))
         if g > best[0]:
             best = (g, s, list(path))
-    return Search("policy", best[1], best[0], best[2], time.perf_counter() - t0, traj)
+    return Search("policy", best[1], best[0], best[2], clock() - t0, traj)
 
 
 def _replay(task: Task, actions) -> tuple[Schedule, int]:
@@ -195,7 +205,8 @@ def policy_search(task: Task, measurer: Measurer, q, budget_s: float = 3.0, hori
     rollout always runs in full). `trajectory` is the rollout's, then each later improvement
     ("beam:<action>", "climb:<action>", and "retimed:<action>" where the re-timing picked
     another schedule)."""
-    t0 = time.perf_counter()
+    clock = clock_of(measurer)
+    t0 = clock()
     roll = policy_rollout(task, measurer, q, horizon)
     traj = list(roll.trajectory)
     s, c = _replay(task, roll.actions)
@@ -207,12 +218,12 @@ def policy_search(task: Task, measurer: Measurer, q, budget_s: float = 3.0, hori
 
     def out_of_time():  # leaves time for one more measurement and the re-timing
         reserve = finalists * slowest[0] + retime_s if retime else 0.0
-        return time.perf_counter() - t0 + 2 * slowest[0] + reserve >= budget_s
+        return clock() - t0 + 2 * slowest[0] + reserve >= budget_s
 
     def measure(s1, c1, path, tag):
-        t = time.perf_counter()
+        t = clock()
         g1 = measurer.gflops(task, s1)
-        slowest[0] = max(slowest[0], time.perf_counter() - t)
+        slowest[0] = max(slowest[0], clock() - t)
         pool.setdefault(s1, (g1, s1, c1, path))
         if g1 > best[0]:
             best[:] = [g1, s1, c1, path]
@@ -276,4 +287,4 @@ def policy_search(task: Task, measurer: Measurer, q, budget_s: float = 3.0, hori
         g, s, c, path = final[int(np.argmax(again))]
         if s != best[1]:
             traj.append((f"retimed:{path[-1] if path else 'start'}", g))
-    return Search("policy", s, g, path, time.perf_counter() - t0, traj, len(pool))
+    return Search("policy", s, g, path, clock() - t0, traj, len(pool))

@@ -10,7 +10,6 @@ several agents share measurements of one shape.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from compilerkit.tune import agents as _agents
@@ -55,7 +54,8 @@ def tune_task(task: Task, agent: str = "policy", budget_s: float = 3.0,
     if agent not in AGENTS:
         raise ValueError(f"unknown agent {agent!r}; choose one of {AGENTS}")
     measurer = measurer or Measurer()
-    t = time.perf_counter()
+    clock = _agents.clock_of(measurer)
+    t = clock()
     if agent == "policy" and options.pop("search", True):
         s = _agents.policy_search(task, measurer, policy(), budget_s, **options)
     elif agent == "policy":
@@ -66,7 +66,7 @@ def tune_task(task: Task, agent: str = "policy", budget_s: float = 3.0,
         s = _agents.beam_search(task, measurer, budget_s, **options)
     else:
         s = _agents.random_search(task, measurer, budget_s, **options)
-    seconds = time.perf_counter() - t
+    seconds = clock() - t
     return TuneResult(task.name, agent, s.gflops, measurer.gflops(task, task.default()),
                       seconds, s.actions, s.schedule, str(task.apply(s.schedule)), s.trajectory)
 

@@ -205,4 +205,5 @@ def test_run_times_warm_up_once_then_time_each_call():
     times = cf.run_times(lambda: calls.append(len(calls)) or sum(range(1000)), repeat=4)
     assert len(calls) == 5 and len(times) == 4 and all(t > 0 for t in times)
     # best_seconds is the fastest of those timed calls: a sleep bounds it from below.
-    assert 0.01 <= cf.best_seconds(lambda: time.sleep(0.01), repeat=2) < 1.0
+    # (the upper bound only says a time came back, not how fast: a loaded machine sleeps long)
+    assert 0.01 <= cf.best_seconds(lambda: time.sleep(0.01), repeat=2) < 60

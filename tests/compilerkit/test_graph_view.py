@@ -220,4 +220,5 @@ def test_a_large_light_model_draws_quickly_with_webgl():
     assert all(isinstance(tr, go.Scattergl) for tr in fig.data)
     const_ops = [n for n in nodes if n["op"] in ("ConstantOfShape", "Unsqueeze")]
     assert const_ops and all(n["aside"] for n in const_ops)
-    assert elapsed < 20, f"building the DenseNet-121 figure took {elapsed:.1f} s"
+    # a safety net against a blow-up (about 2 s here), not a speed bound
+    assert elapsed < 120, f"building the DenseNet-121 figure took {elapsed:.1f} s"

@@ -1,8 +1,6 @@
 """LoopTune over Kernel IR (compilerkit/tune): actions as schedule ops, the observation on a
 hand-worked nest, tuned schedules against numpy, agents against the default."""
 
-import time
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -135,7 +133,7 @@ def test_agents_improve_over_the_default():
         assert r.actions and r.schedule != task.default()
         assert r.schedule.tiles[2] <= 256
     roll = tune_task(task, "policy", measurer=land, search=False)  # LoopTune's rollout
-    assert roll.speedup >= 1.0 and roll.tune_seconds < 5, roll
+    assert roll.speedup >= 1.0 and roll.tune_seconds < 120, roll  # (a safety net, not a speed)
     assert len(roll.trajectory) == 11  # the start and ten moves
     # The policy's search (agent "policy") climbs to the landscape's optimum: every factor is
     # one move away from any state, so a search that stops short of 1.68x is broken.
@@ -152,17 +150,25 @@ def test_agents_improve_over_the_default():
 
 class SlowLandscape(Landscape):
     """The landscape at 10 ms per new schedule (a compile and a few runs, as measuring costs),
-    cached like Measurer: the search's clock is tested without timing noise in the result."""
+    cached like Measurer, on a simulated clock (`Measurer.clock`, which the budgets run on):
+    only measuring advances it, so the budget logic is tested exactly, whatever the load."""
+
+    def __init__(self):
+        super().__init__()
+        self.now = 0.0
+
+    def clock(self):
+        return self.now
 
     def gflops(self, task, schedule):
         key = (task.name, schedule)
         if key not in self.cache:
-            time.sleep(0.01)
+            self.now += 0.01
             self.cache[key] = super().gflops(task, schedule)
         return self.cache[key]
 
     def retime(self, task, schedules, seconds=0.25):
-        time.sleep(0.01 * len(schedules) + seconds)  # a compile each, then `seconds` of runs
+        self.now += 0.01 * len(schedules) + seconds  # a compile each, then `seconds` of runs
         return super().retime(task, schedules)
 
 
@@ -174,37 +180,30 @@ def test_policy_search_keeps_its_budget_and_the_rollout():
         roll = tune_task(task, "policy", measurer=land, search=False)
         r = tune_task(task, "policy", budget_s=budget, measurer=land, retime_s=0.1)
         # it spends the budget, stopping before a measurement (10 ms) or the re-timing of the
-        # finalists (0.16 s) would overrun it; its reserve grows with the slowest measurement,
-        # and a sleep may run over on a loaded machine: hence the slack
-        assert budget - 0.15 <= r.tune_seconds <= budget + 0.03, r
+        # finalists (0.16 s) would overrun it; its reserve grows with the slowest measurement
+        assert budget - 0.15 <= r.tune_seconds <= budget, r
         assert r.gflops >= roll.gflops  # the rollout's best is a candidate
     assert r.speedup >= 1.4 - 1e-9, r
 
 
 def test_policy_search_on_measured_code():
-    # Real timings, so loose factors. On one Measurer and without the final re-timing, the
-    # search returns at least the rollout's GFLOP/s (its states are cached: exact). Re-timed
-    # side by side (interleaved, best of 15), the search's schedule reaches 0.85x the rollout's
-    # and 0.8x a beam search's given three times its budget. On this shape (B: 640 x 768
-    # floats, 1.9 MB) the default ran at 0.62-0.66x the beam's schedule and the search's at
-    # 0.99-1.0x (load average 2.7 on two cores).
+    # Real timings: only what timing noise cannot change is asserted. On one Measurer (its
+    # states are cached) and without the final re-timing, the search returns at least the
+    # rollout's GFLOP/s, exactly. How fast its schedule runs against the rollout's and a beam
+    # search's, and how well it keeps its budget, are measured in
+    # `python benchmarks/tune_bench.py search` (tests assert no speed).
     task = Task.matmul(128, 768, 640)
     m = Measurer()
     roll = tune_task(task, "policy", measurer=m, search=False)
     plain = tune_task(task, "policy", budget_s=1.0, measurer=m, finalists=1)
-    assert plain.gflops >= roll.gflops and plain.tune_seconds < 1.0, plain
+    assert plain.gflops >= roll.gflops, plain
     pol = tune_task(task, "policy", budget_s=1.0, measurer=m)
-    assert pol.tune_seconds < 1.0, pol
-    beam = tune_task(task, "beam", budget_s=3.0, measurer=Measurer(), width=8, depth=8)
+    assert pol.gflops > 0 and pol.tune_seconds < 120, pol  # (a safety net against a hang)
     a, b = task.arrays()
-    runs = [m.compile(task, r.schedule) for r in (pol, roll, beam)]
-    best = [float("inf")] * 3
-    for _ in range(15):
-        for i, cm in enumerate(runs):
-            t = time.perf_counter()
-            cm.run(a, b, num_threads=1)
-            best[i] = min(best[i], time.perf_counter() - t)
-    assert best[1] / best[0] >= 0.85 and best[2] / best[0] >= 0.8, (pol, roll, beam, best)
+    want = a.astype(np.float64) @ b
+    for r in (plain, pol):
+        np.testing.assert_allclose(m.compile(task, r.schedule).run(a, b, num_threads=1)[0],
+                                   want, rtol=1e-4, atol=1e-3)
 
 
 def test_bad_requests_name_the_culprit():
