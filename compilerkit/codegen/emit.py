@@ -251,6 +251,25 @@ class Emitter:
                                      f"negative i{t.width} divided by -1)")
         return kind(x, b.select(b.or_(zero, overflow), ir.Constant(t, 1), y))
 
+    def float_to_int(self, x, t):
+        """Float -> signed integer `t`, truncating, defined for every input as onnxruntime on
+        x86-64 answers: the value goes to i32 (i64 for an i64 result) as cvttss2si does, NaN,
+        +-inf and values whose truncation does not fit giving the most negative integer
+        (0x80000000, the "integer indefinite"), then narrower results keep the low bits
+        (Cast to int8 of 300.7 is 44, of NaN 0). LLVM's fptosi is poison there, and each CPU
+        fills it in its own way (s390x and POWER saturate), so the range is checked here and
+        fptosi only ever sees values that fit."""
+        b = self.b
+        wide = ir.IntType(64 if t.width > 32 else 32)
+        limit = float(1 << (wide.width - 1))
+        # trunc(x) fits iff -2^(w-1) - 1 < x < 2^(w-1); the lower bound rounds to -2^(w-1) in
+        # floating point, which only leaves out x = -2^(w-1) itself, whose answer is the same
+        ok = b.and_(b.fcmp_ordered("<", x, ir.Constant(x.type, limit)),
+                    b.fcmp_ordered(">", x, ir.Constant(x.type, -limit - 1)))
+        safe = b.fptosi(b.select(ok, x, ir.Constant(x.type, 0.0)), wide)
+        y = b.select(ok, safe, ir.Constant(wide, -(1 << (wide.width - 1))))
+        return y if t.width == wide.width else b.trunc(y, t)
+
     # ---- globals ---------------------------------------------------------------------------
     def global_(self, op):
         t = op.res.type
@@ -420,6 +439,14 @@ class Emitter:
             self.matmul(op)
         elif isinstance(op, krnl.CheckOp):
             self.guard(self.values[op.ok], op.message.data)
+        elif op.name == "scf.if":
+            # A rare path (the tiled Convs' direct repair of tiles with special values):
+            # a branch around it, so the common case costs one compare.
+            with b.if_then(self.values[op.cond], likely=False):
+                for inner in op.true_region.block.ops:
+                    self.op(inner)
+        elif op.name == "scf.yield":
+            pass
         elif isinstance(op, arith.ConstantOp):
             t = llvm_type(op.result.type)
             v = op.value.value.data
@@ -490,7 +517,7 @@ class Emitter:
         if n == "sitofp":
             return b.sitofp(v[0], t)
         if n == "fptosi":
-            return b.fptosi(v[0], t)
+            return self.float_to_int(v[0], t)
         if n == "extf":
             return b.fpext(v[0], t)
         if n == "truncf":
