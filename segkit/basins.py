@@ -3,9 +3,9 @@
 The rules are those of Zlateski and Seung's watershed (seung-lab/watershed, zwatershed,
 funkey/waterz ``basic_watershed.hpp``); the code is ours, in numba (``nogil``) loops.
 
-Affinities are ``(3, Z, Y, X)`` float32 in waterz's layout: ``aff[0, z, y, x]`` is the edge
-between voxel (z, y, x) and (z-1, y, x); channel 1 the edge to y-1, channel 2 to x-1. Edges off
-the volume count as ``low``.
+Affinities are ``(3, Z, Y, X)`` float32 in [0, 1] (``segkit.validate``), in waterz's layout:
+``aff[0, z, y, x]`` is the edge between voxel (z, y, x) and (z-1, y, x); channel 1 the edge to
+y-1, channel 2 to x-1. Edges off the volume count as ``low``.
 
 1. **Steepest ascent.** Each voxel marks the edges to its six neighbours whose affinity equals
    its maximum edge ``m``, and every edge ``>= high``; a voxel with ``m <= low`` marks nothing and
@@ -40,27 +40,13 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .validate import arguments
+
 # Bit of each direction: -z, -y, -x, +z, +y, +x (waterz's order).
 DIRMASK = np.array([0x01, 0x02, 0x04, 0x08, 0x10, 0x20], np.uint8)
 IDIRMASK = np.array([0x08, 0x10, 0x20, 0x01, 0x02, 0x04], np.uint8)
 QUANT = 2 ** 24  # affinities are summed as integers: floor(aff * QUANT)
 HIGH = 0x80  # flag: the voxel's maximum edge is >= high (its plateau has no exit)
-
-
-def check_affinities(aff, name: str = "aff") -> np.ndarray:
-    """``aff`` as a C-contiguous float32 (3, Z, Y, X) array, or a clear ValueError."""
-    arr = np.asarray(aff)
-    if arr.ndim != 4 or arr.shape[0] != 3:
-        raise ValueError(f"{name} must have shape (3, Z, Y, X) (z, y, x edge channels), "
-                         f"got {arr.shape}")
-    if min(arr.shape[1:]) < 1:
-        raise ValueError(f"{name}: empty volume {arr.shape}")
-    if not np.issubdtype(arr.dtype, np.floating):
-        raise ValueError(f"{name} must be floating point affinities in [0, 1], got {arr.dtype}")
-    arr = np.ascontiguousarray(arr, dtype=np.float32)
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or infinite affinities")
-    return arr
 
 
 @numba.njit(nogil=True, cache=True)
@@ -279,11 +265,8 @@ def watershed(aff, low: float = 0.0001, high: float = 0.9999, size_threshold: in
     ``low`` / ``high``: affinity thresholds (waterz's defaults); ``size_threshold``: basins with
     fewer voxels become background (the "dust" rule; 0 keeps every basin).
     """
-    aff = check_affinities(aff)
-    if not (0 <= low <= high):
-        raise ValueError(f"need 0 <= low <= high, got low={low!r}, high={high!r}")
-    if size_threshold < 0:
-        raise ValueError(f"size_threshold must be >= 0, got {size_threshold!r}")
+    aff, low, high, size_threshold = arguments(aff=aff, low=low, high=high,
+                                               size_threshold=size_threshold)
     shape = np.array(aff.shape[1:], np.int64)
     bits = steepest_ascent(aff, np.float32(low), np.float32(high))
     zero = np.zeros(3, np.int64)

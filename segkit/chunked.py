@@ -64,6 +64,8 @@ import numpy as np
 
 from . import basins as _ws
 from . import linkage as _agg
+from .validate import affinities as _check_affinities
+from .validate import arguments
 
 FACES = [(axis, side) for axis in range(3) for side in (0, 1)]
 RELABEL_GROUP = 8  # chunks per relabel task
@@ -185,7 +187,10 @@ def _basins_task(aff, frag, lo, hi, low, high, halo):
     ehi = [min(s, h + AFF_HALO) for s, h in zip(shape, hi, strict=True)]
     a = np.empty((3, *[h - e for e, h in zip(elo, ehi, strict=True)]), np.float32)
     core = tuple(slice(v - e, h - e) for v, h, e in zip(lo, hi, elo, strict=True))
-    a[(slice(None), *core)] = aff[:, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]]
+    # the one task that reads every chunk of a zarr input (its values were never seen by the
+    # client): NaN or values outside [0, 1] are refused here, naming the voxel
+    a[(slice(None), *core)] = _check_affinities(aff[:, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]],
+                                                origin=lo)
     _paste(a, elo, [shell[face] for face, shell in halo])
     bits = _ws.steepest_ascent(a, np.float32(low), np.float32(high))
     clo = np.array([v - e for v, e in zip(lo, elo, strict=True)], np.int64)
@@ -494,7 +499,10 @@ def _compose(maps):
 # ----------------------------------------------------------------------------- driver
 def local_cluster(n_workers: int = 2, **kwargs):
     """A ``dask.distributed.LocalCluster`` of ``n_workers`` single-threaded worker processes
-    on loopback (the dashboard on a free port), as ``chunked_agglomerate`` starts one.
+    on loopback (the dashboard on a free port); ``processes=False``: threads in this process,
+    as ``chunked_agglomerate`` starts one when given no client. Worker processes re-import the
+    main script (Dask's start method is spawn): a script that calls this needs an
+    ``if __name__ == "__main__":`` guard, and a clear RuntimeError says so when it has none.
 
     Unlike Dask's default, the workers keep glibc's own malloc trimming. Dask's nanny sets
     ``MALLOC_TRIM_THRESHOLD_=65536`` to hand freed memory back to the system sooner; setting
@@ -506,73 +514,149 @@ def local_cluster(n_workers: int = 2, **kwargs):
     import dask
     from dask.distributed import LocalCluster
 
+    n_workers = arguments(n_workers=n_workers)
     options = {"n_workers": n_workers, "threads_per_worker": 1, "processes": True,
-               "host": "127.0.0.1", "dashboard_address": "127.0.0.1:0", **kwargs}
+               "dashboard_address": "127.0.0.1:0", **kwargs}
+    if options["processes"]:  # (workers in this process talk in-process, not over TCP)
+        options.setdefault("host", "127.0.0.1")
     # None drops the variable from what the nannies set before starting their workers
     with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
-        return LocalCluster(**options)
+        try:
+            return LocalCluster(**options)
+        except Exception as error:
+            hint = _spawn_hint() if options["processes"] else None
+            if hint is None:
+                raise
+            raise RuntimeError(hint) from error
 
 
-def _as_zarr(aff, chunks, workdir):
+def _spawn_hint():
+    """Why worker processes may have failed to start, when this is a script without a main
+    guard (Dask's "Nanny failed to start" says nothing of it), else None."""
+    import sys
+
+    import dask
+
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None)
+    method = dask.config.get("distributed.worker.multiprocessing-method", "spawn")
+    if script is None or method == "fork":
+        return None
+    return (f"Dask could not start its worker processes. With the {method!r} start method "
+            f"each worker re-imports the main script {script!r}; if that script starts the "
+            "cluster (segkit.local_cluster, or a chunked run on it) at import time, every "
+            "worker tries again and fails. Put the script's code under `if __name__ == "
+            "\"__main__\":`, or use workers in this process: local_cluster(n, processes=False) "
+            "(what chunked_agglomerate starts when given no client).")
+
+
+# The stores a run writes in its workdir (aff.zarr only for a numpy input).
+STORES = ("aff.zarr", "fragments.zarr", "segmentation.zarr")
+
+
+def _store_dir(arr):
+    """The folder of a zarr array kept in a local directory store, else None."""
+    root = getattr(getattr(arr, "store", None), "root", None)  # zarr 3's LocalStore
+    if root is None:
+        return None
+    return (Path(root) / (getattr(arr, "path", "") or "")).resolve()
+
+
+def _claim_stores(workdir, aff, overwrite):
+    """{name: path} of the stores this run writes in ``workdir``. Refuses (naming the path) a
+    store that exists unless ``overwrite``, and always one that holds or contains the input
+    ``aff`` (a zarr array stored inside the workdir): replacing it would destroy the input."""
+    import zarr
+
+    work = Path(workdir)
+    if work.exists() and not work.is_dir():
+        raise ValueError(f"workdir {str(work)!r} is not a folder")
+    names = STORES[1:] if isinstance(aff, zarr.Array) else STORES
+    paths = {n: work / n for n in names}
+    source = _store_dir(aff) if isinstance(aff, zarr.Array) else None
+    for p in paths.values():
+        q = p.resolve()
+        if source is not None and (q == source or q in source.parents or source in q.parents):
+            raise ValueError(f"chunked_agglomerate would write {str(p)!r}, which holds its input "
+                             f"aff ({str(source)!r}): choose another workdir")
+    existing = [str(p) for p in paths.values() if p.exists()]
+    if existing and not overwrite:
+        raise FileExistsError(f"{existing[0]!r} exists: chunked_agglomerate writes "
+                              f"{', '.join(names)} in workdir {str(work)!r}; pass "
+                              "overwrite=True to replace them, or choose another workdir")
+    return paths
+
+
+def _check_input(aff):
+    """A numpy ``aff`` checked whole (``segkit.validate``); a zarr one by shape and dtype here,
+    its values chunk by chunk where the tasks read them (``_basins_task``)."""
+    import zarr
+
+    if not isinstance(aff, zarr.Array):
+        return arguments(aff=aff)
+    if aff.ndim != 4 or aff.shape[0] != 3 or min(aff.shape[1:], default=0) < 1:
+        raise ValueError(f"aff must have shape (3, Z, Y, X), got {aff.shape}")
+    if not np.issubdtype(aff.dtype, np.floating):
+        raise ValueError(f"aff must be floating point affinities in [0, 1], got {aff.dtype}")
+    return aff
+
+
+def _as_zarr(aff, chunks, path, mode):
+    """``aff`` (checked by ``_check_input``) as a zarr array: a numpy one written to ``path``."""
     import zarr
 
     if isinstance(aff, zarr.Array):
-        if aff.ndim != 4 or aff.shape[0] != 3:
-            raise ValueError(f"aff must have shape (3, Z, Y, X), got {aff.shape}")
         return aff
-    arr = _ws.check_affinities(aff)
-    z = zarr.open_array(store=str(Path(workdir) / "aff.zarr"), mode="w", shape=arr.shape,
-                        chunks=(3, *chunks), dtype="float32")
-    z[:] = arr
+    z = zarr.open_array(store=str(path), mode=mode, shape=aff.shape, chunks=(3, *chunks),
+                        dtype="float32")
+    z[:] = aff
     return z
-
-
-def _check_chunks(chunks, shape):
-    if isinstance(chunks, (int, np.integer)):
-        chunks = (int(chunks),) * 3
-    chunks = tuple(chunks)
-    if len(chunks) != 3 or not all(isinstance(c, (int, np.integer)) and c >= 1 for c in chunks):
-        raise ValueError(f"chunks must be an int or three ints >= 1 (z, y, x), got {chunks!r}")
-    return tuple(int(c) for c in chunks)
 
 
 def chunked_agglomerate(aff, chunks, threshold: float, client=None, *, low: float = 0.0001,
                         high: float = 0.9999, workdir=None, n_workers: int = 2,
-                        return_info: bool = False, progress: bool = False):
+                        return_info: bool = False, progress: bool = False,
+                        overwrite: bool = False):
     """Mean-affinity agglomeration of ``aff`` (numpy or zarr, (3, Z, Y, X)) chunk by chunk on
     Dask; returns the segmentation as a zarr array (``[:]`` for numpy), equal to
-    ``segkit.agglomerate(aff, threshold, mode="mean", low=low, high=high)``.
+    ``segkit.agglomerate(aff, threshold, mode="mean", low=low, high=high)``, and refusing what
+    it refuses (``segkit.validate``; a zarr input's values as its chunks are read).
 
     ``chunks``: the first round's chunk shape (int or (z, y, x)); later rounds double it.
     ``client``: a ``dask.distributed.Client``; None starts a LocalCluster of ``n_workers``
-    single-threaded worker processes and closes it afterwards. ``workdir``: where the zarr
-    arrays go (default: a temporary folder removed at exit). ``return_info=True`` also returns
-    per-round statistics (frozen and blocked regions, merges, seconds and bytes per task).
-    ``progress=True`` shows a tqdm bar of finished tasks.
+    single-threaded workers in this process (threads: the numba kernels release the GIL; no
+    process is spawned, so a script needs no ``if __name__ == "__main__":`` guard) and closes
+    it afterwards; for worker processes pass ``Client(segkit.local_cluster(n))``.
+    ``workdir``: where the zarr arrays go (default: a temporary folder removed at exit): it
+    writes ``STORES`` there (``aff.zarr`` for a numpy input only) and refuses to replace one
+    that exists unless ``overwrite=True``, or ever the input itself. ``return_info=True`` also
+    returns per-round statistics (frozen and blocked regions, merges, seconds and bytes per
+    task). ``progress=True`` shows a tqdm bar of finished tasks.
     """
     import zarr
     from dask.distributed import wait
 
-    if not np.isfinite(threshold):
-        raise ValueError(f"threshold must be a finite affinity, got {threshold!r}")
-    shape0 = tuple(np.shape(aff)[1:]) if not isinstance(aff, zarr.Array) else aff.shape[1:]
-    chunks = _check_chunks(chunks, shape0)
+    threshold, low, high, chunks, n_workers = arguments(
+        threshold=threshold, low=low, high=high, chunks=chunks, n_workers=n_workers)
+    aff = _check_input(aff)
     if workdir is None:
         workdir = tempfile.mkdtemp(prefix="segkit-")
         atexit.register(shutil.rmtree, workdir, ignore_errors=True)
+    paths = _claim_stores(workdir, aff, overwrite)
+    mode = "w" if overwrite else "w-"  # "w-": a store made since the check is not replaced
     own_cluster = client is None
     if own_cluster:
         from dask.distributed import Client
 
-        cluster = local_cluster(n_workers)
+        cluster = local_cluster(n_workers, processes=False)
         client = Client(cluster)
     try:
-        aff_z = _as_zarr(aff, chunks, workdir)
+        Path(workdir).mkdir(parents=True, exist_ok=True)
+        aff_z = _as_zarr(aff, chunks, paths.get("aff.zarr"), mode)
         shape = tuple(aff_z.shape[1:])
-        store = Path(workdir)
-        frag = zarr.open_array(store=str(store / "fragments.zarr"), mode="w", shape=shape,
+        frag = zarr.open_array(store=str(paths["fragments.zarr"]), mode=mode, shape=shape,
                                chunks=chunks, dtype="uint64", fill_value=0)
-        seg = zarr.open_array(store=str(store / "segmentation.zarr"), mode="w", shape=shape,
+        seg = zarr.open_array(store=str(paths["segmentation.zarr"]), mode=mode, shape=shape,
                               chunks=chunks, dtype="uint64", fill_value=0)
         boxes = _boxes(shape, chunks)
         # (no workers yet, as on a cluster still scaling up: no placement)

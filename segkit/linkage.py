@@ -35,13 +35,13 @@ from .basins import (
     FIB,
     QUANT,
     _find,
-    check_affinities,
     id_table,
     lookup,
     region_graph,
     region_ids,
     watershed,
 )
+from .validate import arguments, size_limits
 
 FREE, FROZEN, BLOCKED = 0, 1, 2
 
@@ -365,19 +365,22 @@ def agglomerate(aff, threshold: float, mode: str = "size-dependent", basins=None
     ``mode="mean"``: merge by mean affinity while it exceeds ``threshold`` (no dust rule).
     Returns a uint64 segmentation whose ids are canonical (a segment's smallest basin id); with
     ``return_merges=True`` also a dict with the merges in order: ``a``, ``b`` (ids merged),
-    ``height`` (the affinity of that merge).
+    ``height`` (the affinity of that merge). Arguments are checked by ``segkit.validate``
+    (affinities and thresholds in [0, 1]); ``size_fn``'s limits above the volume's voxel count
+    mean "merge at any size" and are held to it.
     """
-    aff = check_affinities(aff)
-    if mode not in ("size-dependent", "mean"):
-        raise ValueError(f"mode must be 'size-dependent' or 'mean', got {mode!r}")
-    if not np.isfinite(threshold):
-        raise ValueError(f"threshold must be a finite affinity, got {threshold!r}")
+    aff, threshold, mode, low, high, size, size_fn, dust = arguments(
+        aff=aff, threshold=threshold, mode=mode, low=low, high=high, size=size,
+        size_fn=size_fn, dust=dust)
     if basins is None:
         basins = watershed(aff, low, high)
     else:
         basins = np.asarray(basins)
         if basins.shape != aff.shape[1:]:
             raise ValueError(f"basins shape {basins.shape} != affinity volume {aff.shape[1:]}")
+        if not np.issubdtype(basins.dtype, np.integer) or (basins.size and basins.min() < 0):
+            raise ValueError(f"basins must be labels >= 0 (integers), got {basins.dtype} "
+                             f"from {basins.min()}")
         basins = np.ascontiguousarray(basins, dtype=np.uint64)
     graph = region_graph(basins, aff)
     ids, u, v = graph["ids"], graph["u"], graph["v"]  # every basin, sorted, and edge ends
@@ -400,10 +403,8 @@ def agglomerate(aff, threshold: float, mode: str = "size-dependent", basins=None
         # upstream order: affinity descending, then ids descending (stable sort on the tuple)
         order = np.lexsort((-v, -u, -graph["max"].astype(np.float64)))
         f = size_fn if size_fn is not None else square_size_fn(threshold, size)
-        limits = np.asarray(f(graph["max"][order]), np.float64)
-        if limits.shape != order.shape or np.any(limits < 0) or not np.isfinite(limits).all():
-            raise ValueError("size_fn must map an array of affinities to sizes >= 0")
-        parent, sizes = size_dependent_linkage(u[order], v[order], limits.astype(np.int64),
+        limits = size_limits(f, graph["max"][order], basins.size)
+        parent, sizes = size_dependent_linkage(u[order], v[order], limits,
                                                counts.astype(np.int64))
         new = ids[parent]
         new[sizes[parent] < dust] = 0

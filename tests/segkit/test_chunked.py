@@ -83,10 +83,109 @@ def test_round0_freezes_fragments_next_to_deferred_plateaus(client, seed, thresh
     assert np.array_equal(seg[:], segkit.agglomerate(aff, threshold, mode="mean"))
 
 
-def test_without_a_client_a_local_cluster_of_processes_runs_it():
+def test_without_a_client_a_local_cluster_runs_it():
     aff = em_volume(24, seed=9).affinities
     seg = segkit.chunked_agglomerate(aff, (12, 12, 12), 0.5, n_workers=2)
     assert np.array_equal(seg[:], segkit.agglomerate(aff, 0.5, mode="mean"))
+
+
+def test_a_cluster_of_worker_processes_runs_it():
+    from dask.distributed import Client
+
+    aff = em_volume(24, seed=9).affinities
+    with segkit.local_cluster(2) as cluster, Client(cluster) as c:
+        seg = segkit.chunked_agglomerate(aff, (12, 12, 12), 0.5, client=c)[:]
+    assert np.array_equal(seg, segkit.agglomerate(aff, 0.5, mode="mean"))
+
+
+def _script(tmp_path, code):
+    import subprocess
+    import sys
+
+    path = tmp_path / "user_script.py"
+    path.write_text(code)
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path)
+
+
+def test_a_script_without_a_main_guard_runs_on_the_default_cluster(tmp_path):
+    # Worker processes started by spawn re-import the script, which started them again: the
+    # run died with an empty "Nanny failed to start". The default cluster now has its
+    # workers in the script's own process.
+    r = _script(tmp_path, (
+        "import numpy as np\n"
+        "import segkit\n"
+        "from mlsys_datasets import em_volume\n"
+        "aff = em_volume(16, seed=9).affinities\n"
+        "seg = segkit.chunked_agglomerate(aff, 8, 0.5)\n"
+        "print('equal', np.array_equal(seg[:], segkit.agglomerate(aff, 0.5, mode='mean')))\n"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "equal True" in r.stdout
+
+
+def test_worker_processes_started_by_a_script_without_a_main_guard_say_what_to_do(tmp_path):
+    r = _script(tmp_path, "import segkit\nsegkit.local_cluster(1).close()\nprint('started')\n")
+    assert r.returncode != 0 and "started" not in r.stdout
+    assert 'if __name__ == "__main__":' in r.stderr and "processes=False" in r.stderr, \
+        r.stderr[-3000:]
+
+
+def test_stores_in_the_workdir_are_never_replaced_unasked(client, tmp_path):
+    import zarr
+
+    aff = em_volume(16, seed=5).affinities
+    whole = segkit.agglomerate(aff, 0.5, mode="mean")
+    # the user's own array happens to be called segmentation.zarr: it survives, named
+    mine = zarr.open_array(store=str(tmp_path / "segmentation.zarr"), mode="w", shape=(5,),
+                           dtype="int32")
+    mine[:] = np.arange(5)
+    with pytest.raises(FileExistsError, match="segmentation.zarr.*overwrite=True"):
+        segkit.chunked_agglomerate(aff, 8, 0.5, client=client, workdir=tmp_path)
+    assert np.array_equal(zarr.open_array(str(tmp_path / "segmentation.zarr"))[:],
+                          np.arange(5))
+    assert not (tmp_path / "aff.zarr").exists() and not (tmp_path / "fragments.zarr").exists()
+    # a second run into the first one's workdir: refused, the first result intact
+    first = segkit.chunked_agglomerate(aff, 8, 0.5, client=client, workdir=tmp_path / "run")
+    with pytest.raises(FileExistsError, match="aff.zarr"):
+        segkit.chunked_agglomerate(aff[:, ::-1].copy(), 8, 0.5, client=client,
+                                   workdir=tmp_path / "run")
+    assert np.array_equal(first[:], whole)
+    # asked: replaced
+    again = segkit.chunked_agglomerate(aff, 4, 0.5, client=client, workdir=tmp_path / "run",
+                                       overwrite=True)
+    assert np.array_equal(again[:], whole)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match="workdir.*not a folder"):
+        segkit.chunked_agglomerate(aff, 8, 0.5, client=client, workdir=tmp_path / "file")
+
+
+@pytest.mark.parametrize("name", ["segmentation.zarr", "fragments.zarr", "sub"])
+def test_the_input_store_is_never_destroyed(client, tmp_path, name):
+    import zarr
+
+    aff = em_volume(16, seed=6).affinities
+    # the input lives where the run would write (or the workdir is inside it): refused even
+    # with overwrite=True, and the input keeps every value
+    path = tmp_path / name if name != "sub" else tmp_path / "in.zarr"
+    work = tmp_path if name != "sub" else path / name
+    z = zarr.open_array(store=str(path), mode="w", shape=aff.shape, chunks=(3, 8, 8, 8),
+                        dtype="float32")
+    z[:] = aff
+    with pytest.raises(ValueError, match="input"):
+        segkit.chunked_agglomerate(z, 8, 0.5, client=client, workdir=work, overwrite=True)
+    assert np.array_equal(zarr.open_array(str(path))[:], aff)
+
+
+def test_a_zarr_input_called_aff_zarr_in_the_workdir_is_read_not_rewritten(client, tmp_path):
+    import zarr
+
+    aff = em_volume(16, seed=6).affinities
+    z = zarr.open_array(store=str(tmp_path / "aff.zarr"), mode="w", shape=aff.shape,
+                        chunks=(3, 8, 8, 8), dtype="float32")
+    z[:] = aff
+    seg = segkit.chunked_agglomerate(z, 4, 0.5, client=client, workdir=tmp_path)
+    assert np.array_equal(seg[:], segkit.agglomerate(aff, 0.5, mode="mean"))
+    assert np.array_equal(zarr.open_array(str(tmp_path / "aff.zarr"))[:], aff)
 
 
 def test_local_cluster_workers_keep_glibc_malloc_trimming_and_one_blas_thread():

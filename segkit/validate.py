@@ -1,0 +1,161 @@
+"""Argument checks shared by every segkit entry point.
+
+``segkit.watershed``, ``segkit.agglomerate``, ``segkit.chunked_agglomerate`` and
+``segkit.pipeline`` take the same kinds of arguments (an affinity volume, affinity thresholds,
+size rules, chunk shapes, worker counts); each is checked here, by one rule per argument name,
+so that the whole-volume and the chunked paths refuse the same inputs with the same words.
+A refused argument is a ``ValueError`` that names it.
+
+Affinities are edge probabilities: finite and in [0, 1]. Values outside are refused rather
+than clipped: the region graph sums affinities as exact integers in units of 2**-24 (see
+``segkit.basins.QUANT``), which overflow int64 far above 1, and a volume with values outside
+[0, 1] is more often a bug upstream (logits, unnormalised images) than a choice.
+``np.clip(aff, 0, 1)`` is the caller's to make.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+MODES = ("size-dependent", "mean")
+
+
+def affinities(aff, name: str = "aff", origin=None) -> np.ndarray:
+    """``aff`` as a C-contiguous float32 (3, Z, Y, X) array of finite values in [0, 1], or a
+    ValueError naming ``name`` and the first offending voxel (``origin``: the global position
+    of ``aff``'s first voxel, when it is one chunk of a larger volume)."""
+    arr = np.asarray(aff)
+    if arr.ndim != 4 or arr.shape[0] != 3:
+        raise ValueError(f"{name} must have shape (3, Z, Y, X) (z, y, x edge channels), "
+                         f"got {arr.shape}")
+    if min(arr.shape[1:]) < 1:
+        raise ValueError(f"{name}: empty volume {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.floating):
+        raise ValueError(f"{name} must be floating point affinities in [0, 1], got {arr.dtype}")
+    arr = np.ascontiguousarray(arr, dtype=np.float32)
+    lo, hi = arr.min(), arr.max()  # NaN propagates into both
+    if np.isfinite(lo) and np.isfinite(hi) and 0 <= lo and hi <= 1:
+        return arr
+    finite = np.isfinite(arr)
+    bad = ~finite if not finite.all() else (arr < 0) | (arr > 1)
+    first = tuple(int(v) for v in np.argwhere(bad)[0])
+    c, pos = first[0], first[1:]
+    if origin is not None:
+        pos = tuple(p + int(o) for p, o in zip(pos, origin, strict=True))
+    where = f"first at channel {c}, voxel {pos}: {arr[first]}"
+    if not finite.all():
+        raise ValueError(f"{name} contains NaN or infinite affinities ({where})")
+    raise ValueError(f"{name} has affinities outside [0, 1] (min {float(lo)}, max {float(hi)}; "
+                     f"{where}); affinities are edge probabilities: np.clip({name}, 0, 1) if "
+                     "that is what you mean")
+
+
+def _real(name, value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return value
+
+
+def _unit(name, value):
+    value = _real(name, value)
+    if not 0 <= value <= 1:
+        raise ValueError(f"{name} must be an affinity in [0, 1], got {value!r}")
+    return value
+
+
+def _nonnegative(name, value):
+    value = _real(name, value)
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value!r}")
+    return value
+
+
+def _count(name, value, least):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+    if value < least:
+        raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+    return int(value)
+
+
+def _chunks(name, value):
+    items = (value,) * 3 if isinstance(value, numbers.Integral) else value
+    try:
+        items = tuple(items)
+    except TypeError:
+        items = None
+    if (items is None or len(items) != 3
+            or any(isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Integral)
+                   or c < 1 for c in items)):
+        raise ValueError(f"{name} must be an int or three ints >= 1 (z, y, x), got {value!r}")
+    return tuple(int(c) for c in items)
+
+
+def _mode(name, value):
+    if value not in MODES:
+        raise ValueError(f"{name} must be 'size-dependent' or 'mean', got {value!r}")
+    return value
+
+
+def _callable(name, value):
+    if value is not None and not callable(value):
+        raise ValueError(f"{name} must be a function of an array of affinities, got {value!r}")
+    return value
+
+
+RULES = {
+    "aff": affinities,
+    "threshold": _unit,
+    "low": _unit,
+    "high": _unit,
+    "size": _nonnegative,
+    "dust": _nonnegative,
+    "size_threshold": _nonnegative,
+    "chunks": _chunks,
+    "n_workers": lambda name, v: _count(name, v, 1),
+    "mode": _mode,
+    "size_fn": _callable,
+}
+
+
+def arguments(**named):
+    """Check (and normalise) each keyword argument by the rule of its name (``RULES``);
+    ``low`` and ``high`` given together must also satisfy low <= high. Returns the checked
+    values in the order given: the value itself when one argument is given, else a tuple."""
+    out = {}
+    for name, value in named.items():
+        rule = RULES[name]
+        out[name] = rule(value, name) if rule is affinities else rule(name, value)
+    if "low" in out and "high" in out and out["low"] > out["high"]:
+        raise ValueError(f"need low <= high, got low={out['low']!r}, high={out['high']!r}")
+    values = tuple(out.values())
+    return values[0] if len(values) == 1 else values
+
+
+def size_limits(size_fn, w, n_voxels: int) -> np.ndarray:
+    """``size_fn(w)`` as int64 size limits (one per affinity of ``w``), or a ValueError naming
+    size_fn. Limits above ``n_voxels`` all mean "merge whatever the size" (no segment has more
+    voxels than the volume), so they are held to ``n_voxels + 1``: the same merges, and no
+    overflow of the integer cast (1e30 once became a negative limit, and every segment dust)."""
+    try:
+        limits = np.asarray(size_fn(w))
+    except Exception as error:
+        raise ValueError(f"size_fn failed on an array of {len(w)} affinities: "
+                         f"{type(error).__name__}: {error}") from error
+    if limits.shape != np.shape(w) or not (np.issubdtype(limits.dtype, np.integer)
+                                           or np.issubdtype(limits.dtype, np.floating)
+                                           or limits.dtype == bool):
+        raise ValueError(f"size_fn must map an array of affinities to sizes >= 0 of the same "
+                         f"shape; got {limits.dtype} of shape {limits.shape} for {np.shape(w)}")
+    limits = limits.astype(np.float64)
+    if not np.isfinite(limits).all() or (limits < 0).any():
+        bad = ~np.isfinite(limits) | (limits < 0)
+        k = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"size_fn must map an array of affinities to finite sizes >= 0; "
+                         f"size_fn({float(np.asarray(w)[k])}) = {limits[k]}")
+    return np.minimum(limits, n_voxels + 1).astype(np.int64)
