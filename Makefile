@@ -50,12 +50,18 @@ bench: $(STAMP)
 	@set -e; for script in benchmarks/*_bench.py; do \
 	  echo "== $$script"; $(BIN)/python $$script; done
 
-# The compilerkit fuzz run (issue 10): N cases (hypothesis-drawn graphs and mutated datasets
-# models), each compiled and run in a worker process against onnxruntime; counts per class and
-# examples into benchmarks/results/fuzz.json (the suite runs a fixed-seed sample of 300).
+# The compilerkit fuzz run: N cases of every axis (drawn graphs, mutated datasets models,
+# integer graphs, Convs under every algorithm, schedule strings, hand-edited Kernel IR, command
+# lines, forked and RLIMIT_AS-limited children, segkit and lmskit inputs), each in a worker
+# process against onnxruntime or the kit's reference, then RSS over MEMORY_COMPILES compiles;
+# counts per class and examples into benchmarks/results/fuzz.json (tests/fuzz/test_fuzz.py
+# runs a fixed-seed sample). JOBS worker processes.
 N ?= 2000
+JOBS ?= 2
+MEMORY_COMPILES ?= 1000
 fuzz: $(STAMP)
-	$(BIN)/python tests/fuzz/fuzzlib.py --n $(N) --out benchmarks/results/fuzz.json
+	$(BIN)/python tests/fuzz/fuzzlib.py --n $(N) --jobs $(JOBS) \
+	  --memory-compiles $(MEMORY_COMPILES) --out benchmarks/results/fuzz.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check lmskit compilerkit segkit mlsys_viz mlsys_workbench datasets tests benchmarks

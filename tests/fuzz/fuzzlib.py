@@ -1,32 +1,48 @@
-"""The compilerkit fuzz harness (issue 10): careless and hostile ONNX models, each compiled and
-run in a worker *process*, checked against onnxruntime.
+"""The compilerkit fuzz harness: careless and hostile inputs, each compiled and run in a worker
+*process*, checked against onnxruntime (or the kit's own reference).
 
-Cases:
+Cases (`make_cases`, shares in SHARES):
 - `graph_cases`: small graphs drawn by a hypothesis strategy (`graphs`): chains of 1-4 nodes
   from ~25 op templates whose shapes, attributes and constants are mostly valid and sometimes
-  not (a wrong contraction size, an axis out of range, indices out of range, a divisor of 0).
+  not (a wrong contraction size, an axis out of range, indices out of range, a divisor of 0);
+  one in five runs on special values (NaN, +-inf, subnormals, +-0, 1e30, INT_MIN, INT_MAX).
 - `mutation_cases`: the mlsys_datasets models (datasets/mlsys_datasets/onnx) with one mutation:
   an input/output/value_info shape, a dtype, an attribute, an initializer, the opset, a node
   dropped or a tensor given two producers, the bytes truncated or flipped.
+- axes_models.py: integer graphs (int32/int64 Add/Sub/Mul/Div/Mod/MatMul, Cast float <-> int),
+  Convs under every `conv_algorithm` and both code generators (some on the emulated s390x /
+  ppc64), and `schedule=` strings, valid and mutated.
+- axes_tasks.py: hand-edited Kernel IR, command lines, forked and RLIMIT_AS-limited children,
+  segkit and lmskit inputs, and (`memory_probe`, once per `make fuzz`) RSS over many compiles.
 
 Property, per case: the worker process survives, and compilerkit either raises one of its own
-errors (a class defined in a `compilerkit` module) with a message, or its outputs match
-onnxruntime's. Classes:
-    refused   compilerkit raised its own error (at compile or run time)     fine
-    match     outputs match onnxruntime                                        fine
-    ort_refuses  compilerkit ran, onnxruntime refused the model or the data  listed
-    ort_death    compilerkit ran, onnxruntime killed the process (INT_MIN/-1) listed
-    death     the process died or hung while compilerkit compiled or ran     FAIL
-    wrong     both ran and the outputs differ (silent wrong answer)          FAIL
-    unclear   compilerkit raised an error that is not its own (or no message) FAIL
-    false_refusal  a run-time guard raised RunError on data onnxruntime runs  FAIL
-A RunError (a run-time guard) counts as a clean refusal only when onnxruntime also refuses the
-same data, or dies on it; INT_MIN / -1 is refused by design (onnxruntime's answer is undefined:
-SIGFPE in one kernel, a wrapped INT_MIN in another).
+errors (a class defined in a `compilerkit` module) with a message naming its culprit, or its
+outputs match onnxruntime's (NaN where onnxruntime has NaN, and only there). Classes:
+    refused   compilerkit raised its own error, and onnxruntime refuses too       fine
+    declined  an honest "not supported" (UnsupportedOpError, the compile budget,
+              the emulator's limit) of a model onnxruntime runs                    fine
+    match     outputs match onnxruntime (or the reference)                         fine
+    accepted  a task's mutation that need not be refused was accepted              fine
+    ort_refuses  compilerkit ran, onnxruntime refused the model or the data        listed
+    ort_death    compilerkit ran, onnxruntime killed the process (INT_MIN/-1)      listed
+    death     the process died while compilerkit compiled or ran                   FAIL
+    hang      ... or did not finish within the time limit                          FAIL
+    wrong     both ran and the outputs differ, or bad input was accepted silently FAIL
+    unclear   an error that is not compilerkit's own, or whose message names nothing FAIL
+    false_refusal  compilerkit refused (as invalid, at compile or run time) a model
+              and data onnxruntime runs                                           FAIL
+    overwrite a file the user did not name was written over                       FAIL
+    leak      native memory grew past the bound over many compiles                FAIL
+Every refusal goes to onnxruntime: with the compiled signature's data when there is one, else
+with data for the model's declared inputs. INT_MIN / -1 is refused by design (onnxruntime's
+answer is undefined: SIGFPE in one kernel, a wrapped INT_MIN in another). A case whose compile
+*options* are wrong on purpose (`options_bad`: a schedule string, input_shapes) must be refused
+naming the option, and is no question for onnxruntime.
 
 Why here (tests/fuzz/) and not in compilerkit: this is test tooling on dev dependencies
-(hypothesis, the datasets models); the suite's sample (test_fuzz.py) and `make fuzz N=...`
-(`python tests/fuzz/fuzzlib.py`, writing benchmarks/results/fuzz.json) both import it.
+(hypothesis, the datasets models, waterz); the suite's sample (test_fuzz.py) and
+`make fuzz N=...` (`python tests/fuzz/fuzzlib.py`, writing benchmarks/results/fuzz.json) both
+import it.
 
 Workers are long-lived (`python fuzzlib.py --worker`): a case goes in on stdin (pickled), the
 worker reports each phase before it starts, then the result; a worker that dies or passes the
@@ -44,6 +60,7 @@ import os
 import pickle
 import platform
 import random
+import re
 import select
 import signal
 import struct
@@ -59,9 +76,11 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-CLASSES = ("refused", "match", "ort_refuses", "ort_death", "death", "wrong", "unclear",
-           "false_refusal")
-FAILURES = ("death", "wrong", "unclear", "false_refusal")
+if str(HERE) not in sys.path:  # the axes modules beside this one, however it was imported
+    sys.path.insert(0, str(HERE))
+CLASSES = ("refused", "declined", "match", "accepted", "ort_refuses", "ort_death", "death",
+           "hang", "wrong", "unclear", "false_refusal", "overwrite", "leak")
+FAILURES = ("death", "hang", "wrong", "unclear", "false_refusal", "overwrite", "leak")
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MEMORY_GIB = 6.0
 SELF_TEST_KILL = b"fuzzlib self-test: kill the worker"
@@ -568,21 +587,58 @@ def mutation_cases(n: int, seed: int) -> list[dict]:
     return cases
 
 
-def make_cases(n: int, seed: int = 0, graph_share: float = 0.5) -> list[dict]:
-    """n cases, graphs and mutations interleaved, each with an `id`."""
-    n_graph = int(round(n * graph_share))
-    cases = graph_cases(n_graph, seed) + mutation_cases(n - n_graph, seed + 1)
+# Each source's share of the cases (make_cases): the first two are the original families; the
+# rest are the axes of axes_models.py and axes_tasks.py.
+SHARES = {"graph": 0.32, "mutation": 0.24, "int": 0.08, "conv": 0.12, "schedule": 0.06,
+          "kir": 0.06, "cli": 0.04, "fork": 0.03, "segkit": 0.03, "lmskit": 0.02}
+
+
+def make_cases(n: int, seed: int = 0, shares: dict | None = None) -> list[dict]:
+    """n cases of every source (SHARES, or `shares`), interleaved, each with an `id`."""
+    import axes_models
+    import axes_tasks
+
+    shares = dict(SHARES if shares is None else shares)
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    counts = {k: int(n * v) for k, v in shares.items()}
+    order = sorted(shares, key=lambda k: -shares[k])
+    for k in range(n - sum(counts.values())):  # what rounding left over
+        counts[order[k % len(order)]] += 1
+    makers = {"graph": lambda m, s: graph_cases(m, s),
+              "mutation": lambda m, s: mutation_cases(m, s + 1),
+              "int": lambda m, s: axes_models.int_cases(m, s + 3),
+              "conv": lambda m, s: axes_models.conv_cases(m, s + 4, x86),
+              "schedule": lambda m, s: axes_models.schedule_cases(m, s + 5, x86),
+              "kir": lambda m, s: axes_tasks.kir_cases(m, s + 6),
+              "cli": lambda m, s: axes_tasks.cli_cases(m, s + 7),
+              "fork": lambda m, s: axes_tasks.fork_cases(m, s + 8, x86),
+              "segkit": lambda m, s: axes_tasks.segkit_cases(m, s + 9),
+              "lmskit": lambda m, s: axes_tasks.lmskit_cases(m, s + 10)}
+    cases = []
+    for source, m in counts.items():
+        if m > 0:
+            cases += makers[source](m, seed)
     random.Random(seed).shuffle(cases)
     # Host cases vary what writes and runs the code: one in four goes through the loopnest
     # code generator (x86-64 only; issue 14 wants the fuzz suite on that path too), and the
-    # parallel loops run on 1-3 threads. A separate random stream keeps the models the same.
+    # parallel loops run on 1-3 threads; one graph in five runs on special values (NaN, inf,
+    # subnormals, INT_MIN, ...). A separate random stream keeps the models the same.
     rng = random.Random(seed + 2)
-    x86 = platform.machine().lower() in ("x86_64", "amd64")
     for k, case in enumerate(cases):
         case["id"] = k
+        if case.get("kind") == "task":
+            continue
+        if case["source"] == "graph" and rng.random() < 0.2:
+            case["special"] = True
+            case["desc"] += " [special data]"
+        if case["source"] == "mutation" and case["desc"].split(": ", 1)[1].startswith(
+                "input_shapes"):
+            case["options_bad"] = ("input_shapes", "input_shapes")
         if (case.get("target") or "host") == "host":
-            case["codegen"] = "loopnest" if x86 and rng.random() < 0.25 else "llvm"
             case["num_threads"] = rng.choice([1, 2, 3])
+            if case.get("fixed_backend"):
+                continue
+            case["codegen"] = "loopnest" if x86 and rng.random() < 0.25 else "llvm"
             if case["codegen"] == "loopnest":
                 case["desc"] += " [loopnest]"
     return cases
@@ -669,43 +725,128 @@ def worker_main() -> None:
         say(phase="compile")
         if case["model"] == SELF_TEST_KILL:  # the harness's own test: a worker that dies
             os.kill(os.getpid(), signal.SIGKILL)
-        outs, arrays = None, None
-        try:
-            cm = ck.compile(case["model"], target=case.get("target") or "host",
-                            opt_level=case["opt_level"], input_shapes=case["input_shapes"],
-                            asm=False, codegen=case.get("codegen") or "llvm",
-                            num_threads=case.get("num_threads"))
-            arrays = _inputs(cm.inputs, case["seed"])
-            say(phase="run")
-            outs = cm.run(*arrays)
-        except Exception as e:  # noqa: BLE001 (classified)
-            cls = "refused" if _is_compilerkit_error(e) else "unclear"
-            detail = f"{type(e).__name__}: {str(e)[:400]}"
-            if isinstance(e, ck.RunError) and "overflows" not in str(e):
-                # A run-time guard fired: onnxruntime must refuse the same data too, or the
-                # guard is a false alarm. (INT_MIN / -1 is undefined in onnxruntime: SIGFPE in
-                # one kernel, INT_MIN in another; compilerkit refuses it by design.)
-                say(refusal=detail, phase="onnxruntime-check")
-                try:
-                    _ort_run(ort, case["model"], cm.inputs, arrays)
-                    cls, detail = "false_refusal", f"{detail}; onnxruntime ran the same data"
-                except Exception:  # noqa: BLE001 (it refuses too: as it should)
-                    pass
-            say(result=cls, detail=detail, seconds=time.perf_counter() - start)
+        if case.get("kind") == "task":
+            import axes_tasks
+
+            res = axes_tasks.run_task(case, say)
+            say(**res, seconds=time.perf_counter() - start)
             continue
-        say(phase="onnxruntime")
+        res = _model_case(case, ck, ort, say)
+        say(**res, seconds=time.perf_counter() - start)
+
+
+def _model_signature(model: bytes, input_shapes):
+    """[(name, shape, dtype)] of a model's graph inputs (symbolic dims 1, `input_shapes`
+    first), for running onnxruntime on a model compilerkit refused; None when unreadable."""
+    import onnx
+    from onnx import helper
+
+    try:
+        m = onnx.load_from_string(model)
+        inits = {i.name for i in m.graph.initializer}
+        sig = []
+        for vi in m.graph.input:
+            if vi.name in inits:
+                continue
+            tt = vi.type.tensor_type
+            shape = [d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim]
+            if input_shapes and vi.name in input_shapes:
+                shape = [int(d) for d in input_shapes[vi.name]]
+            if any(d < 0 or d > 1 << 20 for d in shape):
+                return None
+            sig.append((vi.name, shape, np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))))
+        return sig
+    except Exception:  # noqa: BLE001 (onnxruntime will not read it either)
+        return None
+
+
+def _declined(e: BaseException) -> bool:
+    """An honest refusal of what compilerkit does not do (an unsupported op or attribute, the
+    documented compile budget, an emulator's instruction limit), not a verdict on the model."""
+    if not type(e).__module__.startswith("compilerkit"):
+        return False
+    name = type(e).__name__
+    msg = str(e)
+    return (isinstance(e, NotImplementedError) or name in ("UnsupportedOpError",
+                                                           "EmulationLimit")
+            or "max_bytes" in msg or "compile budget" in msg)
+
+
+def _names_something(msg: str) -> bool:
+    """A message that names its culprit: a quoted name, a %value, a number, or a path."""
+    return bool(re.search(r"['\"`%/<]|\d", msg))
+
+
+def _model_case(case, ck, ort, say) -> dict:
+    """Compile and run one model case and classify it against onnxruntime."""
+    from axes_tasks import reraise_interrupt
+
+    inputs = _special_inputs if case.get("special") else _inputs
+    outs, arrays, sig = None, None, None
+    try:
+        cm = ck.compile(case["model"], target=case.get("target") or "host",
+                        opt_level=case["opt_level"], input_shapes=case["input_shapes"],
+                        asm=False, codegen=case.get("codegen") or "llvm",
+                        num_threads=case.get("num_threads"),
+                        conv_algorithm=case.get("conv_algorithm") or "classic",
+                        schedule=case.get("schedule"))
+        sig = cm.inputs
+        arrays = inputs(sig, case["seed"])
+        say(phase="run")
+        outs = cm.run(*arrays)
+    except BaseException as e:  # noqa: BLE001 (classified; xDSL raises BaseExceptions)
+        reraise_interrupt(e)
+        detail = f"{type(e).__name__}: {str(e)[:400]}"
+        bad_option = case.get("options_bad")
+        if bad_option is not None and arrays is None:
+            # Options wrong on purpose: the error must name the option (or its value).
+            option, value = bad_option
+            msg = str(e)
+            clear = (isinstance(e, (ValueError, TypeError)) or _is_compilerkit_error(e)) and (
+                option in msg or str(value).split("{")[0] in msg or _names_something(msg))
+            return {"result": "refused" if clear else "unclear", "detail": detail}
+        if not _is_compilerkit_error(e) or not _names_something(str(e)):
+            return {"result": "unclear", "detail": f"{type(e).__module__}.{detail}"}
+        if isinstance(e, ck.RunError) and "overflows" in str(e):
+            return {"result": "refused", "detail": detail}  # INT_MIN / -1: by design
+        # Every refusal is a question for onnxruntime: does it run the same model (and data)?
+        if sig is None:
+            sig = _model_signature(case["model"], case["input_shapes"])
+            if sig is None:
+                return {"result": "refused", "detail": f"{detail}; onnxruntime cannot read it"}
+            arrays = inputs(sig, case["seed"])
+        say(refusal=detail, phase="onnxruntime-check")
         try:
-            ref = _ort_run(ort, case["model"], cm.inputs, arrays)
-        except Exception as e:  # noqa: BLE001
-            say(result="ort_refuses", detail=f"onnxruntime: {type(e).__name__}: "
-                f"{str(e)[:300]}", seconds=time.perf_counter() - start)
-            continue
-        diff = _compare(outs, ref)
-        say(result="match" if diff is None else "wrong", detail=diff or "",
-            seconds=time.perf_counter() - start)
+            _ort_run(ort, case["model"], sig, arrays)
+        except Exception as e2:  # noqa: BLE001 (it refuses too: as it should)
+            return {"result": "refused", "detail": f"{detail}; onnxruntime refuses too: "
+                                                   f"{str(e2)[:120]}"}
+        if _declined(e):
+            return {"result": "declined", "detail": f"{detail}; onnxruntime runs it"}
+        return {"result": "false_refusal", "detail": f"{detail}; onnxruntime ran the same "
+                                                     f"model and data"}
+    say(phase="onnxruntime")
+    try:
+        ref = _ort_run(ort, case["model"], cm.inputs, arrays)
+    except Exception as e:  # noqa: BLE001
+        return {"result": "ort_refuses", "detail": f"onnxruntime: {type(e).__name__}: "
+                f"{str(e)[:300]}"}
+    diff = _compare(outs, ref)
+    return {"result": "match" if diff is None else "wrong", "detail": diff or ""}
+
+
+def _special_inputs(signature, seed):
+    from axes_models import special_inputs
+
+    return special_inputs(signature, seed)
 
 
 # ---- the driver --------------------------------------------------------------------------------
+
+# What a worker needs of a case (the rest, id / source / desc, stays with the driver).
+CASE_KEYS = ("model", "input_shapes", "opt_level", "seed", "target", "codegen", "num_threads",
+             "conv_algorithm", "schedule", "special", "options_bad", "kind", "task", "params")
+
 
 class Worker:
     """One worker process; `run(case)` -> result dict, restarting the process after a death."""
@@ -766,9 +907,7 @@ class Worker:
     def run(self, case) -> dict:
         if self.proc is None or self.proc.poll() is not None:
             self._start()
-        payload = pickle.dumps({k: case.get(k) for k in ("model", "input_shapes", "opt_level",
-                                                          "seed", "target", "codegen",
-                                                          "num_threads")})
+        payload = pickle.dumps({k: case.get(k) for k in CASE_KEYS})
         start = time.perf_counter()
         try:
             self.proc.stdin.write(struct.pack(">I", len(payload)) + payload)
@@ -790,7 +929,7 @@ class Worker:
                 how = (f"hung for over {self.timeout_s:.0f} s" if hung else
                        f"died of {signal.Signals(-code).name}" if code < 0 else
                        f"exited with status {code}")
-                cls = "ort_death" if phase == "onnxruntime" else "death"
+                cls = "ort_death" if phase == "onnxruntime" else "hang" if hung else "death"
                 self.proc = None
                 if phase == "onnxruntime-check":  # compilerkit refused; ORT died on the data
                     return {"result": "refused", "phase": phase,
@@ -836,7 +975,8 @@ def run_cases(cases, jobs: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S,
                     k = queue.pop()
                 case = cases[k]
                 r = w.run(case)
-                r.update(id=case["id"], source=case["source"], desc=case["desc"])
+                r.update(id=case["id"], source=case["source"], desc=case["desc"],
+                         codegen=case.get("codegen"))
                 results[k] = r
                 if bar is not None:
                     bar.update(1)
@@ -856,28 +996,30 @@ def run_cases(cases, jobs: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S,
 def summarize(results, examples: int = 5) -> dict:
     counts = Counter(r["result"] for r in results)
     out = {"cases": len(results),
-           "clean_refusals": counts["refused"], "matches": counts["match"],
-           "deaths": counts["death"], "silent_wrong_answers": counts["wrong"],
-           "unclear_errors": counts["unclear"],
-           "false_refusals": counts["false_refusal"],
+           "clean_refusals": counts["refused"], "honest_declines": counts["declined"],
+           "matches": counts["match"], "accepted_mutations": counts["accepted"],
+           "deaths": counts["death"], "hangs": counts["hang"],
+           "silent_wrong_answers": counts["wrong"], "unclear_errors": counts["unclear"],
+           "false_refusals": counts["false_refusal"], "overwrites": counts["overwrite"],
            "accepted_where_onnxruntime_refuses": counts["ort_refuses"],
            "onnxruntime_deaths": counts["ort_death"],
            "by_source": {s: dict(Counter(r["result"] for r in results if r["source"] == s))
                          for s in sorted({r["source"] for r in results})},
            "by_codegen": {g: dict(Counter(r["result"] for r in results
-                                          if r["desc"].endswith("[loopnest]") == (g == "loopnest")))
+                                          if r.get("codegen") == g))
                           for g in ("llvm", "loopnest")},
            "examples": {}}
     for cls in CLASSES:
         picked = [r for r in results if r["result"] == cls]
         seen, chosen = set(), []
+        limit = examples * 8 if cls in FAILURES else examples  # every distinct failure
         for r in picked:  # distinct messages first
-            key = (r.get("detail") or "")[:60]
+            key = (r["source"], (r.get("detail") or "")[:50])
             if key not in seen:
                 seen.add(key)
                 chosen.append({"id": r["id"], "case": r["desc"], "phase": r.get("phase"),
                                "detail": r.get("detail", "")[:400]})
-            if len(chosen) == examples:
+            if len(chosen) == limit:
                 break
         out["examples"][cls] = chosen
     return out
@@ -909,6 +1051,13 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "fuzz.json"))
     p.add_argument("--save-cases", default=None,
                    help="folder for the .onnx of failing and ORT-refused cases")
+    p.add_argument("--memory-compiles", type=int, default=1000,
+                   help="compiles in one process for the native-memory probe (0: none)")
+    p.add_argument("--memory-limit-mb", type=float, default=50.0,
+                   help="allowed RSS growth over 1,000 compiles (scaled to --memory-compiles)")
+    p.add_argument("--only", type=int, action="append", default=None,
+                   help="run only the case with this id (repeatable): a failure's reproducer "
+                        "is `--n N --seed S --only ID`; the result is printed, no JSON written")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -922,8 +1071,23 @@ def main(argv=None) -> int:
     t = time.perf_counter()
     cases = make_cases(args.n, args.seed)
     t_cases = time.perf_counter() - t
+    if args.only:
+        picked = [c for c in cases if c["id"] in args.only]
+        for c, r in zip(picked, run_cases(picked, 1, args.timeout, args.memory_gib),
+                        strict=True):
+            print(json.dumps({"case": c["desc"], **{k: v for k, v in c.items()
+                                                    if k in ("target", "codegen", "opt_level",
+                                                             "num_threads", "conv_algorithm",
+                                                             "schedule", "special", "params")},
+                              **r}, default=str, indent=1))
+        return 0
     results = run_cases(cases, args.jobs, args.timeout, args.memory_gib, progress=True)
     summary = summarize(results)
+    if args.memory_compiles > 0:
+        probe = memory_probe(args.memory_compiles, args.memory_limit_mb, args.seed,
+                             args.memory_gib)
+        summary["native_memory"] = probe
+        summary["leaks"] = int(probe["result"] != "match")
     summary.update(seed=args.seed, jobs=args.jobs, seconds=round(time.perf_counter() - t, 1),
                    seconds_making_cases=round(t_cases, 1),
                    load_average=os.getloadavg()[0],
@@ -933,8 +1097,28 @@ def main(argv=None) -> int:
         summary["saved_cases"] = save_cases(cases, results, Path(args.save_cases))
     out.write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "examples"}, indent=1))
-    return 1 if any(summary[k] for k in ("deaths", "silent_wrong_answers", "unclear_errors",
-                                         "false_refusals")) else 0
+    return 1 if any(summary.get(k) for k in FAILURE_KEYS) else 0
+
+
+FAILURE_KEYS = ("deaths", "hangs", "silent_wrong_answers", "unclear_errors", "false_refusals",
+                "overwrites", "leaks")
+
+
+def memory_probe(compiles: int, limit_mb_per_1000: float = 50.0, seed: int = 0,
+                 memory_gib: float = DEFAULT_MEMORY_GIB) -> dict:
+    """RSS growth of one worker process over `compiles` compiles and runs (axes_tasks'
+    "memory" task): the result dict, "match" when under the limit (scaled from 1,000)."""
+    import axes_tasks
+
+    case = axes_tasks._task("memory", f"memory probe: {compiles} compiles", seed=seed,
+                            compiles=compiles, limit_mb=limit_mb_per_1000 * compiles / 1000)
+    case["id"] = -1
+    w = Worker(timeout_s=max(600.0, 3.0 * compiles), memory_gib=memory_gib)
+    try:
+        r = w.run(case)
+    finally:
+        w.close()
+    return r
 
 
 if __name__ == "__main__":
