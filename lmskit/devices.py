@@ -10,7 +10,7 @@ Presets are the papers' machines and the one measured here:
 - "cpu-here" (when lmskit/data/calibration.json has it): this machine's CPU, calibrated by
   lmskit.calibrate from TF's profiler.
 
-Limits (what a real run keeps back, issue 13):
+Limits (what a real run keeps back):
 - host_memory_bytes: the pinned host memory LMS may use for swapped tensors. TFLMS v2 caps it
   with TF_GPU_HOST_MEM_LIMIT_IN_MB, 64 GiB by default; presets read that variable.
 - reserve_bytes: device memory the step cannot use: the CUDA context, cuDNN's convolution

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 PHASES = ("forward", "backward", "update")
+# What the user's scope hands TFLMS v1 as its "optimizer scope" (rules.topos.grad_ops).
+SCOPINGS = ("keras-callback", "minimize")
 KINDS = ("weight", "activation", "gradient", "optimizer-state", "temporary")
 
 # Ops whose output is the same buffer as their first input when both sit on the same place.
@@ -126,6 +128,9 @@ class Graph:
         self.fetches: list[str] = list(fetches)
         self.source = source
         self.options: dict = {}   # the swap options that produced this graph (empty: original)
+        # Which ops TFLMS v1's optimizer scopes select (capture's `scoping`, SCOPINGS):
+        # "keras-callback" the backward ops only, "minimize" the update ops too.
+        self.scoping: str = "keras-callback"
         # Per-op facts rewrites do not change (e.g. the simulator's FLOP counts), keyed by op
         # name; shared with copies so a rewrite does not recompute them.
         self.cache: dict = {}
@@ -208,6 +213,7 @@ class Graph:
         g = Graph([op.copy() for op in self.ops.values()], self.tensors.values(),
                   self.variables.values(), self.loss, self.fetches, self.source)
         g.cache = self.cache
+        g.scoping = self.scoping
         return g
 
     def add_op(self, op: Op, out_tensors=()):

@@ -301,7 +301,8 @@ def max_batch_size(graph: Graph, device="p100-16gb", policy: str = "none",
     """The largest batch whose step fits the device (memory less reserve, host limit) under a
     policy, and, when max_overhead is given, whose overhead (step / compute - 1) is at most that
     (0.3: at most 30% slower). No re-trace: sizes are affine in the batch. Doubling from
-    `start` (a guess, e.g. the no-swap maximum), then bisection; 0 when not even batch 1 does.
+    `start` (a guess, e.g. the no-swap maximum), then bisection; 0 when neither `start` nor
+    batch 1 does.
     Assumes the test is monotone in the batch (a larger batch never fits where a smaller one
     does not): true for memory; for the overhead it is the usual case, not a law."""
     dev = get_device(device)
@@ -324,17 +325,18 @@ def max_batch_size(graph: Graph, device="p100-16gb", policy: str = "none",
         return seen[b]
 
     try:
-        if not fits(1):
+        s = min(check_batch(start), limit) if start is not None and start > 1 else None
+        if s is not None and fits(s):
+            # The search goes up from a start that passes. Batch 1 is not asked: with
+            # max_overhead it can fail where the start passes (at tiny batches the copies'
+            # latency, not the link, sets the overhead), and it would end the search at 0.
+            lo, hi = s, 2 * s
+        elif not fits(1):
             if max_overhead is None:
                 _check_feasible(graph, 1, budget)   # says which op cannot fit, if one cannot
             return 0
-        lo, hi = 1, 2
-        if start is not None and start > 1:
-            s = min(check_batch(start), limit)
-            if fits(s):
-                lo, hi = s, 2 * s
-            else:
-                hi = s
+        else:
+            lo, hi = 1, 2 if s is None else s
         while hi <= limit and fits(hi):   # a failed start is cached: no doubling then
             lo, hi = hi, hi * 2
         if hi > limit:

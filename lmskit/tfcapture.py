@@ -13,6 +13,10 @@ Assumptions:
   puts them, as TFLMS relied on the optimizer's gradient scope), and so are the tape's top-level
   AddN gradient sums that feed them; the other ops that follow a backward op are update; the
   rest, upstream of the loss or of the backward ops, are forward.
+- scoping (SCOPINGS) says which ops TFLMS v1 takes as its optimizer scope (rules.topos.grad_ops):
+  "keras-callback" (the default; IBM's Keras callback scopes the gradients only) or "minimize"
+  (the published README's and the paper's usage: the scope wraps minimize(), so the update
+  ops count as backward too). Phases are the same either way.
 - A loss that is not a scalar (a loss function given by name returns one value per example) is
   reduced to its mean, as Keras's compile() does.
 - TF1-style FusedBatchNormV3 has a reserve-space output without a static shape; TF's CPU kernel
@@ -26,7 +30,7 @@ from dataclasses import dataclass, field
 
 import tensorflow as tf
 
-from .graph import Graph, Op, Tensor, Variable, producer_name
+from .graph import SCOPINGS, Graph, Op, Tensor, Variable, producer_name
 from .progress import bar
 
 BACKWARD_SCOPE = "gradient_tape/"
@@ -57,12 +61,15 @@ class TFSource:
     variables: dict[str, object] = field(default_factory=dict)   # placeholder name -> tf handle
 
 
-def capture(model, loss, optimizer, input_spec, name: str = "train_step") -> Graph:
+def capture(model, loss, optimizer, input_spec, name: str = "train_step",
+            scoping: str = "keras-callback") -> Graph:
     """Trace one Keras training step (forward, backward, update) into a Graph.
 
     input_spec: (x_spec, y_spec), each a tf.TensorSpec or a shape tuple (float32 for x, int32
-    for y). The leading dimension is the batch and may be None.
+    for y). The leading dimension is the batch and may be None. scoping: "keras-callback" or
+    "minimize" (module docstring).
     """
+    check_scoping(scoping)
     import keras
 
     if not model.trainable_variables:
@@ -90,7 +97,7 @@ def capture(model, loss, optimizer, input_spec, name: str = "train_step") -> Gra
         return value
 
     step.__name__ = name
-    return capture_step(step, specs, optimizer=opt)
+    return capture_step(step, specs, optimizer=opt, scoping=scoping)
 
 
 def _spec(spec, dtype, name):
@@ -99,12 +106,20 @@ def _spec(spec, dtype, name):
     return tf.TensorSpec([None] + list(spec)[1:], dtype, name)
 
 
-def capture_step(step, input_specs, optimizer=None) -> Graph:
+def check_scoping(scoping) -> str:
+    if scoping not in SCOPINGS:
+        raise ValueError(f"scoping must be one of {SCOPINGS}, got {scoping!r}")
+    return scoping
+
+
+def capture_step(step, input_specs, optimizer=None, scoping: str = "keras-callback") -> Graph:
     """Trace a tf.function training step (returning the loss first) into a Graph.
 
-    optimizer (optional) tells which variables are optimizer state; without it a non-trainable
-    variable that only update ops touch counts as optimizer state.
+    optimizer (optional) tells which variables are optimizer state (anything with a `variables`
+    list); without it a non-trainable variable that only update ops touch counts as optimizer
+    state. scoping: "keras-callback" or "minimize" (module docstring).
     """
+    check_scoping(scoping)
     specs = [_spec(s, tf.float32, f"input_{i}") for i, s in enumerate(input_specs)]
     for s in specs:
         if None in list(s.shape)[1:]:
@@ -129,7 +144,13 @@ def capture_step(step, input_specs, optimizer=None) -> Graph:
     captures = [(ext, internal.op.name) for ext, internal in fg.captures]
 
     # Variables: map captured resource handles to tf.Variables (identity of the handle object).
-    by_handle = {id(v.handle): v for v in cf.variables}
+    # The optimizer's own variables too: an update written with raw ops (ResourceApplyMomentum
+    # on a slot's handle, as TF 1's optimizers did) never reads them, so the trace does not
+    # list them among its variables.
+    known = list(cf.variables)
+    if optimizer is not None:
+        known += [getattr(v, "_value", v) for v in optimizer.variables]
+    by_handle = {id(v.handle): v for v in known}
     var_of_placeholder = {}
     for ext, ph in captures:
         v = by_handle.get(id(ext))
@@ -189,6 +210,7 @@ def capture_step(step, input_specs, optimizer=None) -> Graph:
                   fetches=[t.name for t in internal_outputs],
                   source=TFSource(graph_def, input_names, specs, captures,
                                   {ph: v.handle for ph, v in var_of_placeholder.items()}))
+    graph.scoping = scoping
     assign_phases(graph)
     _assign_variable_kinds(graph)
     progress.update()

@@ -15,14 +15,24 @@ bw_start is the first order that holds a backward op.
 
 Step 3 runs before step 4 in the published code, so a backward op that shares a level with an
 *update* op is cleaned too (the update ops are not forward, but they are not backward either).
-We keep that order (build's clean_with_update_ops=True). It matters: Keras 3 builds each
-variable's update from several ops, which sit on many backward levels. Measured on ResNet-50
-(p100-16gb preset, HEAD's simulator): Keras 3 BatchNorm 2.64x with the published order, 2.70x
-with update ops dropped first; TF1-style FusedBatchNormV3 2.29x vs 2.92x. (IBM's 2.88x is not
-a batch ratio: it is 3900^2 / 2300^2 pixels at batch 1 on a V100 16 GB, TF 1.12, RMSprop:
-examples/Keras_ResNet50.py.)
+We keep that order (build's clean_with_update_ops=True). It matters under the
+"keras-callback" scoping, where the update ops are not grad ops: Keras 3 builds each variable's
+update from several ops that sit on many backward levels, and those levels lose their backward
+ops. Under "minimize" (the paper's usage) the optimizer's ops are grad ops and clean nothing.
+benchmarks/results/lmskit_bench.json has the batch ratios of both ("v1_paper_setting" and its
+"ablation"). (IBM's 2.88x is not a batch ratio: it is 3900^2 / 2300^2 pixels at batch 1 on a
+V100 16 GB, TF 1.12, RMSprop: examples/Keras_ResNet50.py.)
 
-Assumptions: phases are assigned ("backward" plays the role of TFLMS's optimizer-scope ops).
+Which ops are TFLMS's "grad ops" depends on the scope the user passes (grad_ops, the graph's
+`scoping`, set by capture). The published README, the contrib README and mnist_deep_lms.py wrap
+`minimize()` in the scope (`LMS({'adam_optimizer'})`), so the optimizer's update ops are grad
+ops too: levels holding backward and update ops are not cleaned, and step 4 finds almost
+nothing (scoping "minimize", the paper's usage). IBM's Keras callback scopes
+`training/<optimizer>/gradients`: only the backward ops (scoping "keras-callback", capture's
+default).
+
+Assumptions: phases are assigned ("backward", and with "minimize" the update ops downstream of
+it, play the role of TFLMS's optimizer-scope ops).
 """
 
 from __future__ import annotations
@@ -44,6 +54,26 @@ class Topos:
         return self.order.get(name, -1)
 
 
+def grad_ops(graph: Graph) -> set[str]:
+    """The ops TFLMS v1 takes from its optimizer scopes: the backward ops, and with the graph's
+    scoping "minimize" also the update ops downstream of them (data edges), which minimize()
+    builds in the same scope. Update ops outside that walk (BatchNorm's moving averages, made
+    in the model's scope) are never grad ops. Cached per schedule."""
+    cache = getattr(graph, "_grad_cache", None)
+    key = (schedule(graph), graph.scoping)
+    if cache is None or cache[0] is not key[0] or cache[1] != key[1]:
+        grad = {n for n, op in graph.ops.items() if op.phase == "backward"}
+        if graph.scoping == "minimize":
+            stack = list(grad)
+            while stack:
+                for c in _data_consumers(graph, stack.pop()):
+                    if c not in grad and graph.ops[c].phase == "update":
+                        grad.add(c)
+                        stack.append(c)
+        cache = graph._grad_cache = (key[0], key[1], frozenset(grad))
+    return cache[2]
+
+
 def _data_consumers(graph: Graph, name: str) -> list[str]:
     out = []
     for t in graph.ops[name].outputs:
@@ -59,7 +89,7 @@ def auto_seeds(graph: Graph) -> list[str]:
     ops, data edges, excluding themselves) covers the most candidates. In a Keras step that is
     the input placeholder."""
     order = schedule(graph).order
-    grad = {n for n, op in graph.ops.items() if op.phase == "backward"}
+    grad = grad_ops(graph)
     cands = [n for n in order if n not in grad
              and any(c in grad for c in _data_consumers(graph, n))]
     bit = {n: 1 << i for i, n in enumerate(cands)}
@@ -99,7 +129,7 @@ def build(graph: Graph, seeds: list[str], clean_with_update_ops: bool = True) ->
     clean_with_update_ops=False drops the update ops before cleaning, so only forward ops
     clean a level (an experiment; the published code cleans with them)."""
     sched = schedule(graph)
-    grad = {n for n, op in graph.ops.items() if op.phase == "backward"}
+    grad = grad_ops(graph)
     # Forward reach from the seeds and backward reach from the backward ops, data edges only
     # (graph_editor's walks); their intersection holds the dependencies that count.
     fwd, stack = set(seeds), list(seeds)
@@ -151,7 +181,8 @@ def build(graph: Graph, seeds: list[str], clean_with_update_ops: bool = True) ->
 def for_graph(graph: Graph, starting_scope=None, starting_op_names=None,
               clean_with_update_ops: bool = True) -> Topos:
     """build(graph, seed_ops(...)), cached on the graph per seed choice."""
-    key = ("v1-topos", starting_scope, tuple(starting_op_names or ()), clean_with_update_ops)
+    key = ("v1-topos", graph.scoping, starting_scope, tuple(starting_op_names or ()),
+           clean_with_update_ops)
     cache = getattr(graph, "_topos_cache", None)
     if cache is None or cache[0] is not schedule(graph):
         cache = graph._topos_cache = (schedule(graph), {})

@@ -67,7 +67,8 @@ def validate(o: dict) -> dict:
 
 
 def _is_backward(graph: Graph, name: str) -> bool:
-    return graph.ops[name].phase == "backward"
+    """A TFLMS grad op: in the optimizer scopes the user passed (topos.grad_ops)."""
+    return name in topos_mod.grad_ops(graph)
 
 
 def _consumer_names(graph: Graph, tensor: str) -> list[str]:
@@ -87,7 +88,7 @@ def forward_walk(graph: Graph, starting_scope=None, starting_op_names=None,
         out.append(n)
         for t in graph.ops[n].outputs:
             for c in graph.consumers(t):
-                if c.name not in seen and c.phase != "backward":
+                if c.name not in seen and not _is_backward(graph, c.name):
                     seen.add(c.name)
                     queue.append(c.name)
     return out
@@ -117,7 +118,8 @@ def _has_readers(graph: Graph, op_name: str) -> bool:
 def backward_consumers(graph: Graph, tensor: str) -> list[str]:
     """Backward ops reading a tensor's data that have readers of their own (and do not only read
     its shape: common.swap_target)."""
-    return [c.name for c in graph.consumers(tensor) if c.phase == "backward" and swap_target(c)
+    return [c.name for c in graph.consumers(tensor) if _is_backward(graph, c.name)
+            and swap_target(c)
             and _has_readers(graph, c.name)]
 
 

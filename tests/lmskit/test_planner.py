@@ -94,3 +94,19 @@ def test_swap_auto_options_are_resolved_by_autotune():
     r = lmskit.swap(g, **autotune_v2(g, DEV, b, show_progress=False))
     assert r.options["swapout_threshold"] >= 0 and r.options["swapin_ahead"] >= 1
     assert lmskit.simulate(r, DEV, b).peak_device_bytes <= DEV.memory_bytes
+
+
+def test_overhead_search_goes_up_from_a_start_that_passes():
+    """At batch 1 the copies' latency (1 ms) sets the overhead (a swap-in from b's end waits for
+    the swap-out: step 2.5 ms for 1.25 ms of compute, 100%); from batch 4 on the copies hide.
+    The search from start=4 must not stop at batch 1's failure (it answered 0)."""
+    import dataclasses
+
+    from lmskit_graphs import TOY, toy
+
+    lat = dataclasses.replace(TOY, h2d_bandwidth=1e12, d2h_bandwidth=1e12, copy_latency_s=1e-3)
+    g = toy("b")
+    assert lmskit.simulate(g, lat, 1).overhead == pytest.approx(1.0, rel=1e-4)
+    assert lmskit.simulate(g, lat, 4).overhead == pytest.approx(0.0, abs=1e-6)
+    assert max_batch_size(g, lat, "none", max_overhead=0.3, limit=64) == 0
+    assert max_batch_size(g, lat, "none", max_overhead=0.3, limit=64, start=4) == 64
