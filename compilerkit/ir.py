@@ -27,7 +27,7 @@ from xdsl.printer import Printer
 
 from compilerkit.dialects.krnl import KRNL
 from compilerkit.dialects.onnx import ONNX, numpy_dtype, resources, share_resources
-from compilerkit.frontend.checks import DEFAULT_MAX_BYTES, check_bytes, set_budget
+from compilerkit.frontend.checks import DEFAULT_MAX_BYTES, ModelError, check_bytes, set_budget
 
 
 def context() -> Context:
@@ -146,3 +146,55 @@ def parse_ir(text: str, resources_from: ModuleOp | None = None,
                     handle = attr.resource_handle.data
                     table[handle] = _array_of_blob(parsed[handle], attr.type)
     return module
+
+
+def check_main(f) -> None:
+    """The interface of a main function given as MLIR (hand-written, or from another tool),
+    checked as `pipeline.signature` and the backends read it: `input_names` and
+    `output_names` are lists of strings, one per input and output (`num_inputs` an integer
+    where Kernel IR has it), `onnx_opset` an integer, and every argument and result a tensor
+    or memref of an element type compilerkit computes with. A ModelError names what is wrong
+    (a KeyError, zip's ValueError or a NotImplementedError before)."""
+    from xdsl.dialects.builtin import IntegerAttr, MemRefType, TensorType, UnrankedTensorType
+
+    where = f"func.func @{f.sym_name.data}"
+    args = [a.type for a in f.body.block.args]
+    results = list(f.function_type.outputs.data)
+    n_in = len(args)
+    if "num_inputs" in f.attributes:
+        attr = f.attributes["num_inputs"]
+        if not isinstance(attr, IntegerAttr) or not 0 <= attr.value.data <= len(args):
+            raise ModelError(f"{where}: num_inputs must be an integer from 0 to {len(args)} (its "
+                             f"arguments are the inputs, then the output buffers); got {attr}")
+        n_in = attr.value.data
+    counts = {"input_names": n_in, "output_names": len(args) - n_in if "num_inputs" in
+              f.attributes else len(results)}
+    for key, count in counts.items():
+        attr = f.attributes.get(key)
+        if attr is None:
+            raise ModelError(f"{where} has no {key} attribute: compilerkit's IR names its "
+                             f'inputs and outputs ({key} = ["x", ...], as it prints them)')
+        if not isinstance(attr, ArrayAttr) or not all(isinstance(a, StringAttr)
+                                                      for a in attr.data):
+            raise ModelError(f"{where}: {key} must be a list of strings, got {attr}")
+        if len(attr.data) != count:
+            raise ModelError(f"{where}: {key} lists {len(attr.data)} names for {count} "
+                             f"{key.split('_')[0]}s")
+    from compilerkit.frontend.hygiene import MAX_OPSET, MIN_OPSET
+
+    opset = f.attributes.get("onnx_opset")
+    if opset is not None and not (isinstance(opset, IntegerAttr)
+                                  and MIN_OPSET <= opset.value.data <= MAX_OPSET):
+        raise ModelError(f"{where}: onnx_opset must be an integer from {MIN_OPSET} to "
+                         f"{MAX_OPSET} (the opsets compilerkit compiles), got {opset}")
+    for what, types in (("argument", args), ("result", results)):
+        for k, t in enumerate(types):
+            if not isinstance(t, (TensorType, UnrankedTensorType, MemRefType)):
+                raise ModelError(f"{where}: {what} {k} has type {t}; compilerkit's functions "
+                                 "take and return tensors (ONNX IR) or memrefs (Kernel IR)")
+            try:
+                numpy_dtype(t.element_type)
+            except NotImplementedError:
+                raise ModelError(f"{where}: {what} {k} has element type {t.element_type}, "
+                                 "which compilerkit does not compute with (supported: f32, "
+                                 "f64, i64, i32, i16, i8, i1)") from None

@@ -54,7 +54,7 @@ from compilerkit.frontend.arguments import (  # noqa: F401 (check_opt_level, hea
     header_path,
     library_paths,
 )
-from compilerkit.ir import parse_ir
+from compilerkit.ir import check_main, parse_ir
 from compilerkit.onnx_passes.single_node import main_func
 from compilerkit.passes import kernel_pipeline, onnx_pipeline, parse_pipeline, run_passes
 from compilerkit.stages import Stages, verify_ir
@@ -128,10 +128,8 @@ def stage_of(module: ModuleOp) -> str:
     "onnx-ir" (read from the ops, never from printed text)."""
     if any(op.name.startswith("krnl.") for op in module.walk()):
         return "kernel-ir"
-    try:
-        f = main_func(module)
-    except ValueError:
-        raise ModelError("the MLIR module has no func.func: not ONNX IR or Kernel IR") from None
+    f = main_func(module)  # a ModelError naming the functions unless there is exactly one
+    check_main(f)  # what signature() and the backends read: names, opset, element types
     return "kernel-ir" if any(isinstance(a.type, MemRefType) for a in f.body.block.args) \
         else "onnx-ir"
 

@@ -230,7 +230,11 @@ def opset_of(op) -> int:
     while parent is not None and not isinstance(parent, func.FuncOp):
         parent = parent.parent_op()
     if parent is not None and "onnx_opset" in parent.attributes:
-        return parent.attributes["onnx_opset"].value.data
+        attr = parent.attributes["onnx_opset"]
+        if not isinstance(attr, IntegerAttr):  # hand-written IR: named, not an AttributeError
+            raise VerifyException(f"func.func @{parent.sym_name.data}: onnx_opset must be an "
+                                  f"integer, got {attr}")
+        return attr.value.data
     return DEFAULT_OPSET
 
 

@@ -342,6 +342,35 @@ def test_mlir_splat_above_the_budget_is_refused_before_parsing():
     assert time.perf_counter() - t < 60  # never expanded (a MemoryError or an OOM kill)
 
 
+# ---- 6b. MLIR input: the main function's interface is checked, named ---------------------
+
+RELU_IR = ('func.func @main_graph(%x: tensor<2x3xf32>) -> tensor<2x3xf32> attributes '
+           '{input_names = ["x"], output_names = ["y"]} {\n'
+           '  %y = "onnx.Relu"(%x) : (tensor<2x3xf32>) -> tensor<2x3xf32>\n'
+           '  func.return %y : tensor<2x3xf32>\n}\n')
+
+
+@pytest.mark.parametrize("old, new, expected", [
+    (' attributes {input_names = ["x"], output_names = ["y"]}', "", "no input_names"),
+    ('input_names = ["x"]', 'input_names = ["x", "z"]', "input_names lists 2 names for 1"),
+    ('input_names = ["x"]', "input_names = [1]", "input_names must be a list of strings"),
+    ("f32", "ui8", "element type ui8"),
+    ("f32", "f16", "element type f16"),
+    ('output_names = ["y"]', 'output_names = ["y"], onnx_opset = "x"', "onnx_opset must be"),
+    ('output_names = ["y"]', 'output_names = ["y"], onnx_opset = 3 : i64', "onnx_opset must"),
+])
+def test_mlir_main_function_interface_is_checked(old, new, expected):
+    x = np.ones((2, 3), F32)
+    np.testing.assert_array_equal(ck.compile_to("native", RELU_IR).run(x)[0], x)
+    with pytest.raises(ck.ModelError, match=expected):
+        ck.compile_to("native", RELU_IR.replace(old, new))
+
+
+def test_mlir_with_two_functions_says_so():
+    with pytest.raises(ck.ModelError, match="2 functions"):
+        ck.compile_to("kernel-ir", RELU_IR + RELU_IR.replace("main_graph", "other"))
+
+
 # ---- 7. ConvTranspose output_shape: what the input can produce, as onnxruntime --------------
 
 def _conv_t(out, stride=1, inn=3, k=3):
