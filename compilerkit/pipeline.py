@@ -346,9 +346,14 @@ class Compilation:
         threads = uses_threads(mod)
         write_shared_library(self.obj(mod), out, threads=threads)
         ins, outs = signature(main_func(kmodule))
-        with open(header, "w", encoding="utf-8") as fh:  # tensor names may be any Unicode
-            fh.write(c_header([(n, s, d.name) for n, s, d in ins],
-                              [(n, s, d.name) for n, s, d in outs]))
+        # The header lists the tensors' names in a C comment: a name holding "*/" would end
+        # it (and a newline would break its layout); they may be any Unicode.
+        def shown(name):
+            return " ".join(name.replace("*/", "*\\/").split()) if name.strip() else repr(name)
+
+        with open(header, "w", encoding="utf-8") as fh:
+            fh.write(c_header([(shown(n), s, d.name) for n, s, d in ins],
+                              [(shown(n), s, d.name) for n, s, d in outs]))
         return out
 
     def native(self, kmodule, mod) -> CompiledModel:

@@ -94,6 +94,24 @@ def test_compile_to_lib_over_the_model_is_refused(model_file):
     assert model_file.read_bytes() == before
 
 
+def test_lib_header_is_valid_c_whatever_the_tensor_names(tmp_path):
+    if not has_cc():
+        pytest.skip("no C compiler")
+    from compilerkit.backends.host import c_compiler
+
+    names = ["x */ !", "y\nz"]
+    m = make_model([N("Relu", [names[0]], [names[1]])], [(names[0], np.zeros(3, F32))],
+                   [names[1]])
+    lib = tmp_path / "m.so"
+    ck.compile_to("lib", m, out=str(lib))
+    src = tmp_path / "use.c"
+    src.write_text('#include "m.h"\nint main(void) { return (int)main_graph_arena_bytes(); }\n')
+    r = subprocess.run([c_compiler(), "-fsyntax-only", "-I", str(tmp_path), str(src)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "x *\\/ !" in (tmp_path / "m.h").read_text()
+
+
 def test_opt_output_is_never_its_input(tmp_path, capsys):
     from compilerkit.opt import main as opt_main
 
