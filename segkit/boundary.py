@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .validate import arguments, values
+
 
 def _w(n, width):
     return max(1, int(round(n * width)))
@@ -234,9 +236,10 @@ def standardise(image: np.ndarray) -> np.ndarray:
     standard deviation (the nets see contrast, not the microscope's brightness of the day).
     ``train``, ``predict`` and ``segkit.pipeline.infer`` apply it to the image (not to VD2D's
     boundary map, the recursive input, which is a probability already)."""
-    image = np.asarray(image, np.float32)
+    image = np.asarray(image)
     if image.ndim != 3:
         raise ValueError(f"image of shape {image.shape}: expected (z, y, x)")
+    image = values(image, "image")  # one NaN voxel would turn its whole section into NaN
     mean = image.mean(axis=(1, 2), keepdims=True)
     std = image.std(axis=(1, 2), keepdims=True)
     return (image - mean) / np.maximum(std, np.float32(1e-6))
@@ -255,6 +258,7 @@ def predict(model, image: np.ndarray, prior: np.ndarray | None = None) -> np.nda
     image is ``standardise``d first."""
     inputs = [pad_for(model, standardise(image))[None, ..., None].astype(np.float32)]
     if prior is not None:
+        prior = values(prior, "prior", 0, 1, what="boundary probabilities")
         inputs.append(pad_for(model, prior)[None, ..., None].astype(np.float32))
     depth = model.inputs[0].shape[1]
     if depth is not None and depth != inputs[0].shape[1]:
@@ -327,6 +331,11 @@ def train(model, image, target, prior=None, steps: int = 200, batch: int = 4,
     import keras
     from tqdm.auto import trange
 
+    steps, batch, out_shape, learning_rate = arguments(
+        steps=steps, batch=batch, out_shape=out_shape, learning_rate=learning_rate)
+    target = values(target, "target", 0, 1, what="boundary labels")
+    if prior is not None:
+        prior = values(prior, "prior", 0, 1, what="boundary probabilities")
     if image.shape != target.shape or (prior is not None and prior.shape != image.shape):
         raise ValueError(f"image {image.shape}, target {target.shape}"
                          + (f", prior {prior.shape}" if prior is not None else "")

@@ -44,6 +44,7 @@ import numpy as np
 from compilerkit.inference import axis_starts, stitch
 
 from . import boundary as _boundary
+from .validate import arguments, values
 
 
 # export and compile ------------------------------------------------------------------------
@@ -126,9 +127,7 @@ def compile_net(model, patch_out, path=None, opt_level: int = 3) -> CompiledNet:
         raise ValueError(f"{model.name}: the pipeline takes a one-channel boundary map, the net "
                          f"has {model.outputs[0].shape[-1]} outputs")
     fov = tuple(model.field_of_view)
-    patch_out = tuple(int(p) for p in patch_out)
-    if len(patch_out) != 3 or min(patch_out) < 1:
-        raise ValueError(f"patch_out must be three sizes >= 1 (z, y, x), got {patch_out!r}")
+    patch_out = arguments(patch_out=patch_out)
     patch_in = tuple(p + f - 1 for p, f in zip(patch_out, fov, strict=True))
     net = CompiledNet(model.name, fov, patch_out, patch_in, tf_model=_fixed(model, patch_in))
     t = time.perf_counter()
@@ -160,6 +159,8 @@ def patch_loop(run, volumes, fov, patch_out, progress: bool = False) -> np.ndarr
     reads input ``[s, s + patch_out + fov - 1)`` of the padded volume (overlap ``fov - 1``),
     stitched by ``compilerkit.inference.stitch``. ``patch_out`` must fit in the volume (use
     the volume's size on a small axis)."""
+    patch_out = arguments(patch_out=patch_out)
+    volumes = [values(v, f"volumes[{k}]") for k, v in enumerate(volumes)]
     shape = volumes[0].shape
     if any(v.shape != shape for v in volumes):
         raise ValueError(f"volumes of shapes {[v.shape for v in volumes]}: they must agree")
@@ -174,8 +175,9 @@ def infer(net: CompiledNet, image, prior=None, tf: bool = False, progress: bool 
     """The net's boundary map over the whole volume by the patch loop: compiled (or
     TensorFlow with ``tf=True``); returns (map, voxels per second).  The image is
     ``boundary.standardise``d first, as in training and ``boundary.predict``."""
-    volumes = [_boundary.standardise(image)] + ([np.asarray(prior, np.float32)]
-                                                 if prior is not None else [])
+    volumes = [_boundary.standardise(image)] + (
+        [values(prior, "prior", 0, 1, what="boundary probabilities")]
+        if prior is not None else [])
     t = time.perf_counter()
     out = patch_loop(net.run_tf if tf else net.run, volumes, net.fov, net.patch_out, progress)
     return out, out.size / (time.perf_counter() - t)
@@ -186,9 +188,10 @@ def affinities_from_boundary(bmap) -> np.ndarray:
     """(Z, Y, X) boundary probabilities -> (3, Z, Y, X) affinities in waterz's layout: the edge
     from a voxel to its -z / -y / -x neighbour is ``1 - max`` of their boundary values (0 on the
     low faces, which have no neighbour)."""
-    b = np.asarray(bmap, np.float32)
+    b = np.asarray(bmap)
     if b.ndim != 3:
         raise ValueError(f"boundary map of shape {b.shape}: expected (z, y, x)")
+    b = values(b, "boundary map", 0, 1, what="boundary probabilities")
     inside = 1 - b
     aff = np.zeros((3, *b.shape), np.float32)
     aff[0, 1:] = np.minimum(inside[1:], inside[:-1])

@@ -2,7 +2,8 @@
 
 ``segkit.watershed``, ``segkit.agglomerate``, ``segkit.chunked_agglomerate`` and
 ``segkit.pipeline`` take the same kinds of arguments (an affinity volume, affinity thresholds,
-size rules, chunk shapes, worker counts); each is checked here, by one rule per argument name,
+size rules, chunk shapes, worker counts; and ``segkit.boundary`` / ``segkit.znn`` images,
+maps, patch shapes, training options); each is checked here, by one rule per argument name,
 so that the whole-volume and the chunked paths refuse the same inputs with the same words.
 A refused argument is a ``ValueError`` that names it.
 
@@ -34,22 +35,41 @@ def affinities(aff, name: str = "aff", origin=None) -> np.ndarray:
         raise ValueError(f"{name}: empty volume {arr.shape}")
     if not np.issubdtype(arr.dtype, np.floating):
         raise ValueError(f"{name} must be floating point affinities in [0, 1], got {arr.dtype}")
+    return values(arr, name, 0, 1, origin=origin, first_axis="channel", what="affinities",
+                  hint=f"affinities are edge probabilities: np.clip({name}, 0, 1) if that is "
+                       "what you mean")
+
+
+def values(x, name: str, low=None, high=None, *, origin=None, first_axis=None,
+           what: str = "values", hint: str = "") -> np.ndarray:
+    """``x`` as a C-contiguous float32 array whose values are finite (and within [low, high]
+    where given), or a ValueError naming ``name`` and the first offending element: its index
+    (offset by ``origin`` on the spatial axes, those after ``first_axis`` when that is named,
+    e.g. an affinity chunk's channel)."""
+    arr = np.asarray(x)
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
+            or arr.dtype == bool):
+        raise ValueError(f"{name} must be real numbers, got {arr.dtype}")
     arr = np.ascontiguousarray(arr, dtype=np.float32)
+    if arr.size == 0:
+        return arr
     lo, hi = arr.min(), arr.max()  # NaN propagates into both
-    if np.isfinite(lo) and np.isfinite(hi) and 0 <= lo and hi <= 1:
+    if (np.isfinite(lo) and np.isfinite(hi) and (low is None or lo >= low)
+            and (high is None or hi <= high)):
         return arr
     finite = np.isfinite(arr)
-    bad = ~finite if not finite.all() else (arr < 0) | (arr > 1)
+    bad = ~finite if not finite.all() else \
+        (arr < (-np.inf if low is None else low)) | (arr > (np.inf if high is None else high))
     first = tuple(int(v) for v in np.argwhere(bad)[0])
-    c, pos = first[0], first[1:]
+    head, pos = (first[:1], first[1:]) if first_axis else ((), first)
     if origin is not None:
         pos = tuple(p + int(o) for p, o in zip(pos, origin, strict=True))
-    where = f"first at channel {c}, voxel {pos}: {arr[first]}"
+    where = (f"first at {first_axis} {head[0]}, voxel {pos}" if first_axis
+             else f"first at {pos}") + f": {arr[first]}"
     if not finite.all():
-        raise ValueError(f"{name} contains NaN or infinite affinities ({where})")
-    raise ValueError(f"{name} has affinities outside [0, 1] (min {float(lo)}, max {float(hi)}; "
-                     f"{where}); affinities are edge probabilities: np.clip({name}, 0, 1) if "
-                     "that is what you mean")
+        raise ValueError(f"{name} contains NaN or infinite {what} ({where})")
+    raise ValueError(f"{name} has {what} outside [{low}, {high}] (min {float(lo)}, max "
+                     f"{float(hi)}; {where})" + (f"; {hint}" if hint else ""))
 
 
 def _real(name, value):
@@ -96,6 +116,32 @@ def _chunks(name, value):
     return tuple(int(c) for c in items)
 
 
+def _positive(name, value):
+    value = _real(name, value)
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+    return value
+
+
+def _fraction(name, value):
+    value = _real(name, value)
+    if not 0 <= value < 1:
+        raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+    return value
+
+
+def _shape3(name, value):
+    try:
+        items = tuple(value)
+    except TypeError:
+        items = None
+    if (items is None or len(items) != 3
+            or any(isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Integral)
+                   or c < 1 for c in items)):
+        raise ValueError(f"{name} must be three ints >= 1 (z, y, x), got {value!r}")
+    return tuple(int(c) for c in items)
+
+
 def _mode(name, value):
     if value not in MODES:
         raise ValueError(f"{name} must be 'size-dependent' or 'mean', got {value!r}")
@@ -118,6 +164,12 @@ RULES = {
     "size_threshold": _nonnegative,
     "chunks": _chunks,
     "n_workers": lambda name, v: _count(name, v, 1),
+    "steps": lambda name, v: _count(name, v, 0),
+    "batch": lambda name, v: _count(name, v, 1),
+    "learning_rate": _positive,
+    "momentum": _fraction,
+    "out_shape": _shape3,
+    "patch_out": _shape3,
     "mode": _mode,
     "size_fn": _callable,
 }

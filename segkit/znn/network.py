@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from ..validate import values
 from . import kernels
 from .fftcache import FFTCache
 from .layers import Conv, Pool, activate, derivative_times, output_size, read_model
@@ -122,7 +123,7 @@ class Network:
         for axis, (want, got) in enumerate(zip(fixed, x.shape[1:4], strict=True)):
             if want is not None and want != got:
                 raise ValueError(f"input of shape {x.shape}: axis {axis + 1} must be {want}")
-        return x
+        return values(x, "input")  # NaN would come out as a NaN loss and NaN weights
 
     def plan(self, spatial, batch: int = 1) -> list:
         """Per layer: (input size, output size, method)."""
@@ -189,6 +190,7 @@ class Network:
         shape = (batch, *plan[-1][1], channels)
         if y.shape != shape:
             raise ValueError(f"target of shape {y.shape}: the model's output is {shape}")
+        y = values(y, "target")
 
         def mse():
             out = np.stack([val[(last, c)] for c in range(channels)], axis=-1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..validate import arguments
 from .network import Network
 
 
@@ -26,10 +27,8 @@ class Trainer:
 
     def __init__(self, model, learning_rate: float = 0.01, momentum: float = 0.9,
                  loss: str = "mse", threads: int | None = None, method: str = "auto"):
-        if learning_rate <= 0:
-            raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
-        if not 0 <= momentum < 1:
-            raise ValueError(f"momentum must be in [0, 1), got {momentum}")
+        # (NaN and inf learning rates were taken: every weight became NaN)
+        learning_rate, momentum = arguments(learning_rate=learning_rate, momentum=momentum)
         self.net = Network(model, method=method)
         self.lr, self.momentum, self.loss, self.threads = learning_rate, momentum, loss, threads
         self.slots = self.net.weight_slots()

@@ -199,3 +199,29 @@ def test_trained_vd2d_beats_the_untrained_net_on_a_held_out_volume():
                    batch=2, out_shape=(1, 16, 16), learning_rate=3e-3, progress=False)
     after = _auc(boundary.predict(model, test_vol.image)[..., 0], target)
     assert after > before + 0.08 and after > 0.85, (before, after)
+
+
+def test_nan_images_bad_targets_and_bad_training_options_are_named():
+    # a NaN voxel turned its whole standardised section into NaN, and training on it gave
+    # NaN losses in silence
+    image = np.random.default_rng(0).normal(size=(5, 24, 24)).astype(np.float32)
+    target = np.zeros(image.shape, np.float32)
+    target[:, ::4] = 1
+    bad = image.copy()
+    bad[2, 3, 4] = np.nan
+    with pytest.raises(ValueError, match=r"image contains NaN.*\(2, 3, 4\)"):
+        boundary.standardise(bad)
+    model = boundary.n4(width=0.05)
+    with pytest.raises(ValueError, match="image contains NaN"):
+        boundary.predict(model, bad)
+    with pytest.raises(ValueError, match="image contains NaN"):
+        boundary.train(model, bad, target, steps=1, progress=False)
+    wrong = target.copy()
+    wrong[0, 0, 0] = 2.0
+    with pytest.raises(ValueError, match=r"target has boundary labels outside \[0, 1\]"):
+        boundary.train(model, image, wrong, steps=1, progress=False)
+    for kw, name in [(dict(batch=0), "batch"), (dict(steps=2.5), "steps"),
+                     (dict(learning_rate=np.nan), "learning_rate"),
+                     (dict(out_shape=(1, 0, 8)), "out_shape")]:
+        with pytest.raises(ValueError, match=name):
+            boundary.train(model, image, target, progress=False, **kw)

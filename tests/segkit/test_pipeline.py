@@ -85,3 +85,25 @@ def test_demo_end_to_end_scores_in_unit_interval(monkeypatch):
     np.testing.assert_allclose(
         r.maps["VD2D3D"],
         boundary.predict(r.trained.models["VD2D3D"], r.image, r.maps["VD2D"])[..., 0], atol=1e-4)
+
+
+@pytest.mark.parametrize("value, match", [(np.nan, "NaN"), (1.5, r"outside \[0, 1\]"),
+                                          (-0.5, r"outside \[0, 1\]")])
+def test_bad_boundary_maps_are_named(value, match):
+    # a map outside [0, 1] made affinities outside [0, 1], refused later as "aff": the
+    # boundary map is what the caller gave, so it is what the error names
+    bmap = np.full((3, 4, 5), 0.25, np.float32)
+    bmap[1, 2, 3] = value
+    with pytest.raises(ValueError, match=rf"boundary map.*{match}.*\(1, 2, 3\)"):
+        pipeline.affinities_from_boundary(bmap)
+
+
+def test_bad_patch_loop_arguments_are_named():
+    vol = np.zeros((4, 6, 6), np.float32)
+    with pytest.raises(ValueError, match="patch_out"):
+        pipeline.patch_loop(lambda p: p, [vol], (1, 1, 1), (0, 2, 2))
+    with pytest.raises(ValueError, match="patch_out"):
+        pipeline.patch_loop(lambda p: p, [vol], (1, 1, 1), 2.5)
+    vol[1, 2, 3] = np.nan
+    with pytest.raises(ValueError, match=r"volumes\[0\] contains NaN"):
+        pipeline.patch_loop(lambda p: p, [vol], (1, 1, 1), (2, 2, 2))

@@ -192,3 +192,24 @@ def test_bad_inputs_are_named():
     tiny = keras.Sequential([keras.Input((None, None, None, 1)), keras.layers.Conv3D(1, 3)])
     with pytest.raises(ValueError, match="too small"):
         znn.Network(tiny).forward(np.zeros((1, 2, 5, 5, 1), np.float32))
+
+
+def test_nan_inputs_targets_and_learning_rates_are_named():
+    # NaN in the data came out as a NaN loss and NaN weights, in silence
+    model, x, y = small_model()
+    net = znn.Network(model)
+    bad_x, bad_y = x.copy(), y.copy()
+    bad_x[1, 2, 3, 4, 0] = np.nan
+    bad_y[0, 0, 0, 0, 1] = np.inf
+    with pytest.raises(ValueError, match=r"input contains NaN.*\(1, 2, 3, 4, 0\)"):
+        net.gradients(bad_x, y)
+    with pytest.raises(ValueError, match="input contains NaN"):
+        net.forward(bad_x)
+    with pytest.raises(ValueError, match=r"target contains NaN or infinite.*\(0, 0, 0, 0, 1\)"):
+        net.gradients(x, bad_y)
+    for lr in (np.nan, np.inf, 0.0, "0.1"):
+        with pytest.raises(ValueError, match="learning_rate"):
+            znn.Trainer(model, learning_rate=lr)
+    for momentum in (np.nan, 1.0, "0.5"):
+        with pytest.raises(ValueError, match="momentum"):
+            znn.Trainer(model, momentum=momentum)
