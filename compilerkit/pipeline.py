@@ -580,6 +580,25 @@ class CompiledModel:
         self.pass_timings = pass_timings if pass_timings is not None else []
         self.num_threads = None  # threads of the parallel loops; None: the machine's cores
 
+    def close(self) -> None:
+        """Release the native objects now (idempotent): the loaded code (JIT engine, emulator
+        instance, GPU module) once runs in progress have returned, then the LLVM module(s).
+        A run after it is a RuntimeError. Without close(), each owner releases them when the
+        model is dropped, in the same order (backends/lifetimes.py), garbage collector or
+        not; `with compile(...) as cm:` closes on leaving the block."""
+        close = getattr(self.session, "close", None)
+        if close is not None:
+            close()
+        close = getattr(self.llvm_module, "close", None)
+        if close is not None:
+            close()  # an engine's module only detaches: the engine freed it
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def run(self, *arrays, num_threads=None):
         """Run on numpy arrays; returns the outputs. Raises `InputError` for arguments that do
         not match the signature and `RunError` for data the code cannot compute with (a

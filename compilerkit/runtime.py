@@ -162,12 +162,17 @@ class Session:
     with no extra allocation after the first call, and N concurrent calls hold at most N
     arenas. The generated code keeps no other state between calls, apart from constants it
     fills once (under a lock here on the first call). ctypes releases the GIL during the
-    call, so threads do run at once."""
+    call, so threads do run at once.
+
+    Lifetime: the code `fn` points into lives as long as `keep_alive` (the JIT's engine and
+    its `owner`, a shared library); `close()` releases `owner` (backends/lifetimes.py) once
+    the runs in progress have returned, and a run after it is a RuntimeError, never a call
+    into freed code. Dropping the session releases the owner too."""
 
     takes_num_threads = True  # run(..., num_threads=n) sets the parallel loops' threads
 
     def __init__(self, fn, arena_bytes, inputs, outputs, keep_alive=None, message=None,
-                 pool=None):
+                 pool=None, owner=None):
         # int64 main_graph(void **buffers, int64 num_threads): 0, or a failed check's number
         self.fn = fn
         self.message = message  # status -> text (main_graph_check_message)
@@ -180,6 +185,18 @@ class Session:
         self._lock = threading.Lock()
         self._first = threading.Lock()  # the first call fills splat constants
         self._warm = False
+        self.owner = owner  # what close() releases (a NativeOwner), or None
+        self._state = threading.Condition()  # guards _running and closed
+        self._running = 0
+        self.closed = False
+
+    def close(self) -> None:
+        """Wait for the runs in progress, then release the native code (idempotent)."""
+        with self._state:
+            self.closed = True
+            self._state.wait_for(lambda: self._running == 0)
+        if self.owner is not None:
+            self.owner.close()
 
     def _new_arena(self):
         # 64-byte aligned workspace; the array it views stays alive through `.base`.
@@ -195,6 +212,20 @@ class Session:
             self.pool.ensure_workers(threads)
         ins = check_inputs(arrays, self.inputs)
         outs = [np.empty(shape, dtype=dtype) for _, shape, dtype in self.outputs]
+        with self._state:
+            if self.closed:
+                raise RuntimeError("this compiled model was closed: its native code is "
+                                   "released; compile it again")
+            self._running += 1
+        try:
+            return self._run(ins, outs, threads)
+        finally:
+            with self._state:
+                self._running -= 1
+                if not self._running:
+                    self._state.notify_all()
+
+    def _run(self, ins, outs, threads):
         with self._lock:
             arena = self._free.pop() if self._free else None
         if arena is None:

@@ -65,8 +65,11 @@ def emulated_target(name: str) -> Target:
 class EmulatedBackend(Backend):
     code_stage = "asm"
 
-    def __init__(self, name: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+    def __init__(self, name: str, timeout_s: float | None = None,
                  max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS):
+        # None: DEFAULT_TIMEOUT_S as it is now (read per backend, so a test suite on a busy
+        # machine can make it a larger safety net in one place).
+        timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
         check_limits(timeout_s, max_instructions)  # ValueError now, not at the first run
         self.target = emulated_target(name)
         self.timeout_s = timeout_s
@@ -121,7 +124,12 @@ def _big(dtype) -> np.dtype:
 
 class EmulatedSession:
     """One EmulatedMachine per compiled model; its buffers are allocated once. Thread-safe:
-    runs take turns on the machine (a lock), as Unicorn runs one call at a time."""
+    runs take turns on the machine (a lock), as Unicorn runs one call at a time.
+
+    Lifetime: the session owns its machine (an emulator instance: tens of MiB of address
+    space). `close()` frees it after the run in progress; dropping the session frees it
+    at once (EmulatedMachine's finalizer), also after a run stopped by `EmulationLimit`.
+    A run after close() is a RuntimeError."""
 
     def __init__(self, arch, obj: bytes, inputs, outputs, timeout_s=DEFAULT_TIMEOUT_S,
                  max_instructions=DEFAULT_MAX_INSTRUCTIONS):
@@ -134,10 +142,12 @@ class EmulatedSession:
         sizes = [int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize
                  for _, s, d in list(inputs) + list(outputs)]
         probe = EmulatedMachine(arch, obj, heap_bytes=1 << 16)
-        # The arena size is what the compiled code says, asked of the emulated machine.
-        self.arena_bytes = int(self._call(probe, ENTRY + "_arena_bytes", [])["result"])
+        try:
+            # The arena size is what the compiled code says, asked of the emulated machine.
+            self.arena_bytes = int(self._call(probe, ENTRY + "_arena_bytes", [])["result"])
+        finally:
+            probe.close()  # before the second instance takes its address space
         need = sum(s + 64 for s in sizes) + self.arena_bytes + 64 + 8 * (len(sizes) + 1) + 4096
-        del probe
         self.machine = EmulatedMachine(arch, obj, heap_bytes=need)
         m = self.machine
         self.addresses = [m.alloc(max(s, 1)) for s in sizes]
@@ -153,7 +163,15 @@ class EmulatedSession:
     def run(self, *arrays):
         ins = check_inputs(arrays, self.inputs)  # before anything is emulated
         with self._lock:
+            if self.machine.closed:
+                raise RuntimeError("this compiled model was closed: its emulator is freed; "
+                                   "compile it again")
             return self._run(ins)
+
+    def close(self) -> None:
+        """Free the emulator instance once the run in progress returns (idempotent)."""
+        with self._lock:
+            self.machine.close()
 
     def message(self, status: int) -> str | None:
         """The compiled main_graph_check_message(status), read from the emulated image."""

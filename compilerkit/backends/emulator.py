@@ -20,9 +20,11 @@ pwr9 code runs too, but not the ISA 3.0 `lxvwsx` splat LLVM emits for compiled m
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import struct
 import time
+import weakref
 from dataclasses import dataclass
 
 from unicorn import (
@@ -53,6 +55,7 @@ STACK_SIZE = 8 << 20
 HEAP_BASE = 0x8000_0000
 STOP = 0x3000_0000  # return address of every call: emulation stops when PC reaches it
 TCG_BUFFER = 64 << 20
+CALL_TIMEOUT_S = 60.0  # EmulatedMachine.call's wall-clock limit when it is given none
 # The newest llvm -mcpu whose code Unicorn 2.1 runs: z14's vector-enhancements (vfasb...) and
 # POWER10's prefixed instructions (pli...) are not implemented.
 NEWEST_CPU = {"s390x": "z13", "ppc64": "pwr8"}
@@ -125,14 +128,86 @@ def _pages(size: int) -> int:
     return (size + PAGE - 1) // PAGE * PAGE
 
 
+# Address space a Unicorn instance takes besides the translation buffer and the memory mapped
+# for the guest (QEMU's CPU state, page tables, softmmu TLBs; measured about 20 MiB for both
+# architectures), with room to spare: reserve_address_space() asks for it all up front.
+UNICORN_OVERHEAD = 48 << 20
+
+
+def reserve_address_space(nbytes: int, what: str) -> None:
+    """A MemoryError naming `what` unless `nbytes` of address space can be mapped now.
+
+    Why: Unicorn (QEMU) ends the process, from C, when it cannot map its translation buffer
+    ("Could not allocate dynamic translator buffer", exit status 1) under an address space
+    limit (`ulimit -v`, a container's) or when the address space is used up; no Python error
+    can be raised there. So the space is mapped (not touched: no memory is used) and unmapped
+    here first. Another thread may take it in between: this narrows the window, it cannot
+    close it."""
+    import mmap
+
+    try:
+        mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS).close()
+    except (OSError, OverflowError, ValueError) as error:
+        raise MemoryError(f"{what} needs {nbytes / 2**20:.0f} MiB of address space and the "
+                          f"process cannot map that much now ({error}): raise the address "
+                          "space limit (ulimit -v) or free compiled models (close() them, or "
+                          "drop them)") from None
+
+
+def _weak_hook(method):
+    """`method` (bound) for a Unicorn hook without a strong reference to its object: the Uc
+    holds its hooks, so a bound method made a cycle machine -> Uc -> hook -> machine that
+    only the garbage collector freed (an instance's address space stayed taken until then)."""
+    ref = weakref.WeakMethod(method)
+
+    def hook(*args):
+        bound = ref()
+        return bound(*args) if bound is not None else False
+
+    return hook
+
+
+def _close_uc(uc, hooks: list) -> None:
+    """Free a Unicorn instance now: its hooks first (each holds the Uc: a cycle), then the
+    handle, through the finalizer the binding registered (Unicorn 2.1's; where a binding has
+    none, the Uc goes when its last reference does, now that the cycle is gone)."""
+    for handle in hooks:
+        with contextlib.suppress(UcError, KeyError):
+            uc.hook_del(handle)
+    hooks.clear()
+    uc._hook_exception = None  # its traceback would hold the Uc too
+    finalizer = getattr(uc, "_Uc__finalizer", None)
+    if finalizer is not None:
+        finalizer()
+
+
 class EmulatedMachine:
-    """One emulator instance holding one compiled object, reusable across calls."""
+    """One emulator instance holding one compiled object, reusable across calls.
+
+    Lifetime: the Unicorn instance (its translation buffer and the mapped image, stack and
+    heap: about TCG_BUFFER + UNICORN_OVERHEAD + heap of address space) is freed by `close()`
+    or as soon as the machine is dropped (weakref.finalize; nothing in it refers back to the
+    machine, so no garbage collection is needed). After close(), using the machine is a
+    RuntimeError. Creating one when the address space is short is a MemoryError."""
 
     def __init__(self, arch: str, obj: bytes, heap_bytes: int = 64 << 20):
         if arch not in ABIS:
             raise ValueError(f"unknown emulated architecture {arch!r}; known: {sorted(ABIS)}")
         self.arch, self.abi = arch, ABIS[arch]
-        self.uc = Uc(self.abi.arch, self.abi.mode)
+        self._hooks: list = []
+        self._uc = None
+        reserve_address_space(TCG_BUFFER + UNICORN_OVERHEAD + STACK_SIZE + _pages(heap_bytes)
+                              + 2 * _pages(len(obj)), f"an emulated {arch} machine")
+        uc = Uc(self.abi.arch, self.abi.mode)
+        self._finalizer = weakref.finalize(self, _close_uc, uc, self._hooks)
+        self._uc = uc
+        try:
+            self._setup(obj, heap_bytes)
+        except BaseException:
+            self.close()  # now: the traceback may keep this half-made machine for long
+            raise
+
+    def _setup(self, obj: bytes, heap_bytes: int) -> None:
         # Unicorn reserves 1 GiB of address space for translated code by default; the kernels
         # are small, and tests build many machines in one process.
         self.uc.ctl_set_tcg_buffer_size(TCG_BUFFER)
@@ -155,16 +230,33 @@ class EmulatedMachine:
         # A hook at the stop address ends emulation. (Passing the stop address itself as
         # `until` makes Unicorn's s390x raise an exception on the return branch, so `until`
         # points a little past it and is never reached.)
-        self.uc.hook_add(UC_HOOK_CODE, lambda uc, *_: uc.emu_stop(), begin=STOP, end=STOP)
+        hooks = self._hooks
+        hooks.append(self.uc.hook_add(UC_HOOK_CODE, lambda uc, *_: uc.emu_stop(), begin=STOP,
+                                      end=STOP))
         self.uc.mem_map(STACK_BASE, STACK_SIZE)
         self.heap_size = _pages(heap_bytes)
         self.uc.mem_map(HEAP_BASE, self.heap_size)
         self.heap_used = 0
-        self.uc.hook_add(UC_HOOK_CODE, self._library_call, begin=stubs_at,
-                         end=stubs_at + 16 * len(LIBRARY))
+        hooks.append(self.uc.hook_add(UC_HOOK_CODE, _weak_hook(self._library_call),
+                                      begin=stubs_at, end=stubs_at + 16 * len(LIBRARY)))
         self._bad_access = None  # (kind, address) of the latest unmapped access (ppc64)
-        self.uc.hook_add(UC_HOOK_MEM_INVALID, self._record_bad_access)
+        hooks.append(self.uc.hook_add(UC_HOOK_MEM_INVALID, _weak_hook(self._record_bad_access)))
         self._prepare_cpu()
+
+    @property
+    def uc(self) -> Uc:
+        if self._uc is None:
+            raise RuntimeError(f"this emulated {self.arch} machine was closed")
+        return self._uc
+
+    @property
+    def closed(self) -> bool:
+        return self._uc is None
+
+    def close(self) -> None:
+        """Free the Unicorn instance now (idempotent); not while a call runs on it."""
+        self._uc = None
+        self._finalizer()
 
     # -- memory ---------------------------------------------------------------------------
     def alloc(self, nbytes: int, align: int = 64) -> int:
@@ -186,8 +278,8 @@ class EmulatedMachine:
 
     # -- calls ----------------------------------------------------------------------------
     def call(self, function: str, args: list[int], max_instructions: int | None = 2_000_000_000,
-             timeout_s: float = 60.0) -> dict:
-        """Call `function` with integer/pointer `args`.
+             timeout_s: float | None = None) -> dict:
+        """Call `function` with integer/pointer `args`; `timeout_s` None: CALL_TIMEOUT_S.
 
         Returns {"seconds": wall time, "result": the integer return register, unsigned}.
         Counting instructions costs time (Unicorn then hooks every instruction: about half the
@@ -211,6 +303,7 @@ class EmulatedMachine:
             self.uc.reg_write(ppc.UC_PPC_REG_1, sp)
             self.uc.reg_write(ppc.UC_PPC_REG_2, toc)
             self.uc.reg_write(ppc.UC_PPC_REG_LR, STOP)
+        timeout_s = CALL_TIMEOUT_S if timeout_s is None else timeout_s
         check_limits(timeout_s, max_instructions)
         counting = bool(max_instructions)
         if counting != getattr(self, "_counting", counting):

@@ -18,7 +18,9 @@ import numpy as np
 
 from compilerkit import threadpool
 from compilerkit.backends.base import Backend, Target, init_llvm, without_lsr
-from compilerkit.backends.split import (
+from compilerkit.backends.lifetimes import NativeOwner
+from compilerkit.backends.split import (  # noqa: F401 (Partitions: the JIT path's module)
+    Partitions,
     check_links,
     compile_threads,
     emit_objects,
@@ -47,7 +49,6 @@ class HostBackend(Backend):
     def __init__(self):
         init_llvm()
         self.target = host_target()
-        self._engines = []
 
     def machine(self, opt_level: int, reloc: str = "default"):
         t = self.target
@@ -71,9 +72,8 @@ class HostBackend(Backend):
             mod.verify()
             self.run_pipeline(mod, opt_level)
             return mod
-        modules, contexts = optimise_parts(
+        return optimise_parts(
             llvm_ir, lambda mod, locked: self.run_pipeline(mod, opt_level, locked))
-        return Partitions(modules, contexts)
 
     def run_pipeline(self, mod, opt_level: int, locked: bool = True) -> None:
         """LLVM's -O`opt_level` pipeline on `mod`, in place (outside llvmlite's lock unless
@@ -109,6 +109,12 @@ class HostBackend(Backend):
             return self.machine(opt_level, reloc="pic").emit_object(mod)
 
     def load(self, mod, entry: str):
+        """Machine code for `mod` (a module or `Partitions`) in a new MCJIT engine; returns
+        (entry function, its arena size, engine, owner). The `NativeOwner` holds the engine
+        and the weight arrays it reads: the code lives until `owner.close()` or until the
+        owner is dropped (the Session keeps it), and nothing else frees it. One module goes
+        into the engine, which frees it with itself (the owner releases it, an owned module's
+        close() frees nothing); partitions become object code and stay the caller's."""
         mods = mod.modules if isinstance(mod, Partitions) else [mod]
         # Parallel loops run on compilerkit's pool (threadpool.py), which `GOMP_parallel`
         # maps to, or where it is not available on libgomp, linked from the process.
@@ -119,57 +125,48 @@ class HostBackend(Backend):
             else:
                 load_libgomp()
         self.pool = pool
-        if isinstance(mod, Partitions):
-            # Machine code for each partition on a thread of its own, linked by one engine
-            # (made from an empty module); weights map by name, as for one module.
-            check_links(mods, set(self.external_weights or {}) | (
-                {"GOMP_parallel"} if pool else set()))
+        owner = NativeOwner()
+        try:
+            if isinstance(mod, Partitions):
+                # Machine code for each partition on a thread of its own, linked by one
+                # engine (made from an empty module); weights map by name, as for one module.
+                check_links(mods, set(self.external_weights or {}) | (
+                    {"GOMP_parallel"} if pool else set()))
+                with without_lsr():
+                    objects = emit_objects(mods, lambda: self.machine(3))
+                # Owned before the engine, released after it.
+                objects = [owner.add(llvm.ObjectFileRef.from_data(o)) for o in objects]
+                engine = owner.add(llvm.create_mcjit_compiler(llvm.parse_assembly(""),
+                                                              self.machine(3)))
+                for obj in objects:
+                    engine.add_object_file(obj)
+            else:
+                engine = owner.add(llvm.create_mcjit_compiler(mod, self.machine(3)))
+            done = {g.name for m in mods for g in m.global_variables if not g.is_declaration}
+            for m in mods:
+                for w in map_weights(engine, m, self.external_weights or {}, done):
+                    owner.add(w)  # the code reads them: kept until the engine goes
+            if pool is not None:
+                gomp = next(f for m in mods for f in m.functions if f.name == "GOMP_parallel")
+                engine.add_global_mapping(gomp, pool.address)
             with without_lsr():
-                objects = emit_objects(mods, lambda: self.machine(3))
-            engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.machine(3))
-            engine.ck_objects = [llvm.ObjectFileRef.from_data(o) for o in objects]
-            for obj in engine.ck_objects:
-                engine.add_object_file(obj)
-        else:
-            engine = llvm.create_mcjit_compiler(mod, self.machine(3))
-        done = {g.name for m in mods for g in m.global_variables if not g.is_declaration}
-        weights = [w for m in mods
-                   for w in map_weights(engine, m, self.external_weights or {}, done)]
-        if pool is not None:
-            gomp = next(f for m in mods for f in m.functions if f.name == "GOMP_parallel")
-            engine.add_global_mapping(gomp, pool.address)
-        with without_lsr():
-            engine.finalize_object()
-        self._engines.append((engine, weights))  # keep code and weights alive with the backend
-        fn = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64)(
-            engine.get_function_address(entry))
-        size = ctypes.CFUNCTYPE(ctypes.c_int64)(engine.get_function_address(entry + "_arena_bytes"))
-        return fn, size(), engine
+                engine.finalize_object()
+            fn = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p),
+                                  ctypes.c_int64)(engine.get_function_address(entry))
+            size = ctypes.CFUNCTYPE(ctypes.c_int64)(
+                engine.get_function_address(entry + "_arena_bytes"))
+            return fn, size(), engine, owner
+        except BaseException:
+            owner.close()  # now, not when a traceback holding it is collected
+            raise
 
     def session(self, mod, inputs, outputs):
-        fn, arena, engine = self.load(mod, ENTRY)
+        """A runtime.Session over the loaded code; it owns the code (`Session.close()`)."""
+        fn, arena, engine, owner = self.load(mod, ENTRY)
         message = _message_reader(ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_int64)(
             engine.get_function_address(ENTRY + "_check_message")))
-        return Session(fn, arena, inputs, outputs, keep_alive=(engine, self), message=message,
-                       pool=self.pool)
-
-
-class Partitions:
-    """The optimised partitions of one JIT module (backends/split.py) and their contexts."""
-
-    def __init__(self, modules, contexts):
-        self.modules, self.contexts = modules, contexts
-
-    @property
-    def functions(self):
-        return [f for m in self.modules for f in m.functions]
-
-    @property
-    def global_variables(self):
-        return [g for m in self.modules for g in m.global_variables]
-
-    def __str__(self):
-        return "\n".join(str(m) for m in self.modules)
+        return Session(fn, arena, inputs, outputs, keep_alive=(engine, owner),
+                       message=message, pool=self.pool, owner=owner)
 
 
 def _message_reader(fn):

@@ -36,6 +36,8 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 from llvmlite.binding import ffi
 
+from compilerkit.backends.lifetimes import NativeOwner
+
 # A module with fewer node groups than this is one partition: splitting costs a context and a
 # thread each, and copies of the shared helpers to optimise.
 MIN_GROUPS = 8
@@ -217,16 +219,53 @@ def emit_objects(modules: list, new_machine) -> list[bytes]:
     return _on_threads(lambda k: object_code(new_machine(), modules[k]), len(modules))
 
 
-def optimise_parts(texts: list[str], run_pipeline) -> tuple[list, list]:
+def optimise_parts(texts: list[str], run_pipeline) -> Partitions:
     """Parse each text into a context of its own and optimise it (`run_pipeline(module,
-    locked)`), one thread per text; returns (modules, contexts). The contexts must outlive the
-    modules (keep them with the engine). An exception in any thread is raised here."""
-    contexts = [llvm.create_context() for _ in texts]
+    locked)`), one thread per text; returns their `Partitions`, which owns them. An exception
+    in any thread is raised here, after every module and context made so far is released
+    (the exception's traceback must not be what keeps them, in no order, alive)."""
+    owner = NativeOwner()
+    contexts = [owner.add(llvm.create_context()) for _ in texts]
 
     def work(k):
-        mod = llvm.parse_assembly(texts[k], context=contexts[k])
+        mod = owner.add(llvm.parse_assembly(texts[k], context=contexts[k]))
         mod.verify()
         run_pipeline(mod, locked=len(texts) == 1)
         return mod
 
-    return _on_threads(work, len(texts)), contexts
+    try:
+        modules = _on_threads(work, len(texts))
+    except BaseException:
+        owner.close()
+        raise
+    return Partitions(modules, contexts, owner)
+
+
+class Partitions:
+    """The optimised partitions of one JIT module and the LLVM contexts they were parsed into.
+
+    Lifetime: the modules and contexts are released together, modules first, by `close()`
+    or when the Partitions is dropped (lifetimes.NativeOwner), never context first, whatever
+    order the garbage collector finds them in. The engine links object code made from them
+    (`emit_objects`), not the modules themselves, so it does not need them afterwards."""
+
+    def __init__(self, modules, contexts, owner: NativeOwner | None = None):
+        self.modules, self.contexts = modules, contexts
+        if owner is None:
+            owner = NativeOwner(*contexts, *modules)
+        self.owner = owner
+
+    def close(self) -> None:
+        """Release the modules, then their contexts (idempotent)."""
+        self.owner.close()
+
+    @property
+    def functions(self):
+        return [f for m in self.modules for f in m.functions]
+
+    @property
+    def global_variables(self):
+        return [g for m in self.modules for g in m.global_variables]
+
+    def __str__(self):
+        return "\n".join(str(m) for m in self.modules)

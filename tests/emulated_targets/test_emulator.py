@@ -501,7 +501,7 @@ def test_instruction_budget_stops_an_infinite_loop(machine):
     start = time.perf_counter()
     with pytest.raises(EmulationLimit, match="budget of 100000 instructions"):
         machine.call("spin", [p], max_instructions=100_000)
-    assert time.perf_counter() - start < 60  # a safety net: it stopped, not how fast
+    assert time.perf_counter() - start < 600  # a safety net: it stopped, not how fast
     counter = _get(machine, p, np.int64, 1)[0]
     assert 1000 < counter < 100_000  # it really ran, and stopped
     # The machine stays usable after a stopped call.
@@ -515,7 +515,7 @@ def test_time_limit_stops_an_infinite_loop(machine):
     with pytest.raises(EmulationLimit, match="time limit"):
         machine.call("spin", [p], max_instructions=None, timeout_s=0.3)
     # it waited for its limit, and then stopped (the upper bound is a safety net, not a speed)
-    assert 0.25 < time.perf_counter() - start < 60
+    assert 0.25 < time.perf_counter() - start < 600
     assert machine.call("fib_entry", [10])["result"] == 55
 
 
