@@ -11,25 +11,37 @@ Writes benchmarks/results/lmskit_bench.json:
 - speed: capture time, and lifetimes + TFLMS rewrite + one simulation on the ResNet-50 graph
   (target under 2 s), and how long each max-batch search took (no re-tracing).
 - swap_vs_recompute (both models): swap-only (lmskit), recompute-only and swap+recompute: the
-  largest batch within 30% overhead and the throughput there (issue 13).
+  largest batch within 30% overhead and the throughput there.
 - calibration: the stored time-model calibration (lmskit/data/calibration.json): predicted
   against measured step times (CPU here; GPU anchors). Regenerate with
   `python -m lmskit.calibrate` (about ten minutes).
 - resnet50.v1_link: TFLMS v1's largest batch on the P100, on IBM's V100 16 GB and with an
   instant link (memory alone decides: the ceiling the rule and the capture allow). IBM's 2.88x
   is 3900^2 / 2300^2 pixels at batch 1 on a V100 (examples/Keras_ResNet50.py), not a batch.
+- v1_paper_setting (the headline): TFLMS v1 with its defaults (chain_rule, lb=1,
+  ub=10000, n_tensors=-1) on "p100-16gb" with the allocator's back-pressure (TF's BFC waits up
+  to 10 s), on the paper's graph: ResNet-50 224x224x3 fp32, TF1-style FusedBatchNormV3 and
+  Momentum (lmskit.tf1_resnet), "minimize" scoping. B0 the no-swap maximum batch, B_mem the v1
+  maximum, B_30 the v1 maximum within 30% overhead, and the grade: "reproduced" if
+  B_mem/B0 >= 4.0 and B_30 >= 0.8 B_mem, "partially reproduced" if 2.8 <= B_mem/B0 < 4.0,
+  else "not reproduced" (the paper: 4.7x). ablation: rows that each change one thing.
+- v2_paper_setting: TFLMS v2 (the "tflms-v2" policy, autotuned per batch) on the same graph and
+  device, graded by the same rule (the paper: 4.9x).
 - cpu_scaling: real Keras training steps of LeNet and the small ResNet at batches 32-256 here:
   wall time (fastest of 7) and process CPU time (median) per image, cores used (CPU / wall) and
   the load average. Wall per image that grows with the batch while CPU per image stays flat
   means the machine was shared (long steps get preempted), not that the work is superlinear:
   calibrate the CPU preset on a quiet machine.
 
-Usage: python benchmarks/lmskit_bench.py [--quick]   (--quick: U-Net sides in steps of 64)
+Usage: python benchmarks/lmskit_bench.py [--quick] [--section v1|v2]
+(--quick: U-Net sides in steps of 64; --section v1: only v1_paper_setting and ablation,
+--section v2: only v2_paper_setting, merged into the existing JSON)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import time
@@ -157,6 +169,170 @@ def v1_link(graph):
     return rows
 
 
+PAPER_V1_RATIO = 4.7
+TF_ALLOC_WAIT_S = 10.0   # TF 1's BFC allocator: AllocateRaw retries this long, woken by frees
+
+
+def grade(b0: int, b_mem: int, b_30: int) -> str:
+    """The grading rule: reproduced if B_mem/B0 >= 4.0 and B_30 >= 0.8 B_mem; partially if
+    2.8 <= B_mem/B0 < 4.0; else not reproduced. The rule leaves B_mem/B0 >= 4.0 with B_30 short
+    of 0.8 B_mem open: memory reproduced, speed not; that is graded partially too."""
+    ratio = b_mem / b0 if b0 else 0.0
+    if ratio >= 4.0 and b_30 >= 0.8 * b_mem:
+        return "reproduced"
+    if ratio >= 2.8:
+        return "partially reproduced"
+    return "not reproduced"
+
+
+def v1_batches(graph, dev, max_overhead=None, swap_options=None):
+    """(B0, v1 maximum batch[, within max_overhead]) on a device; swap_options go to swap."""
+    b0 = lmskit.max_batch_size(graph, dev, "none")
+    v1 = lmskit.swap(graph, **(swap_options or {}))
+    b = lmskit.max_batch_size(v1, dev, "none", start=b0)
+    b30 = (lmskit.max_batch_size(v1, dev, "none", start=b0, max_overhead=max_overhead)
+           if max_overhead is not None else None)
+    return b0, b, b30, v1
+
+
+def _row(change, graph, dev, swap_options=None, note=""):
+    t = time.perf_counter()
+    b0, b, _, v1 = v1_batches(graph, dev, swap_options=swap_options)
+    s = lmskit.simulate(v1, dev, b) if b else None
+    row = {"change": change, "B0": b0, "B_mem": b, "ratio": round(b / b0, 2) if b0 else None,
+           "overhead_at_B_mem": round(s.overhead, 4) if s else None,
+           "limit_at_B_mem+1": _what_binds(v1, dev, b + 1),
+           "search_s": round(time.perf_counter() - t, 1)}
+    if note:
+        row["note"] = note
+    print(f"  {change:55s} B0 {b0:4d}  B_mem {b:5d}  {row['ratio']}x", flush=True)
+    return row
+
+
+def _what_binds(v1, dev, batch):
+    """What stops the next batch: "device" (out of memory, naming the op), "host" (the pinned
+    host cap) or "fits"."""
+    s = lmskit.simulate(v1, dev, batch)
+    if s.oom_op is not None:
+        return f"device ({s.oom_op})"
+    return "host" if not s.host_fits else "fits"
+
+
+@contextlib.contextmanager
+def _no_atomic_types():
+    """v1 with an empty atomic-type list (an ablation only: the published code has one)."""
+    from lmskit.rules import common, v1
+
+    saved = (v1.ATOMIC_TYPES, common.swappable_tensor.__defaults__)
+    v1.ATOMIC_TYPES = frozenset()
+    common.swappable_tensor.__defaults__ = (1, frozenset())
+    try:
+        yield
+    finally:
+        v1.ATOMIC_TYPES, common.swappable_tensor.__defaults__ = saved
+
+
+def v1_paper_setting():
+    """The graded headline and its ablation (module docstring)."""
+    import dataclasses
+
+    import keras
+
+    from lmskit.devices import get_device
+    from lmskit.tf1_resnet import capture_resnet50
+
+    print("TFLMS v1, paper setting: TF1-style ResNet-50 224^2 on", DEVICE, flush=True)
+    t = time.perf_counter()
+    g = capture_resnet50(224, scoping="minimize")
+    t_capture = time.perf_counter() - t
+    print(f"  captured {len(g)} ops in {t_capture:.1f} s", flush=True)
+    p100 = get_device(DEVICE)
+    dev = dataclasses.replace(p100, alloc_wait_s=TF_ALLOC_WAIT_S)
+    b0, b_mem, b_30, v1 = v1_batches(g, dev, max_overhead=0.3)
+    s = lmskit.simulate(v1, dev, b_mem)
+    at_b0 = lmskit.simulate(v1, dev, b0)
+    head = {"graph": "ResNet-50 224x224x3 fp32, FusedBatchNormV3, Momentum (lmskit.tf1_resnet)",
+            "scoping": "minimize", "device": DEVICE, "alloc_wait_s": TF_ALLOC_WAIT_S,
+            "options": "v1 defaults: chain_rule, lb=1, ub=10000, n_tensors=-1",
+            "ops": len(g), "capture_s": round(t_capture, 1),
+            "B0": b0, "B_mem": b_mem, "B_30": b_30, "ratio": round(b_mem / b0, 2),
+            "overhead_at_B_mem": round(s.overhead, 4), "overhead_at_B0": round(at_b0.overhead, 4),
+            "peak_host_at_B_mem_gib": round(s.peak_host_bytes / 2**30, 2),
+            "host_limit_gib": round(dev.host_memory_bytes / 2**30, 2),
+            "alloc_wait_at_B_mem_s": round(s.alloc_wait_time, 4),
+            "stall_at_B_mem_s": round(s.stall_time, 4),
+            "limit_at_B_mem+1": _what_binds(v1, dev, b_mem + 1),
+            "grade": grade(b0, b_mem, b_30), "paper_ratio": PAPER_V1_RATIO}
+    print(f"  B0 {b0}  B_mem {b_mem} ({head['ratio']}x)  B_30 {b_30}  overhead at B_mem "
+          f"{s.overhead:.1%}: {head['grade']}", flush=True)
+    callback = g.copy()
+    callback.scoping = "keras-callback"
+    instant = dataclasses.replace(dev, name=f"{DEVICE} instant link", h2d_bandwidth=1e18,
+                                  d2h_bandwidth=1e18, copy_latency_s=0.0)
+    ablation = [
+        _row("scoping keras-callback (gradients only)", callback, dev),
+        _row("back-pressure off (any peak over budget is OOM)", g,
+             dataclasses.replace(dev, alloc_wait_s=0.0)),
+        _row("instant link (memory alone decides)", g, instant),
+        _row("link 75 GB/s each way (NVLink 2.0)", g,
+             dataclasses.replace(dev, h2d_bandwidth=75e9, d2h_bandwidth=75e9)),
+        _row("no reserve (CUDA context, cuDNN workspace: 0)", g,
+             dataclasses.replace(dev, reserve_bytes=0)),
+        _row("no pinned-host cap (TF_GPU_HOST_MEM_LIMIT_IN_MB, 64 GiB, lifted)", g,
+             dataclasses.replace(dev, host_memory_bytes=2**50)),
+        _row("no pinned-host cap and instant link", g,
+             dataclasses.replace(instant, host_memory_bytes=2**50)),
+        _row("ctrld_strategy direct_order", g, dev, {"ctrld_strategy": "direct_order"}),
+    ]
+    with _no_atomic_types():
+        ablation.append(_row("no atomic types (Add, Mul, ... outputs swappable too)", g, dev))
+    ablation.append(_row("fuse_swapins=True", g, dev, {"fuse_swapins": True}))
+    t = time.perf_counter()
+    k3 = lmskit.capture(zoo.resnet50(), keras.losses.SparseCategoricalCrossentropy(),
+                        keras.optimizers.SGD(0.1, momentum=0.9),
+                        (tf.TensorSpec((None, 224, 224, 3)), tf.TensorSpec((None,), tf.int32)),
+                        scoping="minimize")
+    ablation.append(_row("Keras 3 BatchNorm and SGD (unfused elementwise chains)", k3, dev,
+                         note=f"captured in {time.perf_counter() - t:.1f} s"))
+    return head, ablation
+
+
+PAPER_V2_RATIO = 4.9
+
+
+def v2_paper_setting(graph=None):
+    """TFLMS v2 (the "tflms-v2" policy: its autotune per batch) on the v1 headline's graph and
+    device, graded by the same rule (the paper: 4.9x)."""
+    import dataclasses
+
+    from lmskit.devices import get_device
+    from lmskit.tf1_resnet import capture_resnet50
+
+    print("TFLMS v2, paper setting: TF1-style ResNet-50 224^2 on", DEVICE, flush=True)
+    g = graph if graph is not None else capture_resnet50(224, scoping="minimize")
+    dev = dataclasses.replace(get_device(DEVICE), alloc_wait_s=TF_ALLOC_WAIT_S)
+    t = time.perf_counter()
+    b0 = lmskit.max_batch_size(g, dev, "none")
+    b_mem = lmskit.max_batch_size(g, dev, "tflms-v2", start=b0)
+    b_30 = lmskit.max_batch_size(g, dev, "tflms-v2", start=b0, max_overhead=0.3)
+    s = lmskit.simulate(lmskit.plan(g, "tflms-v2", dev, b_mem), dev, b_mem)
+    out = {"graph": "as v1_paper_setting", "policy": "tflms-v2 (autotuned per batch)",
+           "device": DEVICE, "alloc_wait_s": TF_ALLOC_WAIT_S, "B0": b0, "B_mem": b_mem,
+           "B_30": b_30, "ratio": round(b_mem / b0, 2), "overhead_at_B_mem": round(s.overhead, 4),
+           "limit_at_B_mem+1": _what_binds_policy(g, dev, "tflms-v2", b_mem + 1),
+           "grade": grade(b0, b_mem, b_30), "paper_ratio": PAPER_V2_RATIO,
+           "search_s": round(time.perf_counter() - t, 1)}
+    print(f"  B0 {b0}  B_mem {b_mem} ({out['ratio']}x)  B_30 {b_30}: {out['grade']}", flush=True)
+    return out
+
+
+def _what_binds_policy(graph, dev, policy, batch):
+    try:
+        return _what_binds(lmskit.plan(graph, policy, dev, batch), dev, batch)
+    except lmskit.InfeasibleError as e:
+        return f"infeasible ({str(e)[:80]})"
+
+
 def cpu_scaling(batches=(32, 64, 128, 256), rounds=7):
     """Wall and CPU time per image of real training steps (module docstring)."""
     import os
@@ -255,12 +431,29 @@ def calibration():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="coarser U-Net side search")
+    ap.add_argument("--section", choices=("all", "v1", "v2"), default="all",
+                    help="v1 / v2: only that graded paper setting, merged into the JSON")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
+    if args.section == "v2":
+        result = json.loads(OUT.read_text()) if OUT.exists() else {"benchmark": "lmskit"}
+        result["v2_paper_setting"] = v2_paper_setting()
+        OUT.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {OUT} (v2 section, {time.perf_counter() - t0:.1f} s)")
+        return
+    head, ablation = v1_paper_setting()
+    if args.section == "v1":
+        result = json.loads(OUT.read_text()) if OUT.exists() else {"benchmark": "lmskit"}
+        result.update({"v1_paper_setting": head, "ablation": ablation})
+        OUT.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {OUT} (v1 section, {time.perf_counter() - t0:.1f} s)")
+        return
     res, speed = resnet50()
     unet = unet3d(side_step=64 if args.quick else 32, side_cap=448)
     result = {"benchmark": "lmskit", "machine": platform.machine(),
               "tensorflow": tf.__version__, "device_preset": DEVICE,
+              "v1_paper_setting": head, "ablation": ablation,
+              "v2_paper_setting": v2_paper_setting(),
               "resnet50": res, "unet3d": unet, "speed": speed,
               "calibration": calibration(), "cpu_scaling": cpu_scaling(),
               "wall_s": round(time.perf_counter() - t0, 1)}
