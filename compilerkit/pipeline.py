@@ -290,11 +290,14 @@ class Compilation:
         only read) with what it lacks: the target's mapping (Target.completion_passes) and the
         buffer plan."""
         from compilerkit.krnl_passes.buffers import PlanBuffersPass
+        from compilerkit.krnl_passes.guard_indices import GuardIndicesPass, unguarded
 
         verify_ir(kmodule, "hand-edited Kernel IR")
         passes = list(self.target.completion_passes(kmodule))
         if "arena_bytes" not in main_func(kmodule).attributes:
             passes.append(PlanBuffersPass())
+        if unguarded(kmodule):  # indices computed from data: checked at run time
+            passes.append(GuardIndicesPass())
         if not passes:
             return kmodule
         copy = private_copy(kmodule)

@@ -19,7 +19,10 @@ import threading
 
 import numpy as np
 
-MAX_THREADS = 1024
+# The most threads a run may ask for: compilerkit's pool has at most 255 workers besides the
+# caller (threadpool.MAX_WORKERS), and libgomp, asked for 1024, starts 1023 threads, which
+# a memory cap turns into an abort of the whole process.
+MAX_THREADS = 256
 
 
 def check_num_threads(num_threads) -> int:

@@ -233,6 +233,7 @@ class LoadOp(IRDLOperation):
         if self.res.type != self.memref.type.element_type:
             raise VerifyException(f"krnl.load of a {self.memref.type} yields "
                                   f"{self.memref.type.element_type}, not {self.res.type}")
+        _check_bounds(self)
 
 
 @irdl_op_definition
@@ -253,6 +254,17 @@ class StoreOp(IRDLOperation):
         if self.value.type != self.memref.type.element_type:
             raise VerifyException(f"krnl.store of a {self.value.type} value into a "
                                   f"{self.memref.type}")
+        _check_bounds(self)
+
+
+def _check_bounds(op) -> None:
+    """Every index inside its buffer, as far as the loops' ranges show (krnl_ranges.py); an
+    index that depends on data is checked at run time instead (guard-indices)."""
+    from compilerkit.dialects.krnl_ranges import access_problem
+
+    why = access_problem(op)
+    if why is not None:
+        raise VerifyException(why)
 
 
 @irdl_op_definition
@@ -341,6 +353,34 @@ class MatMulOp(IRDLOperation):
         super().__init__(operands=[a, b, c, i, j, k, *offs], attributes={
             "sizes": ints(sizes), "tile": ints(tile), "strides": ints(strides),
             "simd": IntegerAttr(simd, i64)})
+
+    def verify_(self):
+        if len(self.sizes.data) != 3 or len(self.tile.data) != 3 or len(self.strides.data) != 4:
+            raise VerifyException("krnl.matmul takes sizes [M, N, K], tile [TM, TN, TK] and "
+                                  "strides [A rows, A k, B rows, C rows]")
+        if any(s < 0 for s in ints_of(self.sizes)) or any(t < 1 for t in ints_of(self.tile)):
+            raise VerifyException(f"krnl.matmul sizes must be >= 0 and tiles >= 1, got sizes "
+                                  f"{ints_of(self.sizes)}, tile {ints_of(self.tile)}")
+        try:
+            check_simd(self.simd.value.data, "krnl.matmul simd")
+        except ValueError as e:
+            raise VerifyException(str(e)) from None
+        _check_bounds(self)
+
+
+MAX_SIMD = 64  # f32 lanes: AVX-512's 16, with room; the micro-kernel's registers hold 12 vectors
+
+
+def check_simd(simd, what: str = "simd") -> int:
+    """`simd` (the micro-kernel's f32 vector lanes) as an int: a power of two, 1..MAX_SIMD;
+    anything else is a ValueError naming `what`. (0 divided the tile widths by zero, 3 gave
+    LLVM a vector it cannot build, 10**8 a kernel of gigabytes.)"""
+    if isinstance(simd, bool) or not isinstance(simd, int):
+        raise ValueError(f"{what} must be a whole number of vector lanes, got {simd!r}")
+    if not 1 <= simd <= MAX_SIMD or simd & (simd - 1):
+        raise ValueError(f"{what} must be a power of two from 1 to {MAX_SIMD} (the f32 lanes "
+                         f"of the target's vectors, e.g. 8 for AVX2), got {simd}")
+    return simd
 
 
 @irdl_op_definition

@@ -178,3 +178,228 @@ def disjoint_forms(uses, trips, rows=()) -> str | None:
         if all(c is not None for c in cols) and _disjoint(cols) is None:
             return None
     return why
+
+
+# ---- index ranges: every krnl.load / krnl.store / krnl.matmul stays inside its buffer -------
+#
+# The verifier bounds each index by interval arithmetic from the loops' static bounds (the
+# induction variable of a loop [lo, hi) ranges over [lo, hi - 1]; a tile loop's value is a tile
+# start, also in it), constants, and the integer ops lowering writes (add, sub, mul, min, max:
+# a clamp, select, division and remainder by a constant). An index whose range is known and
+# leaves its dimension is refused (the code would read or write outside the buffer); one that
+# depends on data (a loaded value: Gather's indices, unclamped) has an unknown bound and is
+# checked at run time instead (krnl_passes/guard_indices.py). Ranges past +-2**62 count as
+# unknown: the machine's i64 arithmetic could wrap there.
+
+LIMIT = 1 << 62
+UNKNOWN = (None, None)
+_BOUNDED_CASTS = ("arith.index_cast", "arith.extsi", "arith.trunci", "arith.index_castui")
+
+
+def _checked(lo, hi):
+    return (lo if lo is not None and abs(lo) < LIMIT else None,
+            hi if hi is not None and abs(hi) < LIMIT else None)
+
+
+def _iterate_of(arg):
+    """The krnl.iterate whose induction variable block argument `arg` is, else None."""
+    owner = arg.owner
+    if not isinstance(owner, Block):
+        return None
+    op = owner.parent_op()
+    return op if op is not None and op.name == "krnl.iterate" else None
+
+
+def value_range(v, memo: dict | None = None) -> tuple:
+    """(lo, hi), inclusive, of the integer or index value `v` over every execution; a bound is
+    None when it is not known (data, or an op the analysis does not model)."""
+    memo = {} if memo is None else memo
+    key = id(v)
+    if key not in memo:
+        memo[key] = UNKNOWN  # a cycle (there is none in SSA) stays unknown
+        memo[key] = _checked(*_range(v, memo))
+    return memo[key]
+
+
+def _range(v, memo):
+    it = _iterate_of(v)
+    if it is not None:
+        bounds = it.bound_list()
+        if v.index >= len(bounds):
+            return UNKNOWN
+        lo, hi = bounds[v.index]
+        return lo, hi - 1
+    op = v.owner
+    if isinstance(op, Block):
+        return UNKNOWN
+    name = op.name
+    if name == "arith.constant":
+        value = getattr(op.value, "value", None)
+        data = getattr(value, "data", None)
+        return (data, data) if isinstance(data, int) else UNKNOWN
+    r = [value_range(x, memo) for x in op.operands] if name.startswith("arith.") else []
+    if name in _BOUNDED_CASTS:
+        lo, hi = r[0]
+        width = getattr(getattr(op.results[0].type, "width", None), "data", 64)
+        half = 1 << (width - 1)
+        fits = lo is not None and hi is not None and -half <= lo and hi < half
+        return r[0] if fits or width >= 64 else UNKNOWN
+    if name == "arith.addi":
+        (a, b), (c, d) = r
+        return (None if a is None or c is None else a + c,
+                None if b is None or d is None else b + d)
+    if name == "arith.subi":
+        (a, b), (c, d) = r
+        return (None if a is None or d is None else a - d,
+                None if b is None or c is None else b - c)
+    if name == "arith.muli":
+        if None in r[0] or None in r[1]:
+            return UNKNOWN
+        corners = [x * y for x in r[0] for y in r[1]]
+        return min(corners), max(corners)
+    if name in ("arith.maxsi", "arith.minsi"):
+        (a, b), (c, d) = r
+        if name == "arith.maxsi":  # an unknown low end is -inf: the other one bounds it
+            return (max(x for x in (a, c) if x is not None) if (a, c) != (None, None) else None,
+                    None if b is None or d is None else max(b, d))
+        return (None if a is None or c is None else min(a, c),
+                min(x for x in (b, d) if x is not None) if (b, d) != (None, None) else None)
+    if name == "arith.select":
+        (a, b), (c, d) = r[1], r[2]
+        return (None if a is None or c is None else min(a, c),
+                None if b is None or d is None else max(b, d))
+    if name in ("arith.remsi", "arith.divsi"):
+        (a, b), (c, d) = r
+        if c is None or d is None or c <= 0:
+            return UNKNOWN  # (a divisor that may be 0 or negative: not modelled)
+        if name == "arith.remsi":
+            top = d - 1
+            if a is not None and a >= 0:
+                return 0, top if b is None else min(b, top)
+            return -top, top if b is None or b >= 0 else 0
+        q = lambda x, y: None if x is None else int(x / y)  # noqa: E731 (truncating, as divsi)
+        lo = [q(a, c), q(a, d)]
+        hi = [q(b, c), q(b, d)]
+        return (None if None in lo else min(lo), None if None in hi else max(hi))
+    if name == "arith.cmpi":
+        return 0, 1
+    return UNKNOWN
+
+
+def _runs(op) -> bool:
+    """False when some krnl.iterate around `op` has an empty loop (its body never runs)."""
+    p = op.parent_op()
+    while p is not None:
+        if p.name == "krnl.iterate" and any(hi <= lo for lo, hi in p.bound_list()):
+            return False
+        p = p.parent_op()
+    return True
+
+
+def _node(op) -> str:
+    p = op
+    while p is not None:
+        tag = p.attributes.get("onnx_node")
+        if tag is not None:
+            return f" (node {tag.data!r})"
+        p = p.parent_op()
+    return ""
+
+
+def _buffer(memref) -> str:
+    """The buffer a memref value is, for a message: the model's input or output by name, a
+    weight by symbol, else a planned intermediate."""
+    root = memref
+    while root.owner.__class__.__name__ == "ReshapeOp":
+        root = root.owner.source
+    what = "an intermediate buffer"
+    if isinstance(root.owner, Block):
+        fn, k = root.owner.parent_op(), root.index
+        names = [[a.data for a in getattr(fn.attributes.get(key), "data", ())]
+                 for key in ("input_names", "output_names")]
+        if k < len(names[0]):
+            what = f"model input {names[0][k]!r}"
+        elif k - len(names[0]) < len(names[1]):
+            what = f"model output {names[1][k - len(names[0])]!r}"
+        else:
+            what = f"argument {k}"
+    elif root.owner.name == "krnl.global":
+        what = f"weight {root.owner.sym_name.data!r}"
+    elif root.owner.name == "krnl.alloc":
+        what = "an intermediate buffer (krnl.alloc)"
+    return f"{what} ({memref.type})"
+
+
+def unproven_dims(op, memo: dict | None = None) -> list[int]:
+    """The dimensions of a krnl.load / krnl.store whose index has an unknown bound: the
+    generated code must check them at run time (guard_indices)."""
+    if not _runs(op):
+        return []
+    memo = {} if memo is None else memo
+    return [d for d, ix in enumerate(op.indices) if None in value_range(ix, memo)]
+
+
+def access_problem(op, memo: dict | None = None) -> str | None:
+    """Why the krnl.load / krnl.store / krnl.matmul `op` may leave its buffer, judged from the
+    index ranges, or None. Unknown bounds are not a problem here (they are checked at run
+    time); a known range that leaves a dimension, or a matmul tile that leaves its operand, is."""
+    if not _runs(op):
+        return None
+    memo = {} if memo is None else memo
+    if op.name == "krnl.matmul":
+        return _matmul_problem(op, memo)
+    dims = op.memref.type.get_shape()
+    for d, (ix, size) in enumerate(zip(op.indices, dims, strict=True)):
+        lo, hi = value_range(ix, memo)
+        if (lo is not None and lo < 0) or (hi is not None and hi >= size):
+            shown = f"[{'?' if lo is None else lo}, {'?' if hi is None else hi}]"
+            return (f"{op.name} of {_buffer(op.memref)}{_node(op)}: index {d} ranges over "
+                    f"{shown}, outside dimension {d} of size {size} (valid: [0, {size - 1}])")
+    return None
+
+
+def _span_of(terms, const=0):
+    """(lo, hi) of const + sum of c * x for (c, (lo, hi)) in terms; None when unknown."""
+    lo = hi = const
+    for c, (a, b) in terms:
+        if a is None or b is None:
+            return None
+        lo += min(c * a, c * b)
+        hi += max(c * a, c * b)
+    return lo, hi
+
+
+def _matmul_problem(op, memo) -> str | None:
+    from compilerkit.dialects.krnl import ints_of
+
+    m, n, k = ints_of(op.sizes)
+    tm, tn, tk = ints_of(op.tile)
+    sa, sk, ldb, ldc = ints_of(op.strides)
+    whole = (tm, tn, tk) != (1, 1, 1)  # a tile is clipped to the sizes; one element is not
+
+    def rows(v, t, size):
+        lo, hi = value_range(v, memo)
+        if lo is None or hi is None:
+            return None
+        return lo, (min(hi + t - 1, size - 1) if whole else hi)
+
+    r, c, q = rows(op.i, tm, m), rows(op.j, tn, n), rows(op.k, tk, k)
+    if r is None or c is None or q is None:
+        return (f"krnl.matmul{_node(op)}: its tile position (i, j, k) depends on data; "
+                "the verifier cannot bound it")
+    if r[0] > r[1] or c[0] > c[1] or q[0] > q[1]:
+        return None  # no element is computed
+    for what, mem, off, terms in (("A", op.a, op.a_off, [(sa, r), (sk, q)]),
+                                  ("B", op.b, op.b_off, [(ldb, q), (1, c)]),
+                                  ("C", op.c, op.c_off, [(ldc, r), (1, c)])):
+        base = value_range(off, memo)
+        span = _span_of(terms + [(1, base)])
+        size = math.prod(mem.type.get_shape())
+        if span is None:
+            return (f"krnl.matmul{_node(op)}: the offset of {what} in {_buffer(mem)} depends "
+                    "on data; the verifier cannot bound it")
+        if span[0] < 0 or span[1] >= size:
+            return (f"krnl.matmul{_node(op)}: its {what} tiles reach elements [{span[0]}, "
+                    f"{span[1]}] of {_buffer(mem)}, which has {size} (rows {list(r)}, "
+                    f"columns {list(c)}, k {list(q)})")
+    return None

@@ -36,6 +36,7 @@ from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, i64
 from xdsl.passes import ModulePass
 
 from compilerkit.dialects import krnl
+from compilerkit.krnl_passes.options import LIMIT, check_int
 from compilerkit.krnl_passes.schedule import permute
 
 MIN_WORK = 1 << 15
@@ -161,6 +162,9 @@ class ParallelizePass(ModulePass):
 
     name = "parallelize"
     min_work: int = MIN_WORK
+
+    def __post_init__(self):
+        check_int(self.name, "min_work", self.min_work, 0, LIMIT)
 
     def apply(self, ctx, op) -> None:
         parallelize(op, self.min_work)

@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, i64
 from xdsl.passes import ModulePass
 
 from compilerkit.dialects import krnl
+from compilerkit.krnl_passes.options import LIMIT, check_int, check_simd
 from compilerkit.krnl_passes.schedule import block, drop, permute
 
 TILE = (480, 128, 256)  # (TM, TN, TK) for large matrices
@@ -67,6 +68,9 @@ def _matmul_nests(op):
 def tile_matmul(module, simd: int = 8, tile=None) -> int:
     """Schedules every untiled matmul nest under `module`; returns how many. `tile` (TM, TN,
     TK), when given, is used as it is (clamped to the sizes) instead of `tile_sizes`."""
+    check_simd("tile-matmul", simd)
+    if tile is not None:
+        tile = [check_int("tile-matmul", "tile", t, 1, LIMIT) for t in tile]
     count = 0
     for it, mm in list(_matmul_nests(module)):
         if krnl.ints_of(mm.tile) != [1, 1, 1] or len(it.emitted) != 3:
@@ -93,6 +97,9 @@ class TileMatmulPass(ModulePass):
 
     name = "tile-matmul"
     simd: int = 8
+
+    def __post_init__(self):
+        check_simd(self.name, self.simd)
 
     def apply(self, ctx, op) -> None:
         tile_matmul(op, simd=self.simd)

@@ -25,6 +25,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from compilerkit.dialects import krnl
+from compilerkit.krnl_passes.options import UNROLL_CAP, check_int
 from compilerkit.krnl_passes.schedule import unroll
 
 MAX_TRIP = 8
@@ -148,6 +149,11 @@ class UnrollSmallPass(ModulePass):
     name = "unroll-small"
     max_trip: int = MAX_TRIP
     max_body: int = MAX_BODY
+
+    def __post_init__(self):
+        # a fully unrolled loop is trip copies of its body: both stay small
+        check_int(self.name, "max_trip", self.max_trip, 0, UNROLL_CAP)
+        check_int(self.name, "max_body", self.max_body, 0, UNROLL_CAP * 16)
 
     def apply(self, ctx, op) -> None:
         unroll_small(op, self.max_trip, self.max_body)

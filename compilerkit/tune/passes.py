@@ -51,6 +51,13 @@ class TunedSchedulePass(ModulePass):
     name = "tune-matmul"
     agent: str = "policy"
 
+    def __post_init__(self):
+        from compilerkit.tune.api import AGENTS
+
+        if self.agent not in AGENTS:
+            raise ValueError(f"tune-matmul{{agent}} must be one of {', '.join(AGENTS)}, got "
+                             f"{self.agent!r}")
+
     def apply(self, ctx, op) -> None:
         tune_matmuls(op, self.agent)
 
