@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from compilerkit.backends import Target, get_backend
 from compilerkit.frontend import ModelError, OptionError, UnsupportedOpError
+from compilerkit.frontend.arguments import check_module
 from compilerkit.ir import parse_ir, print_ir
 from compilerkit.lowering import SUPPORTED
 from compilerkit.pipeline import Compilation, CompiledModel, check_opt_level, compile_to
@@ -40,6 +41,7 @@ def import_onnx(model, input_shapes=None, max_bytes=None):
 def optimize_onnx(module):
     """The ONNX IR passes (`passes.onnx_pipeline()`; each op validated, the IR verified after
     them), in place; returns the module."""
+    check_module("optimize_onnx", module, "onnx-ir")
     return Compilation().optimize(module)
 
 
@@ -48,12 +50,14 @@ def lower(module, opt_level: int = 3, target: Target | None = None):
     products, -O2+ unrolls short inner loops and marks parallel loops; on the GPU: the grid
     mapping), buffer planning; the IR verifier runs once, after them all. Returns a new module:
     `module` stays ONNX IR."""
+    check_module("lower", module, "onnx-ir")
     return Compilation(target or "host", opt_level).lower(module)
 
 
 def to_llvm(kmodule, target: Target | None = None) -> str:
     """Kernel IR -> unoptimised LLVM IR text for `target` (default: the host), through its
     backend: NVPTX kernels for the GPU target."""
+    check_module("to_llvm", kmodule, "kernel-ir")
     return Compilation(target or "host").emit(kmodule)
 
 
@@ -94,11 +98,7 @@ def compile_kernel(kmodule, target: str = "host", opt_level: int = 3,
     only read. `num_threads` as in `compile`."""
     check_opt_level(opt_level)
     check_num_threads(num_threads)
-    from compilerkit.pipeline import stage_of
-
-    if stage_of(kmodule) != "kernel-ir":
-        raise OptionError("compile_kernel takes Kernel IR (from `lower`); this module is ONNX "
-                          "IR: use compile_to('native', module) or lower it first")
+    check_module("compile_kernel", kmodule, "kernel-ir")  # ONNX IR: compile_to('native', m)
     cm = compile_to("native", kmodule, target, opt_level, asm=asm)
     cm.num_threads = num_threads
     return cm

@@ -89,13 +89,46 @@ def check_input_shapes(input_shapes) -> dict | None:
     return shapes
 
 
-def check_passes(name: str, value) -> None:
-    """None, a pipeline string, or a list of passes (instances or names)."""
-    if value is None or isinstance(value, str):
+def check_passes(name: str, value, named=()) -> None:
+    """None, a pass pipeline string (every pass known, `python -m compilerkit.opt
+    --list-passes`), one of `named` (schedules registered by name), or a list of passes."""
+    from xdsl.passes import ModulePass
+
+    if value is None or isinstance(value, str) and value in named:
         return
-    if not isinstance(value, (list, tuple)):
-        raise OptionError(f"{name} must be None, a pass pipeline string or a list of passes, "
-                          f"got {_got(value)}")
+    if isinstance(value, str):
+        from compilerkit.passes import parse_pipeline
+
+        try:
+            parse_pipeline(value)
+        except Exception as e:  # noqa: BLE001 (xDSL's pipeline parser: ValueError and more)
+            raise OptionError(f"{name} {value!r}: {e} (python -m compilerkit.opt "
+                              "--list-passes names them)") from None
+        return
+    if not isinstance(value, (list, tuple)) or not all(isinstance(p, ModulePass)
+                                                       for p in value):
+        raise OptionError(f"{name} must be None, a pass pipeline string or a list of passes "
+                          f"(xDSL ModulePass instances), got {_got(value)}")
+
+
+def check_module(call: str, module, level: str | None = None) -> None:
+    """The IR argument of a step function (`optimize_onnx`, `lower`, `to_llvm`,
+    `compile_kernel`): an xDSL ModuleOp, at `level` ("onnx-ir" or "kernel-ir") if given."""
+    from xdsl.dialects.builtin import ModuleOp
+
+    if not isinstance(module, ModuleOp):
+        hint = (" (an ONNX model goes to import_onnx or compile first)"
+                if not isinstance(module, (int, float)) and module is not None else "")
+        raise OptionError(f"{call} takes an IR module (xDSL ModuleOp), got "
+                          f"{type(module).__name__}{hint}")
+    if level is not None:
+        from compilerkit.pipeline import stage_of
+
+        got = stage_of(module)
+        if got != level:
+            names = {"onnx-ir": "ONNX IR (from import_onnx)", "kernel-ir": "Kernel IR (from "
+                     "lower)"}
+            raise OptionError(f"{call} takes {names[level]}; this module is {names[got]}")
 
 
 def check_path(name: str, path) -> str:
@@ -135,10 +168,10 @@ def check_options(target=None, opt_level=3, **options) -> None:
     check_max_bytes(options.get("max_bytes"))
     check_passes("onnx_passes", options.get("onnx_passes"))
     schedule = options.get("schedule")
-    check_passes("schedule", schedule)
-    if isinstance(schedule, str) and schedule == "tuned" and "tuned" not in NAMED_SCHEDULES:
+    if schedule == "tuned" and "tuned" not in NAMED_SCHEDULES:
         raise OptionError("schedule='tuned' needs `import compilerkit.tune` first (it "
                           "registers the tuned schedule)")
+    check_passes("schedule", schedule, NAMED_SCHEDULES)
     if "codegen" in options:
         check_choice("codegen", options["codegen"], CODEGENS)
     if "conv_algorithm" in options:

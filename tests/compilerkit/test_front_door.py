@@ -165,6 +165,29 @@ def test_every_entry_point_checks_its_options(call):
         call(relu_model())
 
 
+@pytest.mark.parametrize("kwargs, named", [
+    ({"onnx_passes": "nonesuch"}, "onnx_passes 'nonesuch'"),
+    ({"schedule": "tile-matmul,nonesuch"}, "schedule 'tile-matmul,nonesuch'"),
+    ({"onnx_passes": [1, 2]}, "onnx_passes must be"),
+])
+def test_pass_pipelines_are_checked_before_any_work(kwargs, named):
+    with pytest.raises(ck.OptionError, match=named):
+        ck.compile_to("kernel-ir", relu_model(), **kwargs)
+
+
+@pytest.mark.parametrize("call, expected", [
+    (lambda m: ck.optimize_onnx(m), "optimize_onnx takes an IR module.*ModelProto"),
+    (lambda m: ck.lower(m), "lower takes an IR module.*ModelProto"),
+    (lambda m: ck.lower(None), "lower takes an IR module.*NoneType"),
+    (lambda m: ck.to_llvm(ck.import_onnx(m)), "to_llvm takes Kernel IR"),
+    (lambda m: ck.lower(ck.lower(ck.import_onnx(m))), "lower takes ONNX IR"),
+    (lambda m: ck.compile_kernel("abc"), "compile_kernel takes an IR module.*str"),
+])
+def test_step_functions_check_their_module(call, expected):
+    with pytest.raises(ck.OptionError, match=expected):
+        call(relu_model())
+
+
 @pytest.mark.parametrize("model", ["a\0b.onnx", "a\0b.mlir", None, 123])
 def test_bad_model_argument_is_an_option_error(model):
     with pytest.raises(ck.OptionError, match="model"):
