@@ -11,9 +11,9 @@ Like the other kits, importing segkit imports no plotting library and no TensorF
 # zarr until a function is called). Modules: basins (watershed, region graph), linkage
 # (size-dependent single linkage, mean agglomeration), chunked (Dask rounds), metrics, views
 # (plain data for the pictures layer), boundary (VD2D / VD2D3D / N4 nets), pipeline (image to
-# scored segmentation through compilerkit), znn (the task-parallel trainer). The modules are not
-# named after the functions `watershed` and `agglomerate` so that the functions are what
-# `segkit.watershed` means.
+# scored segmentation through compilerkit), znn (the task-parallel trainer), validate (the
+# argument checks every entry point shares). The modules are not named after the functions
+# `watershed` and `agglomerate` so that the functions are what `segkit.watershed` means.
 import importlib as _importlib
 
 _LAZY = {
@@ -22,7 +22,7 @@ _LAZY = {
     "chunked_agglomerate": "chunked", "local_cluster": "chunked",
 }
 _MODULES = ("basins", "linkage", "chunked", "metrics", "views", "reference", "boundary",
-            "pipeline", "znn")
+            "pipeline", "znn", "validate")
 
 __all__ = [*_LAZY, *_MODULES]
 

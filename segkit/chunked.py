@@ -45,9 +45,12 @@ load): neighbours then share a worker, so their face slabs, and most parents' ch
 in its memory instead of crossing between processes. What stays serial is the root and the
 last compose step (a few hundredths of the work at 256^3 / 64^3).
 
-With no ``client``, a ``dask.distributed.LocalCluster`` is started on this machine (and closed
-after); any ``dask.distributed.Client`` works unchanged, provided its workers can open the zarr
-arrays (a shared file system for a real cluster).
+With no ``client``, a ``dask.distributed.LocalCluster`` of threads in this process is started
+(and closed after): the kernels release the GIL, and no worker process re-imports the caller's
+script (Dask spawns them), so a script needs no main guard. Any ``dask.distributed.Client``
+works unchanged (``local_cluster`` for worker processes), provided its workers can open the
+zarr arrays (a shared file system for a real cluster). The workdir's stores are never replaced
+unasked (``overwrite=True``), nor ever the input's.
 """
 
 from __future__ import annotations
