@@ -1,13 +1,17 @@
 """Frontend: ONNX protobuf (file, bytes or ModelProto) -> ONNX IR.
 
-Assumes a single ONNX graph (the default domain, no control flow, opsets MIN_OPSET..MAX_OPSET).
-Graph inputs that are also initializers are treated as constants. Every dynamic dimension of a
-real input must be fixed, either by the model or by `input_shapes`; those are the only types
-taken as given. ONNX's own shape inference (strict, with data propagation, on the model with its
-declared `value_info`/output types removed) then types the intermediate values, and
-compilerkit's shape-inference pass finishes the job after constant folding. A declared type
-that disagrees with the inferred one is a `ModelError` (checks.py). The graph is checked first:
-one producer per tensor, topological order, every output produced and named once.
+Assumes a single ONNX graph (the default domain, opsets MIN_OPSET..MAX_OPSET); subgraphs
+(control flow) and non-tensor graph inputs and outputs are refused as unsupported before the
+graph is checked. Graph inputs that are also initializers are treated as constants; sparse
+initializers become dense ones. Names are the model's own for the user (any Unicode; bytes that
+are not UTF-8 are shown escaped, hygiene.text) and ASCII spellings of them in the IR (_hint).
+Every dynamic dimension of a real input must be fixed, either by the model or by `input_shapes`;
+those are the only types taken as given. ONNX's own shape inference (strict, with data
+propagation, on the model with its declared `value_info`/output types removed) then types the
+intermediate values, and compilerkit's shape-inference pass finishes the job after constant
+folding. A declared type that disagrees with the inferred one is a `ModelError` (checks.py). The
+graph is checked first: one producer per tensor, topological order, every output produced and
+named once.
 """
 
 from __future__ import annotations
