@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .validate import arguments, values
+from .validate import labels as _labels
 
 
 def _w(n, width):
@@ -221,6 +222,7 @@ def boundary_map(labels: np.ndarray) -> np.ndarray:
     labels = np.asarray(labels)
     if labels.ndim != 3:
         raise ValueError(f"labels of shape {labels.shape}: expected (z, y, x)")
+    labels = _labels(labels, "labels")  # a NaN label differs from itself: a false membrane
     b = labels == 0
     for axis in range(3):
         lo, hi = [slice(None)] * 3, [slice(None)] * 3

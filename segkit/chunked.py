@@ -642,6 +642,9 @@ def chunked_agglomerate(aff, chunks, threshold: float, client=None, *, low: floa
     threshold, low, high, chunks, n_workers = arguments(
         threshold=threshold, low=low, high=high, chunks=chunks, n_workers=n_workers)
     aff = _check_input(aff)
+    if client is not None and not callable(getattr(client, "submit", None)):
+        raise ValueError(f"client must be a dask.distributed.Client (or None: a local cluster "
+                         f"of threads), got {client!r}")
     if workdir is None:
         workdir = tempfile.mkdtemp(prefix="segkit-")
         atexit.register(shutil.rmtree, workdir, ignore_errors=True)

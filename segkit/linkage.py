@@ -41,7 +41,7 @@ from .basins import (
     region_ids,
     watershed,
 )
-from .validate import arguments, size_limits
+from .validate import arguments, labels, size_limits
 
 FREE, FROZEN, BLOCKED = 0, 1, 2
 
@@ -375,12 +375,9 @@ def agglomerate(aff, threshold: float, mode: str = "size-dependent", basins=None
     if basins is None:
         basins = watershed(aff, low, high)
     else:
-        basins = np.asarray(basins)
+        basins = labels(basins, "basins")
         if basins.shape != aff.shape[1:]:
             raise ValueError(f"basins shape {basins.shape} != affinity volume {aff.shape[1:]}")
-        if not np.issubdtype(basins.dtype, np.integer) or (basins.size and basins.min() < 0):
-            raise ValueError(f"basins must be labels >= 0 (integers), got {basins.dtype} "
-                             f"from {basins.min()}")
         basins = np.ascontiguousarray(basins, dtype=np.uint64)
     graph = region_graph(basins, aff)
     ids, u, v = graph["ids"], graph["u"], graph["v"]  # every basin, sorted, and edge ends

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .validate import labels
+
 
 def _pair(truth, seg):
-    truth = np.asarray(truth)
-    seg = np.asarray(seg)
+    truth, seg = labels(truth, "truth"), labels(seg, "seg")
     if truth.shape != seg.shape:
         raise ValueError(f"truth shape {truth.shape} != segmentation shape {seg.shape}")
-    return truth.astype(np.uint64, copy=False), seg.astype(np.uint64, copy=False)
+    return truth, seg
 
 
 def adapted_rand(truth, seg) -> dict:

@@ -72,6 +72,26 @@ def values(x, name: str, low=None, high=None, *, origin=None, first_axis=None,
                      f"{float(hi)}; {where})" + (f"; {hint}" if hint else ""))
 
 
+def labels(x, name: str = "labels") -> np.ndarray:
+    """``x`` as uint64 segment labels (0 = background), or a ValueError naming ``name``:
+    integers >= 0, or floats holding such integers (a NaN or negative label would wrap to a
+    huge id in the cast, in silence)."""
+    arr = np.asarray(x)
+    if arr.dtype == bool or np.issubdtype(arr.dtype, np.unsignedinteger):
+        return arr.astype(np.uint64, copy=False)
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise ValueError(f"{name} must be integer labels >= 0, got {arr.dtype}")
+    if arr.size:
+        bad = arr < 0
+        if np.issubdtype(arr.dtype, np.floating):
+            bad = bad | ~np.isfinite(arr) | (np.floor(arr) != arr)
+        if bad.any():
+            first = tuple(int(v) for v in np.argwhere(bad)[0])
+            raise ValueError(f"{name} must be integer labels >= 0; {name}{list(first)} is "
+                             f"{arr[first]}")
+    return arr.astype(np.uint64, copy=False)
+
+
 def _real(name, value):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a real number, got {value!r}")
@@ -164,6 +184,7 @@ RULES = {
     "size_threshold": _nonnegative,
     "chunks": _chunks,
     "n_workers": lambda name, v: _count(name, v, 1),
+    "threads": lambda name, v: _count(name, v, 1),
     "steps": lambda name, v: _count(name, v, 0),
     "batch": lambda name, v: _count(name, v, 1),
     "learning_rate": _positive,

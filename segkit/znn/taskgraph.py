@@ -20,6 +20,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from ..validate import arguments
+
 
 @dataclass(eq=False)
 class Task:
@@ -97,9 +99,7 @@ def run(graph: TaskGraph, threads: int | None = None) -> tuple[list[Record], flo
     Returns the timeline records and the wall time.  An exception in a task stops the run and
     is raised here with the task's name; the run never hangs on a failed task.
     """
-    threads = default_threads() if threads is None else int(threads)
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1, got {threads}")
+    threads = default_threads() if threads is None else arguments(threads=threads)
     tasks = graph.tasks
     if not tasks:
         return [], 0.0

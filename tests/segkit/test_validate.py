@@ -157,3 +157,25 @@ def test_bad_worker_counts_are_named_not_a_hang(n_workers):
         segkit.chunked_agglomerate(AFF, 8, 0.5, n_workers=n_workers)
     with pytest.raises(ValueError, match="n_workers"):
         segkit.local_cluster(n_workers)
+
+
+@pytest.mark.parametrize("bad", [np.nan, -1.0, 2.5])
+def test_bad_labels_are_named_by_the_metrics_and_the_boundary_map(bad):
+    # cast to uint64 as they were, NaN and -1 became huge ids: a score of a wrong labelling
+    from segkit import boundary, metrics
+
+    truth = np.repeat(np.arange(4.0), 16).reshape(4, 4, 4)
+    seg = truth.copy()
+    seg[1, 2, 3] = bad
+    with pytest.raises(ValueError, match=r"seg must be integer labels >= 0; seg\[1, 2, 3\]"):
+        metrics.scores(truth, seg)
+    with pytest.raises(ValueError, match=r"truth must be integer labels"):
+        metrics.adapted_rand(seg, truth)
+    with pytest.raises(ValueError, match=r"labels must be integer labels"):
+        boundary.boundary_map(seg)
+    assert metrics.adapted_rand(truth, truth.astype(np.int64))["f"] == pytest.approx(1.0)
+
+
+def test_a_client_that_is_not_a_client_is_named():
+    with pytest.raises(ValueError, match="client must be a dask.distributed.Client"):
+        segkit.chunked_agglomerate(AFF, 8, 0.5, client="local")

@@ -213,3 +213,11 @@ def test_nan_inputs_targets_and_learning_rates_are_named():
     for momentum in (np.nan, 1.0, "0.5"):
         with pytest.raises(ValueError, match="momentum"):
             znn.Trainer(model, momentum=momentum)
+
+
+def test_thread_counts_that_are_not_whole_numbers_are_named():
+    model, x, y = small_model()
+    net = znn.Network(model)
+    for threads in (2.5, 0, "2"):
+        with pytest.raises(ValueError, match="threads"):
+            net.gradients(x, y, threads=threads)
