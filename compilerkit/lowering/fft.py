@@ -63,6 +63,7 @@ from compilerkit.lowering.elementwise import activation
 from compilerkit.lowering.matmul import fill
 from compilerkit.lowering.winograd import (
     ConvSizes,
+    Screen,
     _at,
     _bands,
     _tile_index,
@@ -72,6 +73,9 @@ from compilerkit.lowering.winograd import (
     copy_channels_last,
     dense_constant_conv,
     fused_band,
+    overflow_bound,
+    repair_tiles,
+    screen_input,
     weights_array,
 )
 from compilerkit.onnx_passes.single_node import node_label
@@ -335,10 +339,18 @@ def lower_fft(b: KernelBuilder, op, ins, pads, t: int | None = None, fused: bool
     mm = b.alloc([p.p * rows * 2 * p.k], p.elem)
     t_in = _temps(b, p, forward=True)
     t_out = _temps(b, p, forward=False)
+    p.xp = xp
+    # the screen of winograd.py: tiles with NaN, inf or outsized inputs computed directly
+    # (an FFT spreads them over the whole tile); the gain bound: forward and inverse sums of
+    # prod(t) terms each (twice for the half spectrum), 2C products with max |U|
+    size = math.prod(p.ts)
+    scr = Screen(b, p, overflow_bound(2.0 * size * size * 2 * p.c * float(np.abs(u_np).max()),
+                                      p.elem))
     if p.ext != p.in_sp:
         fill(b, xp, 0.0)
     with b.nest([p.n]) as (nn,):
         copy_channels_last(b, p, xp, nn)
+        screen_input(b, p, scr, nn)
         for count, height, first in _bands(p):
             with b.nest([count]) as (jb,):
                 row0 = b.affine([(jb, height)], first)
@@ -347,6 +359,7 @@ def lower_fft(b: KernelBuilder, op, ins, pads, t: int | None = None, fused: bool
                 _zero(b, mm, p.p * g * 2 * p.k, p.elem)
                 batched_products(b, v, u, mm, p.p, g, 2 * p.k, 2 * p.c, width)
                 _inverse(b, p, mm, y, nn, row0, height, t_out)
+                repair_tiles(b, p, scr, y, nn, row0, height, p.need)
         if y is not out:
             with b.nest([p.k] + p.out_sp) as ivs:
                 b.store(b.load(y, ivs), out, [nn] + ivs)

@@ -48,6 +48,14 @@ Two schedules, both per batch entry:
   transform, products, inverse, so the transformed data is still in cache when the product
   and the inverse read it. U is read once per group (it is the same for every group).
 
+Special values: the transforms mix all of a tile's inputs into each of its outputs, so one
+NaN, inf or outsized input (1e30 among values near 1) would spoil every output of each tile
+whose window holds it, where a direct sum (and onnxruntime) spoils only the outputs that read
+it. A screen per batch entry (`screen_input`: max |x| over the channels per position, one
+vectorised pass) and per group (`repair_tiles`: each tile's window max against the threshold)
+recomputes such tiles directly, under an scf.if; on ordinary data it only costs the screen.
+fft.py shares it.
+
 Assumes static shapes; the weights must come from an onnx.Constant (the ONNX passes fold
 them), which `applies` checks (the transformed copy is a new krnl.global; the original
 weights' global stays in the module). Measured in benchmarks/winograd_bench.py.
@@ -55,10 +63,13 @@ weights' global stays in the module). Measured in benchmarks/winograd_bench.py.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 
 import numpy as np
+from xdsl.dialects import scf
+from xdsl.ir import Block, Region
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering import matmul
@@ -81,6 +92,15 @@ FUSED_BYTES = 256 * 1024
 # Fewest tiles in a group (the products' rows), whatever FUSED_BYTES says: a 14-tile group
 # (one tile row of 56 x 56) measured a little slower than 28 (64@56: 1.38 vs 1.35 ms).
 MIN_GROUP_TILES = 24
+# A tile is computed by the transforms only when every input it reads is finite and at most
+# SCREEN_RANGE times the geometric mean of the batch entry's per-position channel maxima (and
+# below the overflow bound, `overflow_bound`); else directly (`repair_tiles`). The transforms mix a
+# tile's inputs into every output of the tile, with rounding errors of the largest input's
+# size: one NaN or inf made the whole tile NaN (and its neighbours', whose windows overlap),
+# one 1e30 made the small outputs of the tile garbage, where a direct sum (and onnxruntime)
+# keeps them finite and right. The same range as the weights' rule for "auto"
+# (conv_algorithm.AUTO_MAX_RANGE).
+SCREEN_RANGE = 1000.0
 
 
 @functools.cache
@@ -237,6 +257,115 @@ def copy_channels_last(b: KernelBuilder, p, xp, nn) -> None:
         at = [b.affine([(i, 1)], p.pads[d]) for d, i in enumerate(pos)]
         b.store(b.load(p.x, [nn, c] + pos), xp, at + [c])
 
+def overflow_bound(growth: float, elem) -> float:
+    """The largest input magnitude whose transformed values, products over the channels and
+    inverse stay finite with a margin of 16: the type's largest value over `growth`, the
+    transform's worst-case gain (row sums of |B^T| and |A^T| per axis, channels, max |U|)."""
+    big = float(np.finfo(onnx_d.numpy_dtype(elem)).max)
+    return big / (16.0 * max(growth, 1.0))
+
+
+class Screen:
+    """Buffers of the special-value screen of a tiled Conv (winograd.py and fft.py): `s`, the
+    padded extent's max |x| over the channels, `thr` [1] the batch entry's threshold, `acc`
+    [2] scratch accumulators. Allocated with the lowering's other buffers."""
+
+    def __init__(self, b: KernelBuilder, p, bound: float):
+        self.bound = bound
+        self.s = b.alloc(list(p.ext), p.elem)
+        self.thr = b.alloc([1], p.elem)
+        self.acc = b.alloc([2], p.elem)
+
+
+def screen_input(b: KernelBuilder, p, scr: Screen, nn) -> None:
+    """scr.s = max over c of |x[nn, c, pos]| at the padded positions (0 in the pads; NaN
+    wins: a NaN-propagating max), then scr.thr = min(bound, SCREEN_RANGE x the geometric mean
+    of s over the positions where it is nonzero and within the bound). The geometric mean,
+    not the arithmetic one: one 1e30 among 144 positions raised the mean (and the threshold)
+    past itself, and the geometric mean only 1.6x. One pass over x, spatial innermost (it
+    vectorises), plus one over the plane."""
+    fill(b, scr.s, 0.0)
+    with b.nest([p.c] + p.in_sp) as ivs:
+        c, pos = ivs[0], ivs[1:]
+        at = [b.affine([(i, 1)], p.pads[d]) for d, i in enumerate(pos)]
+        v = b.unary("abs", b.load(p.x, [nn, c] + pos))
+        b.store(b.binary("max", b.load(scr.s, at), v), scr.s, at)
+    zero, one = [b.index(0)], [b.index(1)]
+    b.store(b.const(0.0, p.elem), scr.acc, zero)
+    b.store(b.const(0.0, p.elem), scr.acc, one)
+    bound = b.const(scr.bound, p.elem)
+    with b.nest(list(p.ext)) as ivs:
+        v = b.load(scr.s, ivs)
+        ok = b.and_(b.cmpf("ole", v, bound), b.cmpf("ogt", v, b.const(0.0, p.elem)))
+        logv = b.unary("log", b.select(ok, v, b.const(1.0, p.elem)))
+        b.store(b.add_(b.load(scr.acc, zero), logv), scr.acc, zero)
+        b.store(b.add_(b.load(scr.acc, one), b.select(ok, b.const(1.0, p.elem),
+                                                       b.const(0.0, p.elem))), scr.acc, one)
+    count = b.binary("max", b.load(scr.acc, one), b.const(1.0, p.elem))
+    mean = b.unary("exp", b.binary("div", b.load(scr.acc, zero), count))
+    b.store(b.binary("min", b.mul(mean, b.const(SCREEN_RANGE, p.elem)), bound), scr.thr, zero)
+
+
+@contextlib.contextmanager
+def if_then(b: KernelBuilder, cond):
+    """Ops built inside run only when the i1 `cond` holds (an scf.if without results)."""
+    body = Block()
+    saved, b.block = b.block, body
+    try:
+        yield
+    finally:
+        b.block = saved
+    body.add_op(scf.YieldOp())
+    b.block.add_op(scf.IfOp(cond, [], Region([body])))
+
+
+def repair_tiles(b: KernelBuilder, p, scr: Screen, y, nn, row0, height, need) -> None:
+    """For each tile of the group whose input window (the screen's positions its outputs
+    read) holds a value above the threshold, NaN or inf: recompute its outputs by a direct
+    sum over (c, taps) from the padded channels-last input, with the bias and activation,
+    over what the transforms wrote. `need[d]`: outputs per tile along axis d (its origin is
+    the tile index times p.ms[d]); reads past the padded extent are zeros (fft's single-tile
+    axes, whose end pads the FFT supplies)."""
+    zero = [b.index(0)]
+    reach = [n + k - 1 for n, k in zip(need, p.k_sp, strict=True)]
+    guard = any(t == 1 and r > e for r, e, t in zip(reach, p.ext, p.tiles, strict=True))
+    win = [min(r, e) if t == 1 else r for r, e, t in zip(reach, p.ext, p.tiles, strict=True)]
+    with b.nest([height] + p.tiles[1:]) as ts:
+        origin = [b.affine([(row0, p.ms[0]), (ts[0], p.ms[0])])] + [
+            b.affine([(t, p.ms[d])]) for d, t in enumerate(ts[1:], start=1)]
+        b.store(b.const(0.0, p.elem), scr.acc, zero)
+        with b.nest(win) as ws:
+            at = [b.affine([(o, 1), (w, 1)]) for o, w in zip(origin, ws, strict=True)]
+            b.store(b.binary("max", b.load(scr.acc, zero), b.load(scr.s, at)), scr.acc, zero)
+        bad = b.cmpf("ugt", b.load(scr.acc, zero), b.load(scr.thr, zero))
+        with if_then(b, bad), b.nest([p.k] + list(need)) as ivs:
+            k, pos = ivs[0], ivs[1:]
+            b.store(b.const(0.0, p.elem), scr.acc, zero)
+            with b.nest([p.c] + p.k_sp) as jvs:
+                c, taps = jvs[0], jvs[1:]
+                at = [b.affine([(o, 1), (i, 1), (t, 1)])
+                      for o, i, t in zip(origin, pos, taps, strict=True)]
+                xv = (b.guarded_load(p.xp, at + [c], 0.0) if guard
+                      else b.load(p.xp, at + [c]))
+                term = b.mul(b.load(p.w, [k, c] + taps), xv)
+                b.store(b.add_(b.load(scr.acc, zero), term), scr.acc, zero)
+            value = b.load(scr.acc, zero)
+            if p.bias is not None:
+                value = b.add_(value, b.load(p.bias, [k]))
+            if p.act is not None:
+                value = activation(b, value, *p.act)
+            out_at = [b.affine([(o, 1), (i, 1)]) for o, i in zip(origin, pos, strict=True)]
+            b.store(value, y, ([nn] if y is p.out else []) + [k] + out_at)
+
+
+def _winograd_growth(p, u_np) -> float:
+    """Worst-case gain from an input to any intermediate of F(m, 3) (see overflow_bound)."""
+    g_in = math.prod(float(np.abs(mat[2]).sum(axis=1).max()) for mat in p.mats)
+    g_out = math.prod(float(np.abs(mat[0]).sum(axis=1).max()) for mat in p.mats)
+    u_max = float(np.abs(u_np).max()) if u_np.size else 0.0
+    return g_in * p.c * u_max * g_out
+
+
 def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = DEFAULT_M, fused: bool = False):
     """Lower the Conv `op` (which `applies` accepted; `pads`: its begin pads, auto_pad
     resolved) with F(m, 3); returns the output."""
@@ -258,12 +387,15 @@ def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = DEFAULT_M, fused: b
     mm = b.alloc([p.a * rows * p.k], p.elem)
     t_in = _temps(b, p, [mat[2] for mat in p.mats], p.c)
     t_out = _temps(b, p, [mat[0] for mat in p.mats], p.k)
+    p.xp = xp
+    scr = Screen(b, p, overflow_bound(_winograd_growth(p, u_np), p.elem))
     # zeros around the input (pads, and reads of partial tiles), written on every call (the
     # arena is shared with other buffers); the batch entries overwrite only the inside
     if p.ext != p.in_sp:
         fill(b, xp, 0.0)
     with b.nest([p.n]) as (nn,):
         copy_channels_last(b, p, xp, nn)
+        screen_input(b, p, scr, nn)
         for count, height, first in _bands(p):
             with b.nest([count]) as (jb,):
                 row0 = b.affine([(jb, height)], first)
@@ -272,6 +404,7 @@ def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = DEFAULT_M, fused: b
                 _zero(b, mm, p.a * g * p.k, p.elem)
                 batched_products(b, v, u, mm, p.a, g, p.k, p.c, width)
                 _output_transform(b, p, mm, y, nn, row0, height, t_out)
+                repair_tiles(b, p, scr, y, nn, row0, height, p.ms)
         if y is not out:
             with b.nest([p.k] + p.out_sp) as ivs:
                 b.store(b.load(y, ivs), out, [nn] + ivs)

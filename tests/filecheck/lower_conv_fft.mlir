@@ -27,10 +27,20 @@ builtin.module {
 // CHECK-NEXT:    [[XP:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<6x2xf32>
 // CHECK-NEXT:    [[V:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<20xf32>
 // CHECK-NEXT:    [[M:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<30xf32>
+// The special-value screen (winograd.Screen): max |x| per padded position, the threshold, two
+// accumulators.
+// CHECK-NEXT:    "krnl.alloc"() {onnx_node = "c"} : () -> memref<6xf32>
+// CHECK-NEXT:    "krnl.alloc"() {onnx_node = "c"} : () -> memref<1xf32>
+// CHECK-NEXT:    "krnl.alloc"() {onnx_node = "c"} : () -> memref<2xf32>
 // CHECK-NOT:     "krnl.alloc"
 // The forward pass over channels: five loads of the tile, positions origin + 1 .. origin + 5.
 // CHECK:           "krnl.load"([[X]]
 // CHECK-NEXT:      "krnl.store"({{%[0-9]+}}, [[XP]]
+// The screen: max over the channels of |x| per padded position, then the threshold (the
+// geometric mean of those maxima times SCREEN_RANGE).
+// CHECK:             math.absf
+// CHECK:             arith.cmpf ole
+// CHECK:           math.exp
 // CHECK:             [[ONE:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:        [[P1:%[0-9]+]] = arith.addi {{%[0-9]+}}, [[ONE]] : index
 // CHECK-NEXT:        [[D1:%[0-9]+]] = "krnl.load"([[XP]], [[P1]], {{%[0-9]+}})
