@@ -239,8 +239,9 @@ def test_a_dropped_emulated_model_frees_its_address_space_without_gc():
     done = _run_script("--address-space")
     assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
     freed = [float(v) for v in done.stdout.split()[-2:]]
-    # Each instance takes over 64 MiB (its translation buffer); all but a little comes back.
-    assert freed[0] > 4 * 64 and freed[1] > freed[0] - 40, done.stdout
+    # Each instance takes over 64 MiB (its translation buffer); it all comes back but what
+    # the six compiles themselves left (before: nothing came back until a collection).
+    assert freed[0] > 4 * 64 and freed[1] > 0.75 * freed[0], done.stdout
 
 
 def test_short_address_space_is_a_memory_error_not_an_exit():
