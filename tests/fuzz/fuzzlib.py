@@ -14,6 +14,7 @@ Cases (`make_cases`, shares in SHARES):
   ppc64), and `schedule=` strings, valid and mutated.
 - axes_tasks.py: hand-edited Kernel IR, command lines, forked and RLIMIT_AS-limited children,
   segkit and lmskit inputs, and (`memory_probe`, once per `make fuzz`) RSS over many compiles.
+How a model case is judged (the classes below) is classify.py.
 
 Property, per case: the worker process survives, and compilerkit either raises one of its own
 errors (a class defined in a `compilerkit` module) with a message naming its culprit, or its
@@ -62,7 +63,6 @@ import os
 import pickle
 import platform
 import random
-import re
 import select
 import signal
 import struct
@@ -648,55 +648,8 @@ def make_cases(n: int, seed: int = 0, shares: dict | None = None) -> list[dict]:
 
 # ---- the worker --------------------------------------------------------------------------------
 
-def _is_compilerkit_error(error: BaseException) -> bool:
-    return type(error).__module__.startswith("compilerkit") and bool(str(error).strip())
-
-
-def _inputs(signature, seed):
-    rng = np.random.default_rng(seed)
-    out = []
-    for _, shape, dtype in signature:
-        dtype = np.dtype(dtype)
-        if dtype.kind == "f":
-            a = rng.standard_normal(shape) * 2
-        elif dtype.kind == "b":
-            a = rng.random(shape) < 0.5
-        else:  # indices and divisors: small, negative and zero among them
-            a = rng.integers(-3, 5, size=shape)
-        out.append(np.asarray(a).astype(dtype))  # an array also for rank 0
-    return out
-
-
-def _compare(ours, ref) -> str | None:
-    """None when they match, else what differs."""
-    if len(ours) != len(ref):
-        return f"{len(ours)} outputs, onnxruntime {len(ref)}"
-    for k, (o, r) in enumerate(zip(ours, ref, strict=True)):
-        r = np.asarray(r)
-        if o.shape != r.shape:
-            return f"output {k}: shape {list(o.shape)}, onnxruntime {list(r.shape)}"
-        if o.dtype != r.dtype:
-            return f"output {k}: dtype {o.dtype}, onnxruntime {r.dtype}"
-        if o.dtype.kind == "f":
-            scale = float(np.nanmax(np.abs(r[np.isfinite(r)]), initial=1.0))
-            ok = np.allclose(o, r, rtol=1e-3, atol=1e-4 * max(scale, 1.0), equal_nan=True)
-        else:
-            ok = np.array_equal(o, r)
-        if not ok:
-            bad = np.flatnonzero(~np.isclose(o, r, rtol=1e-3, equal_nan=True)) if \
-                o.dtype.kind == "f" else np.flatnonzero(o != r)
-            i = int(bad[0]) if bad.size else 0
-            return (f"output {k}: element {i} is {o.reshape(-1)[i]!r}, onnxruntime "
-                    f"{r.reshape(-1)[i]!r} ({bad.size} of {o.size} differ)")
-    return None
-
-
-def _ort_run(ort, model: bytes, signature, arrays):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 4
-    s = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-    return s.run(None, dict(zip([name for name, _, _ in signature], arrays, strict=True)))
+# How a model case is judged lives in classify.py.
+from classify import model_case  # noqa: E402
 
 
 def worker_main() -> None:
@@ -733,133 +686,8 @@ def worker_main() -> None:
             res = axes_tasks.run_task(case, say)
             say(**res, seconds=time.perf_counter() - start)
             continue
-        res = _model_case(case, ck, ort, say)
+        res = model_case(case, ck, ort, say)
         say(**res, seconds=time.perf_counter() - start)
-
-
-def _model_signature(model: bytes, input_shapes):
-    """[(name, shape, dtype)] of a model's graph inputs (symbolic dims 1, `input_shapes`
-    first), for running onnxruntime on a model compilerkit refused; None when unreadable."""
-    import onnx
-    from onnx import helper
-
-    try:
-        m = onnx.load_from_string(model)
-        inits = {i.name for i in m.graph.initializer}
-        sig = []
-        for vi in m.graph.input:
-            if vi.name in inits:
-                continue
-            tt = vi.type.tensor_type
-            shape = [d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim]
-            if input_shapes and vi.name in input_shapes:
-                shape = [int(d) for d in input_shapes[vi.name]]
-            if any(d < 0 or d > 1 << 20 for d in shape):
-                return None
-            sig.append((vi.name, shape, np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))))
-        return sig
-    except Exception:  # noqa: BLE001 (onnxruntime will not read it either)
-        return None
-
-
-def _declined(e: BaseException) -> bool:
-    """An honest refusal of what compilerkit does not do (an unsupported op or attribute, the
-    documented compile budget, an emulator's instruction limit), not a verdict on the model."""
-    if not type(e).__module__.startswith("compilerkit"):
-        return False
-    name = type(e).__name__
-    msg = str(e)
-    return (isinstance(e, NotImplementedError) or name in ("UnsupportedOpError",
-                                                           "EmulationLimit")
-            or "max_bytes" in msg or "compile budget" in msg)
-
-
-def _names_something(msg: str) -> bool:
-    """A message that names its culprit: a quoted name, a %value, a number, or a path."""
-    return bool(re.search(r"['\"`%/<]|\d", msg))
-
-
-def _model_case(case, ck, ort, say) -> dict:
-    """Compile and run one model case and classify it against onnxruntime."""
-    from axes_tasks import reraise_interrupt
-
-    inputs = _special_inputs if case.get("special") else _inputs
-    outs, arrays, sig = None, None, None
-    try:
-        cm = ck.compile(case["model"], target=case.get("target") or "host",
-                        opt_level=case["opt_level"], input_shapes=case["input_shapes"],
-                        asm=False, codegen=case.get("codegen") or "llvm",
-                        num_threads=case.get("num_threads"),
-                        conv_algorithm=case.get("conv_algorithm") or "classic",
-                        schedule=case.get("schedule"))
-        sig = cm.inputs
-        arrays = inputs(sig, case["seed"])
-        say(phase="run")
-        outs = cm.run(*arrays)
-    except BaseException as e:  # noqa: BLE001 (classified; xDSL raises BaseExceptions)
-        reraise_interrupt(e)
-        detail = f"{type(e).__name__}: {str(e)[:400]}"
-        bad_option = case.get("options_bad")
-        if bad_option is not None and arrays is None:
-            # Options wrong on purpose: the error must name the option (or its value).
-            option, value = bad_option
-            msg = str(e)
-            clear = (isinstance(e, (ValueError, TypeError)) or _is_compilerkit_error(e)) and (
-                option in msg or str(value).split("{")[0] in msg or _names_something(msg))
-            return {"result": "refused" if clear else "unclear", "detail": detail}
-        if not _is_compilerkit_error(e) or not _names_something(str(e)):
-            return {"result": "unclear", "detail": f"{type(e).__module__}.{detail}"}
-        if isinstance(e, ck.RunError) and "overflows" in str(e):
-            return {"result": "refused", "detail": detail}  # INT_MIN / -1: by design
-        # Every refusal is a question for onnxruntime: does it run the same model (and data)?
-        if sig is None:
-            sig = _model_signature(case["model"], case["input_shapes"])
-            if sig is None:
-                return {"result": "refused", "detail": f"{detail}; onnxruntime cannot read it"}
-            arrays = inputs(sig, case["seed"])
-        say(refusal=detail, phase="onnxruntime-check")
-        try:
-            _ort_run(ort, case["model"], sig, arrays)
-        except Exception as e2:  # noqa: BLE001 (it refuses too: as it should)
-            return {"result": "refused", "detail": f"{detail}; onnxruntime refuses too: "
-                                                   f"{str(e2)[:120]}"}
-        if _declined(e):
-            return {"result": "declined", "detail": f"{detail}; onnxruntime runs it"}
-        return {"result": "false_refusal", "detail": f"{detail}; onnxruntime ran the same "
-                                                     f"model and data"}
-    say(phase="onnxruntime")
-    try:
-        ref = _ort_run(ort, case["model"], cm.inputs, arrays)
-    except Exception as e:  # noqa: BLE001
-        return {"result": "ort_refuses", "detail": f"onnxruntime: {type(e).__name__}: "
-                f"{str(e)[:300]}"}
-    diff = _compare(outs, ref)
-    if diff is not None and case.get("special") and _casts_special_to_int(case["model"], outs):
-        # ONNX leaves a cast of NaN, inf or an out-of-range float to an integer undefined, and
-        # onnxruntime's own answer changes with the graph around it (float -> int64 -> int32
-        # of -1e30 is 0 when the int64 is an output, INT32_MIN when it is not).
-        return {"result": "undefined", "detail": f"{diff} (a float -> int cast of special "
-                                                 f"values: undefined in ONNX)"}
-    return {"result": "match" if diff is None else "wrong", "detail": diff or ""}
-
-
-def _casts_special_to_int(model: bytes, outs) -> bool:
-    """The model casts to an integer type and an integer output differs (with special data)."""
-    import onnx
-
-    ints = {onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
-            onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
-            onnx.TensorProto.UINT32, onnx.TensorProto.UINT64}
-    m = onnx.load_from_string(model)
-    casts = any(n.op_type == "Cast" and any(a.name == "to" and a.i in ints for a in n.attribute)
-                for n in m.graph.node)
-    return casts and any(o.dtype.kind in "iu" for o in outs)
-
-
-def _special_inputs(signature, seed):
-    from axes_models import special_inputs
-
-    return special_inputs(signature, seed)
 
 
 # ---- the driver --------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ any other failure fails."""
 
 import re
 
+import classify
 import fuzzlib
 import numpy as np
 import pytest
@@ -169,37 +170,37 @@ def test_every_refusal_is_checked_against_onnxruntime():
     good = {"model": _relu_model([3], [3]), "input_shapes": None, "opt_level": 0, "seed": 1}
     say = lambda **_: None  # noqa: E731
     # A refusal of a model onnxruntime runs: false, unless it is an honest "unsupported".
-    r = fuzzlib._model_case(good, _StubCompilerkit(ck.ModelError("node 'r' (Relu): bad")),
+    r = classify.model_case(good, _StubCompilerkit(ck.ModelError("node 'r' (Relu): bad")),
                             ort, say)
     assert r["result"] == "false_refusal" and "onnxruntime ran" in r["detail"]
-    r = fuzzlib._model_case(good, _StubCompilerkit(ck.UnsupportedOpError("op 'Relu' is not "
+    r = classify.model_case(good, _StubCompilerkit(ck.UnsupportedOpError("op 'Relu' is not "
                                                                          "supported")), ort, say)
     assert r["result"] == "declined"
     # A refusal onnxruntime shares is clean; an error that is not compilerkit's, or names
     # nothing, is unclear.
     broken = dict(good, model=good["model"][:20])
-    r = fuzzlib._model_case(broken, _StubCompilerkit(ck.ModelError("'<bytes>': not ONNX")),
+    r = classify.model_case(broken, _StubCompilerkit(ck.ModelError("'<bytes>': not ONNX")),
                             ort, say)
     assert r["result"] == "refused"
-    assert fuzzlib._model_case(good, _StubCompilerkit(IndexError("list index out of range")),
+    assert classify.model_case(good, _StubCompilerkit(IndexError("list index out of range")),
                                ort, say)["result"] == "unclear"
-    assert fuzzlib._model_case(good, _StubCompilerkit(ck.ModelError("invalid model")),
+    assert classify.model_case(good, _StubCompilerkit(ck.ModelError("invalid model")),
                                ort, say)["result"] == "unclear"
 
 
 def test_compare_flags_a_wrong_answer_and_misplaced_nans():
     ref = [np.array([1.0, 2.0], np.float32)]
-    assert fuzzlib._compare([np.array([1.0, 2.0], np.float32)], ref) is None
-    assert "element 1" in fuzzlib._compare([np.array([1.0, 2.5], np.float32)], ref)
-    assert "shape" in fuzzlib._compare([np.array([1.0], np.float32)], ref)
-    assert "dtype" in fuzzlib._compare([np.array([1, 2], np.int64)], ref)
+    assert classify.compare([np.array([1.0, 2.0], np.float32)], ref) is None
+    assert "element 1" in classify.compare([np.array([1.0, 2.5], np.float32)], ref)
+    assert "shape" in classify.compare([np.array([1.0], np.float32)], ref)
+    assert "dtype" in classify.compare([np.array([1, 2], np.int64)], ref)
     nan = np.float32("nan")
-    assert fuzzlib._compare([np.array([nan, 2.0], np.float32)], ref) is not None
-    assert fuzzlib._compare([np.array([1.0, 2.0], np.float32)],
+    assert classify.compare([np.array([nan, 2.0], np.float32)], ref) is not None
+    assert classify.compare([np.array([1.0, 2.0], np.float32)],
                             [np.array([nan, 2.0], np.float32)]) is not None
-    assert fuzzlib._compare([np.array([nan, np.inf], np.float32)],
+    assert classify.compare([np.array([nan, np.inf], np.float32)],
                             [np.array([nan, np.inf], np.float32)]) is None
-    assert fuzzlib._compare([np.array([np.inf], np.float32)],
+    assert classify.compare([np.array([np.inf], np.float32)],
                             [np.array([-np.inf], np.float32)]) is not None
 
 
@@ -214,8 +215,8 @@ def test_a_cast_of_special_values_to_int_is_undefined_not_wrong():
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
                           [helper.make_tensor_value_info("b", TensorProto.INT32, [1])])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
-    assert fuzzlib._casts_special_to_int(m, [np.zeros(1, np.int32)])
-    assert not fuzzlib._casts_special_to_int(_relu_model([1], [1]), [np.zeros(1, np.float32)])
+    assert classify.casts_special_to_int(m, [np.zeros(1, np.int32)])
+    assert not classify.casts_special_to_int(_relu_model([1], [1]), [np.zeros(1, np.float32)])
 
 
 def test_special_inputs_hold_the_special_values():
