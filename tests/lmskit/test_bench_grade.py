@@ -41,3 +41,5 @@ def test_committed_json_holds_the_graded_setting(bench):
     for word in ("scoping", "back-pressure", "link", "reserve", "direct_order", "atomic",
                  "Keras 3"):
         assert any(word in c for c in changes), word
+    v2 = doc["v2_paper_setting"]
+    assert v2["grade"] == bench.grade(v2["B0"], v2["B_mem"], v2["B_30"])
