@@ -23,7 +23,16 @@ from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError, UnsupportedOpError
 from compilerkit.frontend.checks import budget_of, share_checks
-from compilerkit.lowering import conv, elementwise, matmul, norm, pool, reduction, shape_ops
+from compilerkit.lowering import (
+    conv,
+    elementwise,
+    logic,
+    matmul,
+    norm,
+    pool,
+    reduction,
+    shape_ops,
+)
 from compilerkit.lowering.builder import KernelBuilder, memref_type, shape
 from compilerkit.onnx_passes.single_node import main_func
 from compilerkit.onnx_passes.validate import check_result_types, validate_op
@@ -80,6 +89,8 @@ LOWERINGS.update({
 })
 for _name in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"):
     LOWERINGS[_name] = _with_ctx(reduction.lower_reduce, module=1)
+for _name in logic.OPS:
+    LOWERINGS[_name] = _with_ctx(logic.lower_logic)
 
 SUPPORTED = sorted(LOWERINGS)
 

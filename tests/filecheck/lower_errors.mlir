@@ -4,12 +4,12 @@
 // a dynamic shape, an unsupported mode or output, training-mode Dropout, and a shape parameter
 // that is not a constant. Each piece fails on its own; the exit status is 1.
 
-func.func @unsupported_where(%c: tensor<3xi1>, %a: tensor<3xf32>, %b: tensor<3xf32>) -> tensor<3xf32> attributes {input_names = ["c", "a", "b"], output_names = ["y"], onnx_opset = 13 : i64} {
-  %y = "onnx.Where"(%c, %a, %b) {onnx_node_name = "where"} : (tensor<3xi1>, tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
-  func.return %y : tensor<3xf32>
+func.func @unsupported_det(%a: tensor<3x3xf32>) -> tensor<f32> attributes {input_names = ["a"], output_names = ["y"], onnx_opset = 13 : i64} {
+  %y = "onnx.Det"(%a) {onnx_node_name = "det"} : (tensor<3x3xf32>) -> tensor<f32>
+  func.return %y : tensor<f32>
 }
-// CHECK-LABEL: compilerkit-opt: error: node 'where': op 'Where' cannot be lowered to Kernel IR
-// CHECK-SAME:    supported ops: Abs, Add, AveragePool,
+// CHECK-LABEL: compilerkit-opt: error: node 'det': op 'Det' cannot be lowered to Kernel IR
+// CHECK-SAME:    supported ops: Abs, Add,
 
 // -----
 func.func @dynamic_shape(%x: tensor<?x4xf32>) -> tensor<?x4xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
