@@ -234,8 +234,9 @@ class _WaitingAllocator:
                 return self.times[j] - s
         return None
 
-    def place(self, name: str, start: float, end: float, ends: dict, horizon: float) -> None:
-        """Op `name` runs [start, end): allocate its outputs, release its inputs' claims.
+    def place(self, name: str, end: float, ends: dict, horizon: float) -> None:
+        """Op `name` has started and ends at `end`: allocate its outputs, release its inputs'
+        claims (ends: every placed op's end).
         horizon: the earliest time any stream can start its next op."""
         op = self.graph.ops[name]
         for t, n in self.need.get(name, ()):
@@ -317,7 +318,7 @@ def simulate(graph: Graph, device="p100-16gb", batch_size: int = 1, budget: int 
                 # Free ops (Const, Shape, ...) do not occupy the stream.
                 start[name] = end[name] = ready
                 if alloc is not None:
-                    alloc.place(name, ready, ready, end, min(free.values()))
+                    alloc.place(name, ready, end, min(free.values()))
                 continue
             if "recompute_of" in op.attrs:
                 recompute += dur
@@ -329,7 +330,7 @@ def simulate(graph: Graph, device="p100-16gb", batch_size: int = 1, budget: int 
         end[name] = s + dur
         free[stream] = s + dur
         if alloc is not None:
-            alloc.place(name, s, s + dur, end, min(free.values()))
+            alloc.place(name, s + dur, end, min(free.values()))
 
     # Memory events: allocate at producer start, free at the last reader's end.
     last_end: dict[str, float] = {}
