@@ -20,6 +20,7 @@ from xdsl.passes import ModulePass, PassPipeline
 from compilerkit.krnl_passes.buffers import PlanBuffersPass
 from compilerkit.krnl_passes.fold_layout import FoldLayoutPass
 from compilerkit.krnl_passes.gpu_map import GpuMapPass
+from compilerkit.krnl_passes.guard_indices import GuardIndicesPass
 from compilerkit.krnl_passes.parallel import ParallelizePass
 from compilerkit.krnl_passes.tile_matmul import TileMatmulPass
 from compilerkit.krnl_passes.unroll_small import UnrollSmallPass
@@ -38,7 +39,7 @@ PASSES: dict[str, type[ModulePass]] = {p.name: p for p in (
     ShapeInferencePass, ValidatePass, ConstantFoldingPass, DecomposePass, FuseConvPass,
     FuseElementwisePass, FoldPoolPadPass, DeadCodePass,
     LowerToKrnlPass, FoldLayoutPass, TileMatmulPass, UnrollSmallPass, ParallelizePass, GpuMapPass,
-    PlanBuffersPass)}
+    GuardIndicesPass, PlanBuffersPass)}
 
 
 def onnx_pipeline() -> list[ModulePass]:

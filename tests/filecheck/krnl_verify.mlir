@@ -109,6 +109,22 @@ func.func @gpu_map_block_too_large(%y: memref<4096xf32>) {
 // CHECK-SAME:    block must be 1..1024 threads, got 2048
 
 // -----
+func.func @store_past_the_end(%x: memref<8xf32>, %y: memref<8xf32>) {
+  %i = "krnl.define_loops"() : () -> !krnl.loop
+  "krnl.iterate"(%i, %i) ({
+  ^bb0(%a: index):
+    %one = arith.constant 1 : index
+    %b = arith.addi %a, %one : index
+    %e = "krnl.load"(%x, %a) : (memref<8xf32>, index) -> f32
+    "krnl.store"(%e, %y, %b) : (f32, memref<8xf32>, index) -> ()
+  }) {bounds = [[0 : i64, 8 : i64]], n_original = 1 : i64} : (!krnl.loop, !krnl.loop) -> ()
+  func.return
+}
+// The loops' ranges bound every index: %a + 1 reaches 8, one element past %y.
+// CHECK-LABEL: error: {{.*}}piece 11
+// CHECK-SAME:    krnl.store of argument 1 (memref<8xf32>): index 0 ranges over [1, 8], outside dimension 0 of size 8
+
+// -----
 func.func @well_formed(%x: memref<2x3xf32>, %y: memref<6xf32>) {
   %v = "krnl.reshape"(%x) : (memref<2x3xf32>) -> memref<6xf32>
   %i = "krnl.define_loops"() : () -> !krnl.loop
