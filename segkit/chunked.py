@@ -654,7 +654,9 @@ def chunked_agglomerate(aff, chunks, threshold: float, client=None, *, low: floa
     if own_cluster:
         from dask.distributed import Client
 
-        cluster = local_cluster(n_workers, processes=False)
+        # memory_limit=0: each in-process worker would measure the whole process's memory
+        # against its share of the machine's, and pause (the run stalls) far too early
+        cluster = local_cluster(n_workers, processes=False, memory_limit=0)
         client = Client(cluster)
     try:
         Path(workdir).mkdir(parents=True, exist_ok=True)
