@@ -27,6 +27,7 @@ import gc
 import hashlib
 import io
 import json
+import math
 import os
 import random
 import re
@@ -663,7 +664,7 @@ def task_lmskit(p: dict, say) -> dict:
     value = p["value"]
     valid = field is None
     batch = p["batch"]
-    names = (field,) if field else ("batch_size",)
+    names = (field, "batch_size") if field else ("batch_size",)
     say(phase="device")
     try:
         dev = base if valid else dataclasses.replace(base, **{field: value})
@@ -676,7 +677,7 @@ def task_lmskit(p: dict, say) -> dict:
         ok = isinstance(e, (ValueError, TypeError)) and any(str(n) in str(e) for n in names)
         return {"result": "refused" if ok else "unclear", "detail": desc}
     nums = [sim.step_time, sim.compute_time, sim.stall_time, sim.peak_device_bytes]
-    finite = all(isinstance(v, (int, float)) and np.isfinite(v) and v >= 0 for v in nums)
+    finite = all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in nums)
     desc = f"lmskit {field}={value!r} batch={batch!r}: step {sim.step_time!r} peak " \
            f"{sim.peak_device_bytes!r}"
     if not finite:
@@ -687,9 +688,11 @@ def task_lmskit(p: dict, say) -> dict:
         # (4 + 8 + 8) * 4 * B bytes.
         return {"result": "match" if sim.peak_device_bytes >= 80 * batch else "wrong",
                 "detail": desc}
-    # An accepted odd value is fine when the device stays sane (e.g. a huge but finite size).
+    # An accepted odd value is fine when the device stays sane (e.g. a huge but finite size;
+    # a zero, or -0.0, where a field may be zero).
+    may_be_zero = field in ("launch_overhead_s", "reserve_bytes", "copy_latency_s")
     sane = isinstance(value, (int, float)) and not isinstance(value, bool) and \
-        np.isfinite(value) and value > 0
+        math.isfinite(value) and (value > 0 or (may_be_zero and value == 0))
     return {"result": "accepted" if sane else "wrong",
             "detail": f"{desc}: accepted {field}={value!r}" if not sane else desc}
 

@@ -59,6 +59,8 @@ KNOWN_BUGS = {
     # a forked child under RLIMIT_AS with no headroom aborts (C++ bad_alloc) instead of
     # raising MemoryError
     "rlimit-child-aborts": ("fork", "death", r"rlimit .*SIGABRT"),
+    # ... or raises SystemError('error return without exception set') from native code
+    "rlimit-child-SystemError": ("fork", "unclear", r"rlimit .*SystemError"),
     # heap corruption left by an earlier case in the same worker (munmap_chunk(): invalid
     # pointer, free(): invalid pointer) surfaces as an abort in a later, innocent case
     "native-heap-corruption": (
