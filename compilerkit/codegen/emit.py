@@ -46,7 +46,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
 )
 
-from compilerkit.codegen.mathlib import MathLib
+from compilerkit.codegen.mathlib import EXACT_INTRINSICS, MathLib, intrinsic_f64
 from compilerkit.codegen.microkernel import counted_loop, fmuladd, matmul_kernel
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
@@ -458,7 +458,9 @@ class Emitter:
             name = op.name.split(".")[1]
             name = {"absf": "fabs"}.get(name, name)
             fn = self.math.get(name)
-            if x.type == ir.DoubleType():
+            if x.type == ir.DoubleType() and name in EXACT_INTRINSICS:
+                y = b.call(intrinsic_f64(self.module, name), [x])
+            elif x.type == ir.DoubleType():
                 y = b.fpext(b.call(fn, [b.fptrunc(x, ir.FloatType())]), ir.DoubleType())
             else:
                 y = b.call(fn, [x])

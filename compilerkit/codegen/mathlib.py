@@ -55,6 +55,20 @@ def _intrinsic(module, name):
     return ir.Function(module, ir.FunctionType(F32, [F32]), full)
 
 
+# The functions that are LLVM intrinsics, exact in every precision: f64 values call their f64
+# form (the others, compilerkit's own f32 code, are applied to f64 through f32).
+EXACT_INTRINSICS = ("sqrt", "floor", "ceil", "fabs")
+
+
+def intrinsic_f64(module, name):
+    """llvm.<name>.f64, for a name in EXACT_INTRINSICS: an f64 Floor, Sqrt or Abs through the
+    f32 intrinsic lost every bit past the 24th (Floor(16777217.5) gave 16777218)."""
+    full = f"llvm.{name}.f64"
+    if full in module.globals:
+        return module.globals[full]
+    return ir.Function(module, ir.FunctionType(ir.DoubleType(), [ir.DoubleType()]), full)
+
+
 def _c(v):
     return ir.Constant(F32, v)
 
