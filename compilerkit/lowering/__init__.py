@@ -27,6 +27,7 @@ from compilerkit.lowering import (
     conv,
     elementwise,
     logic,
+    mathops,
     matmul,
     norm,
     pool,
@@ -91,6 +92,8 @@ for _name in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd")
     LOWERINGS[_name] = _with_ctx(reduction.lower_reduce, module=1)
 for _name in logic.OPS:
     LOWERINGS[_name] = _with_ctx(logic.lower_logic)
+for _name in mathops.OPS:
+    LOWERINGS[_name] = _with_ctx(mathops.lower_mathop)
 
 SUPPORTED = sorted(LOWERINGS)
 
