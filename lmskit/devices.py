@@ -57,8 +57,11 @@ def host_limit_from_env(default_mb: int = 64 * 1024) -> int:
 def _number(device_name: str, field: str, v, low: float, high: float = math.inf,
             low_open: bool = True) -> None:
     """One field: a real, finite number in (low, high] (or [low, high] when not low_open)."""
-    ok = (not isinstance(v, bool) and isinstance(v, numbers.Real) and math.isfinite(v)
-          and (v > low if low_open else v >= low) and v <= high)
+    try:   # an int too large for a float (10**400) is as unusable as inf: times divide it
+        ok = (not isinstance(v, bool) and isinstance(v, numbers.Real)
+              and math.isfinite(float(v)) and (v > low if low_open else v >= low) and v <= high)
+    except OverflowError:
+        ok = False
     if not ok:
         bound = f"in ({low:g}, {high:g}]" if high != math.inf else (
             "a positive number" if low_open else f"a number >= {low:g}")

@@ -130,8 +130,12 @@ def check_budget(budget, device: Device) -> int:
     """The device budget: memory - reserve unless given; a given one must be positive."""
     if budget is None:
         return device.usable_bytes
-    if (isinstance(budget, bool) or not isinstance(budget, (int, float))
-            or not math.isfinite(budget) or budget <= 0):
+    try:
+        finite = math.isfinite(float(budget))
+    except (OverflowError, TypeError, ValueError):
+        finite = False
+    if (isinstance(budget, bool) or not isinstance(budget, (int, float)) or not finite
+            or budget <= 0):
         raise ValueError(f"budget must be a positive, finite number of bytes, got {budget!r}")
     return int(budget)
 

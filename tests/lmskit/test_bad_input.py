@@ -52,6 +52,13 @@ def test_type_factor_and_custom_and_scaled_devices_are_checked():
         TOY.scaled(math.nan)
 
 
+def test_ints_too_large_for_a_float_are_refused_by_name():
+    with pytest.raises(ValueError, match="memory_bytes"):
+        dataclasses.replace(TOY, memory_bytes=10**400)
+    with pytest.raises(ValueError, match="budget"):
+        simulate(toy(), TOY, 4, budget=10**400)
+
+
 @pytest.mark.parametrize("budget", [math.nan, math.inf])
 def test_non_finite_budget_is_refused_by_name(budget):
     with pytest.raises(ValueError, match="budget"):
