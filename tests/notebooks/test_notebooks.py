@@ -37,6 +37,21 @@ def test_stored_without_outputs(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_solutions_are_folded(path):
+    """An exercise's solution opens collapsed in JupyterLab, so reading on does not give it away."""
+    nb = nbformat.read(path, as_version=4)
+    open_solutions = [
+        i for i, cell in enumerate(nb.cells)
+        if cell.cell_type == "code"
+        and any(line.lstrip().startswith("# Solution") for line in cell.source.splitlines())
+        and not (cell.metadata.get("jupyter", {}).get("source_hidden")
+                 and cell.metadata.get("jupyter", {}).get("outputs_hidden"))
+    ]
+    assert not open_solutions, (f"{path.name}: solution cells {open_solutions} are not folded "
+                                "(metadata jupyter.source_hidden and outputs_hidden)")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_has_a_parameters_cell_with_smoke(path):
     nb = nbformat.read(path, as_version=4)
     index = parameters_cell_index(nb)
