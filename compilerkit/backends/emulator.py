@@ -200,6 +200,7 @@ class EmulatedMachine:
                               + 2 * _pages(len(obj)), f"an emulated {arch} machine")
         uc = Uc(self.abi.arch, self.abi.mode)
         self._finalizer = weakref.finalize(self, _close_uc, uc, self._hooks)
+        self._finalizer.atexit = False  # as lifetimes.NativeOwner: not during shutdown
         self._uc = uc
         try:
             self._setup(obj, heap_bytes)

@@ -51,6 +51,9 @@ class NativeOwner:
         self._objects: list = []
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _release, self._objects, self._lock)
+        # Not at interpreter exit: a daemon thread may still be running the code, and the
+        # process's memory goes anyway (llvmlite's own __del__ skips shutdown too).
+        self._finalizer.atexit = False
         for obj in objects:
             self.add(obj)
 
