@@ -30,6 +30,7 @@ from compilerkit.lowering import (
     mathops,
     matmul,
     norm,
+    normalization,
     pool,
     reduction,
     shape_ops,
@@ -94,6 +95,8 @@ for _name in logic.OPS:
     LOWERINGS[_name] = _with_ctx(logic.lower_logic)
 for _name in mathops.OPS:
     LOWERINGS[_name] = _with_ctx(mathops.lower_mathop)
+LOWERINGS["LayerNormalization"] = _with_ctx(normalization.lower_layer_norm)
+LOWERINGS["InstanceNormalization"] = _with_ctx(normalization.lower_instance_norm)
 
 SUPPORTED = sorted(LOWERINGS)
 

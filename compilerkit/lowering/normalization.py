@@ -1,0 +1,132 @@
+"""Lowering of LayerNormalization and InstanceNormalization to Kernel IR.
+
+Both normalise x over some dims to mean 0 and variance 1, then scale and shift: the input is
+viewed (krnl.reshape, no copy) as [kept dims..., normalised dims...] and `normalize` computes the
+mean and the variance per kept index in two passes (the variance from x - mean, not
+E[x^2] - E[x]^2, which cancels when the mean is large against the spread; both on x shifted
+by the group's first element), then
+(x - mean) * 1 / sqrt(var + epsilon) * scale + bias.
+
+LayerNormalization's optional Mean and InvStdDev outputs are views of the statistics buffers;
+with stash_type giving them another type than X's, they are refused.
+"""
+
+from __future__ import annotations
+
+import math
+
+from compilerkit.dialects import onnx as onnx_d
+from compilerkit.lowering.builder import KernelBuilder, is_float, shape
+from compilerkit.lowering.matmul import fill
+
+
+def normalize(b: KernelBuilder, x, keep, red, eps, affine, want_mean=False):
+    """x (shape keep + red) normalised over the `red` dims, `affine(ivs, y)` applied to each
+    normalised y; returns (the new buffer (shape keep + red), mean, 1 / std (shape keep));
+    the mean buffer holds mean - x0 unless `want_mean`.
+
+    Each group is first shifted by its first element x0 (x - x0 is exact for values near it,
+    Sterbenz): the sums see only the spread, not the offset, so a group with mean 1000 and
+    spread 1e-2 keeps its digits (summing x itself in f32 lost them: 6x onnxruntime's error).
+    """
+    elem = x.type.element_type
+    sdims = list(keep) or [1]
+    mean, var = b.alloc(sdims, elem), b.alloc(sdims, elem)
+    fill(b, mean, 0.0)
+    fill(b, var, 0.0)
+    n = b.const(float(math.prod(red)), elem)
+    dims = list(keep) + list(red)
+
+    def at(ivs):
+        return ivs[:len(keep)] if keep else [b.index(0)]
+
+    def shifted(ivs):  # x - x0
+        zero = b.index(0)
+        x0 = b.load(x, ivs[:len(keep)] + [zero] * len(red))
+        return b.binary("sub", b.load(x, ivs), x0)
+
+    with b.nest(dims) as ivs:
+        s = at(ivs)
+        b.store(b.add_(b.load(mean, s), shifted(ivs)), mean, s)
+    with b.nest(sdims) as ivs:  # mean holds mean - x0 until the end
+        b.store(b.binary("div", b.load(mean, ivs), n), mean, ivs)
+    with b.nest(dims) as ivs:
+        s = at(ivs)
+        d = b.binary("sub", shifted(ivs), b.load(mean, s))
+        b.store(b.add_(b.load(var, s), b.mul(d, d)), var, s)
+    with b.nest(sdims) as ivs:  # var becomes 1 / sqrt(var / n + eps)
+        v = b.add_(b.binary("div", b.load(var, ivs), n), b.const(eps, elem))
+        b.store(b.binary("div", b.const(1.0, elem), b.unary("sqrt", v)), var, ivs)
+    out = b.alloc(dims, elem)
+    with b.nest(dims) as ivs:
+        s = at(ivs)
+        y = b.mul(b.binary("sub", shifted(ivs), b.load(mean, s)), b.load(var, s))
+        b.store(affine(ivs, y), out, ivs)
+    if not want_mean:
+        return out, mean, var
+    with b.nest(sdims) as ivs:  # the mean itself, for LayerNormalization's Mean output
+        zero = b.index(0)
+        x0 = b.load(x, (list(ivs) if keep else []) + [zero] * len(red))
+        b.store(b.add_(x0, b.load(mean, ivs)), mean, ivs)
+    return out, mean, var
+
+
+def _param_view(b, p, normalized, what):
+    """Scale or bias (broadcastable to the normalised dims) as a [D] view, or None where it is
+    one value for all; a broadcast within the normalised dims is refused."""
+    ps = shape(p)
+    while len(ps) > len(normalized) and ps[0] == 1:
+        ps = ps[1:]
+    d = math.prod(normalized)
+    if math.prod(ps) == 1:
+        return b.view(p, [1]), True
+    aligned = (1,) * (len(normalized) - len(ps)) + ps
+    if list(aligned) != list(normalized):
+        raise NotImplementedError(f"{what} of shape {list(ps)} broadcast over the normalized "
+                                  f"dims {list(normalized)} is not supported")
+    return b.view(p, [d]), False
+
+
+def lower_layer_norm(b: KernelBuilder, op, ins):
+    x = ins[0]
+    xs = shape(x)
+    if not is_float(x.type.element_type):
+        raise NotImplementedError(f"LayerNormalization on {x.type.element_type}")
+    axis = onnx_d.get_attr(op, "axis", -1)
+    axis = axis + len(xs) if axis < 0 else axis
+    eps = onnx_d.get_attr(op, "epsilon", 1e-5)
+    keep, normalized = [math.prod(xs[:axis])], list(xs[axis:])
+    d = math.prod(normalized)
+    params = [_param_view(b, p, normalized, name)
+              for p, name in zip(ins[1:3], ("Scale", "B"), strict=False)]
+
+    def affine(ivs, y):
+        for k, (p, single) in enumerate(params):
+            v = b.load(p, [b.index(0)] if single else [ivs[1]])
+            y = b.mul(y, v) if k == 0 else b.add_(y, v)
+        return y
+
+    want_mean = len(op.results) > 1 and bool(op.results[1].uses)
+    out, mean, inv_std = normalize(b, b.view(x, keep + [d]), keep, [d], eps, affine,
+                                   want_mean)
+    outs = [b.view(out, xs)]
+    for res, buf in zip(op.results[1:], (mean, inv_std), strict=False):
+        if getattr(res.type, "element_type", None) != x.type.element_type:
+            # lower_to_krnl refuses this output (and the next) where the model uses it.
+            break
+        outs.append(b.view(buf, onnx_d.shape_of(res)))
+    return outs
+
+
+def lower_instance_norm(b: KernelBuilder, op, ins):
+    x, scale, bias = ins[:3]
+    xs = shape(x)
+    eps = onnx_d.get_attr(op, "epsilon", 1e-5)
+    keep, red = [xs[0], xs[1]], [math.prod(xs[2:])]
+
+    def affine(ivs, y):
+        c = [ivs[1]]
+        return b.add_(b.mul(y, b.load(scale, c)), b.load(bias, c))
+
+    out = normalize(b, b.view(x, keep + red), keep, red, eps, affine)[0]
+    return [b.view(out, xs)]

@@ -1,0 +1,43 @@
+// RUN: python -m compilerkit.opt --split-input-file -p lower-to-krnl %s | filecheck %s
+// LayerNormalization and InstanceNormalization (lowering/normalization.py): mean and variance
+// per group in separate passes, on x shifted by the group's first element (x - x0), then
+// (x - x0 - mean') * 1 / sqrt(var + eps) * scale (+ bias).
+
+// LayerNormalization over the last axis, no bias, Mean and InvStdDev unused.
+func.func @layer_norm(%x: tensor<2x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xf32> attributes {input_names = ["x", "s"], output_names = ["y"], onnx_opset = 17 : i64} {
+  %none = "onnx.NoValue"() : () -> none
+  %y, %m, %i = "onnx.LayerNormalization"(%x, %s, %none) {onnx_node_name = "ln"} : (tensor<2x8xf32>, tensor<8xf32>, none) -> (tensor<2x8xf32>, none, none)
+  func.return %y : tensor<2x8xf32>
+}
+// CHECK-LABEL: func.func @layer_norm(
+// CHECK-SAME:    [[X:%[0-9]+]]: memref<2x8xf32>, [[S:%[0-9]+]]: memref<8xf32>, [[Y:%[0-9]+]]: memref<2x8xf32>
+// CHECK:         [[MEAN:%[0-9]+]] = "krnl.alloc"() {{.*}} memref<2xf32>
+// CHECK-NEXT:    [[VAR:%[0-9]+]] = "krnl.alloc"() {{.*}} memref<2xf32>
+// The sum of x - x0:
+// CHECK:         ^bb0([[I:%[0-9]+]]: index, [[J:%[0-9]+]]: index):
+// CHECK:         [[X0:%[0-9]+]] = "krnl.load"([[X]], [[I]], {{%[0-9]+}})
+// CHECK-NEXT:    [[XI:%[0-9]+]] = "krnl.load"([[X]], [[I]], [[J]])
+// CHECK-NEXT:    [[D:%[0-9]+]] = arith.subf [[XI]], [[X0]] : f32
+// CHECK-NEXT:    arith.addf {{%[0-9]+}}, [[D]] : f32
+// The variance from the centred values (two passes, not E[x^2] - E[x]^2):
+// CHECK:         arith.mulf [[C:%[0-9]+]], [[C]] : f32
+// CHECK:         arith.constant 1.000000e-05 : f32
+// CHECK:         math.sqrt
+// The output: scale read at the normalised index, stored straight into the result.
+// CHECK:         ^bb0([[I2:%[0-9]+]]: index, [[J2:%[0-9]+]]: index):
+// CHECK:         "krnl.load"([[S]], [[J2]])
+// CHECK:         "krnl.store"({{%[0-9]+}}, [[Y]], [[I2]], [[J2]])
+// CHECK-NEXT:    })
+// No pass for the Mean output, which is not used:
+// CHECK-NEXT:    func.return
+
+// -----
+// InstanceNormalization: per (n, c) over the spatial dims, viewed as [N, C, H * W].
+func.func @instance_norm(%x: tensor<1x2x3x3xf32>, %s: tensor<2xf32>, %b: tensor<2xf32>) -> tensor<1x2x3x3xf32> attributes {input_names = ["x", "s", "b"], output_names = ["y"], onnx_opset = 13 : i64} {
+  %y = "onnx.InstanceNormalization"(%x, %s, %b) {onnx_node_name = "in"} : (tensor<1x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<1x2x3x3xf32>
+  func.return %y : tensor<1x2x3x3xf32>
+}
+// CHECK-LABEL: func.func @instance_norm(
+// CHECK:         "krnl.reshape"({{%[0-9]+}}) {{.*}} -> memref<1x2x9xf32>
+// CHECK:         "krnl.alloc"() {{.*}} memref<1x2xf32>
+// CHECK:         ^bb0([[N:%[0-9]+]]: index, [[C:%[0-9]+]]: index, [[K:%[0-9]+]]: index):
