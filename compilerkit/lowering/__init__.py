@@ -89,7 +89,7 @@ LOWERINGS.update({
     "ConstantOfShape": _with_ctx(shape_ops.lower_constant_of_shape),
     "Tile": _with_ctx(shape_ops.lower_tile),
 })
-for _name in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"):
+for _name in reduction.OPS:
     LOWERINGS[_name] = _with_ctx(reduction.lower_reduce, module=1)
 for _name in logic.OPS:
     LOWERINGS[_name] = _with_ctx(logic.lower_logic)

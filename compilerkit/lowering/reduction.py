@@ -1,9 +1,13 @@
-"""Lowering of ReduceSum / ReduceMean / ReduceMax / ReduceMin / ReduceProd to Kernel IR.
+"""Lowering of ReduceSum / ReduceMean / ReduceMax / ReduceMin / ReduceProd and ReduceL1 / L2 /
+SumSquare / LogSum / LogSumExp to Kernel IR.
 
 Axes come from the `axes` attribute (older opsets) or a constant second input (ReduceSum from
 13, the others from 18); no axes means all (unless noop_with_empty_axes). The output starts at
 the reduction's identity and one krnl.iterate over the input accumulates into it; Mean divides
-at the end.
+at the end. The L1/L2/SumSquare/LogSum family is a sum of a function of each element (|x|,
+x^2) with a function of the sum after it (sqrt, log); LogSumExp subtracts the max first (a pass
+of its own), so exp never overflows: log(sum exp(x - m)) + m, with m = 0 where the max is
+infinite (an all -inf or a +inf slice), which gives -inf and +inf as the plain formula does.
 """
 
 from __future__ import annotations
@@ -11,11 +15,17 @@ from __future__ import annotations
 import math
 
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.lowering.builder import KernelBuilder, shape
+from compilerkit.lowering.builder import KernelBuilder, is_float, shape
 from compilerkit.lowering.matmul import fill
 
-_KIND = {"ReduceSum": ("add", 0.0), "ReduceMean": ("add", 0.0), "ReduceMax": ("max", -math.inf),
-         "ReduceMin": ("min", math.inf), "ReduceProd": ("mul", 1.0)}
+_KIND = {"ReduceSum": ("add", 0.0), "ReduceL1": ("add", 0.0), "ReduceL2": ("add", 0.0),
+         "ReduceSumSquare": ("add", 0.0), "ReduceLogSum": ("add", 0.0),
+         "ReduceLogSumExp": ("add", 0.0), "ReduceMean": ("add", 0.0),
+         "ReduceMax": ("max", -math.inf), "ReduceMin": ("min", math.inf),
+         "ReduceProd": ("mul", 1.0)}
+
+
+OPS = tuple(_KIND)
 
 
 def reduce_axes(op, module, rank):
@@ -42,6 +52,35 @@ def _int_identity(init, elem):
     return 2 ** (width - 1) - 1 if init > 0 else -(2 ** (width - 1))
 
 
+def _abs(b, v):
+    if is_float(v.type):
+        return b.unary("abs", v)
+    return b.select(b.cmpi("slt", v, b.const(0, v.type)), b.binary("sub", b.const(0, v.type), v),
+                    v)
+
+
+# Applied to each element before summing, and to each sum after.
+_BEFORE = {"ReduceL1": _abs, "ReduceL2": lambda b, v: b.mul(v, v),
+           "ReduceSumSquare": lambda b, v: b.mul(v, v)}
+_AFTER = {"ReduceL2": lambda b, v: b.unary("sqrt", v), "ReduceLogSum": lambda b, v: b.unary(
+    "log", v)}
+_FLOAT_ONLY = ("ReduceL2", "ReduceLogSum", "ReduceLogSumExp")
+
+
+def _destination(b, ivs, axes, keep):
+    if keep:
+        zero = b.index(0)
+        return [zero if k in axes else iv for k, iv in enumerate(ivs)]
+    return [iv for k, iv in enumerate(ivs) if k not in axes]
+
+
+def _accumulate(b, x, out, axes, keep, kind, before=None):
+    with b.nest(shape(x)) as ivs:
+        dst = _destination(b, ivs, axes, keep)
+        acc, v = b.load(out, dst), b.load(x, ivs)
+        b.store(b.binary(kind, acc, before(v) if before else v), out, dst)
+
+
 def lower_reduce(b: KernelBuilder, op, ins, module=None):
     name = onnx_d.op_type(op)
     kind, init = _KIND[name]
@@ -50,18 +89,36 @@ def lower_reduce(b: KernelBuilder, op, ins, module=None):
     axes = reduce_axes(op, module, len(xs))
     keep = onnx_d.get_attr(op, "keepdims", 1)
     elem = op.results[0].type.element_type
+    if name in _FLOAT_ONLY and not is_float(elem):
+        raise NotImplementedError(f"{name} on {elem} is not supported (float inputs only)")
     out_dims = onnx_d.shape_of(op.results[0])
     out = b.alloc(out_dims, elem)
     fill(b, out, init if elem.__class__.__name__.startswith("Float") else _int_identity(init, elem))
-    with b.nest(xs) as ivs:
-        if keep:
-            zero = b.index(0)
-            dst = [zero if k in axes else iv for k, iv in enumerate(ivs)]
-        else:
-            dst = [iv for k, iv in enumerate(ivs) if k not in axes]
-        b.store(b.binary(kind, b.load(out, dst), b.load(x, ivs)), out, dst)
+    shift = None
+    if name == "ReduceLogSumExp":
+        shift = b.alloc(out_dims, elem)
+        fill(b, shift, -math.inf)
+        _accumulate(b, x, shift, axes, keep, "max")
+        with b.nest(out_dims) as ivs:  # an infinite max (or none) shifts by 0
+            m = b.load(shift, ivs)
+            inf = b.cmpf("oeq", b.unary("abs", m), b.const(math.inf, elem))
+            b.store(b.select(inf, b.const(0.0, elem), m), shift, ivs)
+        with b.nest(xs) as ivs:
+            dst = _destination(b, ivs, axes, keep)
+            e = b.unary("exp", b.binary("sub", b.load(x, ivs), b.load(shift, dst)))
+            b.store(b.add_(b.load(out, dst), e), out, dst)
+    else:
+        before = _BEFORE.get(name)
+        _accumulate(b, x, out, axes, keep, kind, before and (lambda v: before(b, v)))
     if name == "ReduceMean":
         n = math.prod(xs[a] for a in axes)
         with b.nest(out_dims) as ivs:
             b.store(b.binary("div", b.load(out, ivs), b.const(float(n), elem)), out, ivs)
+    elif name in _AFTER:
+        with b.nest(out_dims) as ivs:
+            b.store(_AFTER[name](b, b.load(out, ivs)), out, ivs)
+    elif shift is not None:
+        with b.nest(out_dims) as ivs:
+            v = b.add_(b.unary("log", b.load(out, ivs)), b.load(shift, ivs))
+            b.store(v, out, ivs)
     return [out]

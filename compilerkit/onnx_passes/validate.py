@@ -355,7 +355,8 @@ _CHECKS = {
     "Gemm": _gemm, "BatchNormalization": _batchnorm, "LRN": _lrn, "Clip": _clip,
     "Reshape": _reshape, "Pad": _pad, "Transpose": _transpose, "Range": _range, "Dropout": _dropout,
 }
-for _kind in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2"):
+for _kind in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+              "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"):
     _CHECKS[_kind] = lambda op, module: (_reduce(op, module), _axes_attr(op, module))
 for _kind in ("Softmax", "LogSoftmax", "Concat", "Split", "Flatten"):
     _CHECKS[_kind] = _axis

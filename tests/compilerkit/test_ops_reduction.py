@@ -1,0 +1,109 @@
+"""ReduceL1 / L2 / SumSquare / LogSum / LogSumExp (lowering/reduction.py) against onnxruntime:
+axes as attribute (opset 13) and as constant input (opset 18), keepdims 0/1, all axes, integer
+inputs where ONNX allows them, infinities and NaN, logits far beyond exp's range; ONNX's node
+tests for each op."""
+
+import numpy as np
+import pytest
+from ckhelpers import make_model, ort_run
+from onnx import helper
+
+import compilerkit as ck
+from compilerkit import conformance
+
+N = helper.make_node
+R = np.random.default_rng(29)
+OPS = ["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"]
+
+
+def _model(op, x, axes, keepdims, opset):
+    if opset >= 18 and axes is not None:
+        node = N(op, ["x", "axes"], ["out"], keepdims=keepdims)
+        inits = [("axes", np.array(axes, np.int64))]
+    else:
+        node = N(op, ["x"], ["out"], keepdims=keepdims,
+                 **({"axes": axes} if axes is not None else {}))
+        inits = []
+    return make_model([node], [("x", x)], ["out"], inits=inits, opset=opset)
+
+
+def _check(model, x, rtol=1e-5, atol=1e-6, exact=False):
+    ref = ort_run(model, [x])[0]
+    got = ck.compile(model, asm=False).run(x)[0]
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    assert np.array_equal(np.isnan(got), np.isnan(ref))
+    if exact:
+        np.testing.assert_array_equal(got, ref)
+    else:
+        np.testing.assert_allclose(got, ref, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize(("axes", "keepdims", "opset"), [
+    ([1], 1, 13), ([0, 2], 0, 13), (None, 1, 13), ([-1], 0, 18), ([0, 1], 1, 18), (None, 0, 18)])
+def test_reduce_axes_keepdims(op, axes, keepdims, opset):
+    x = (R.random((3, 4, 5)) * 4 + 0.1).astype(np.float32)
+    _check(_model(op, x, axes, keepdims, opset), x)
+
+
+@pytest.mark.parametrize("op", ["ReduceL1", "ReduceSumSquare"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_reductions_exact(op, dtype):
+    x = R.integers(-1000, 1000, (4, 6)).astype(dtype)
+    _check(_model(op, x, [1], 1, 13), x, exact=True)
+
+
+def test_logsumexp_beyond_exp_range_and_infinities():
+    x = np.array([[1000.0, 999.0, -5.0], [-1000.0, -1001.0, -1002.0],
+                  [-np.inf, -np.inf, -np.inf], [np.inf, 1.0, 2.0], [np.nan, 1.0, 2.0],
+                  [-np.inf, 0.0, 1.0]], np.float32)
+    _check(_model("ReduceLogSumExp", x, [1], 0, 13), x)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_special_values(op):
+    x = np.array([[np.nan, 1.0], [np.inf, 2.0], [-np.inf, 3.0], [0.0, -0.0], [1e-30, 1e30]],
+                 np.float32)
+    if op == "ReduceLogSum":
+        x = np.abs(x)
+    _check(_model(op, x, [1], 1, 13), x)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_float64(op):
+    x = R.random((3, 7)) + 0.5
+    _check(_model(op, x, [1], 1, 13), x, rtol=1e-6)
+
+
+def test_repeated_axes_refused():
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(ck.ModelError, match="axes"):
+        ck.compile(_model("ReduceL1", x, [1, -1], 1, 13), asm=False)
+
+
+def test_integer_logsum_refused_naming_dtype():
+    x = np.ones((2, 3), np.int32)
+    model = make_model([N("ReduceLogSum", ["x"], ["out"], axes=[1], name="r")], [("x", x)],
+                       ["out"])
+    with pytest.raises(ck.UnsupportedOpError, match=r"node 'r'.*ReduceLogSum on i32"):
+        ck.compile(model, asm=False)
+
+
+def test_emulated_s390x_logsumexp():
+    x = np.array([[1000.0, 999.0, -5.0], [0.5, -0.25, 2.0]], np.float32)
+    model = _model("ReduceLogSumExp", x, [1], 1, 13)
+    got = ck.compile(model, target="s390x", asm=False).run(x)[0]
+    np.testing.assert_array_equal(got, ck.compile(model, asm=False).run(x)[0])
+    np.testing.assert_allclose(got, ort_run(model, [x])[0], rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_onnx_node_tests_for_reductions():
+    ops = set(OPS)
+    cases = [c for c in conformance.node_cases() if ops & set(conformance._ops_of(c.model))]
+    results = [conformance.run_node_case(c) for c in cases]
+    assert not [r.name for r in results if r.status == conformance.WRONG]
+    passed = {op: sum(r.status == conformance.PASSED and op in r.op.split("+")
+                      for r in results) for op in ops}
+    print("node tests passed per op:", passed)
+    assert all(passed[op] >= 5 for op in ops), passed
