@@ -1,5 +1,5 @@
-"""Lowering of ReduceSum / ReduceMean / ReduceMax / ReduceMin / ReduceProd and ReduceL1 / L2 /
-SumSquare / LogSum / LogSumExp to Kernel IR.
+"""Lowering of ReduceSum / ReduceMean / ReduceMax / ReduceMin / ReduceProd, ReduceL1 / L2 /
+SumSquare / LogSum / LogSumExp, and ArgMax / ArgMin to Kernel IR.
 
 Axes come from the `axes` attribute (older opsets) or a constant second input (ReduceSum from
 13, the others from 18); no axes means all (unless noop_with_empty_axes). The output starts at
@@ -13,6 +13,8 @@ infinite (an all -inf or a +inf slice), which gives -inf and +inf as the plain f
 from __future__ import annotations
 
 import math
+
+from xdsl.dialects import arith
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, is_float, shape
@@ -121,4 +123,34 @@ def lower_reduce(b: KernelBuilder, op, ins, module=None):
         with b.nest(out_dims) as ivs:
             v = b.add_(b.unary("log", b.load(out, ivs)), b.load(shift, ivs))
             b.store(v, out, ivs)
+    return [out]
+
+
+def lower_arg_extreme(b: KernelBuilder, op, ins):
+    """ArgMax / ArgMin along `axis`: one pass keeping the best value and its index per output
+    element. As onnxruntime: the first element starts as the best and a later one replaces it
+    only where an ordered compare says it is strictly better (or as good, with
+    select_last_index), so NaN is never chosen after the first position and a leading NaN
+    stays."""
+    name = onnx_d.op_type(op)
+    x = ins[0]
+    xs = shape(x)
+    axis = onnx_d.get_attr(op, "axis", 0)
+    axis = axis + len(xs) if axis < 0 else axis
+    keep = onnx_d.get_attr(op, "keepdims", 1)
+    last = onnx_d.get_attr(op, "select_last_index", 0)
+    elem = x.type.element_type
+    out_dims = onnx_d.shape_of(op.results[0])
+    out = b.alloc(out_dims, op.results[0].type.element_type)
+    best = b.alloc(out_dims, elem)
+    pred = ("g" if name == "ArgMax" else "l") + ("e" if last else "t")
+    with b.nest(xs) as ivs:
+        dst = _destination(b, ivs, [axis], keep)
+        v, old = b.load(x, ivs), b.load(best, dst)
+        better = b.cmpf("o" + pred, v, old) if is_float(elem) else b.cmpi("s" + pred, v, old)
+        first = b.cmpi("eq", ivs[axis], b.index(0))
+        take = b.add(arith.OrIOp(first, better))
+        b.store(b.select(take, v, old), best, dst)
+        k = b.cast(ivs[axis], out.type.element_type)
+        b.store(b.select(take, k, b.load(out, dst)), out, dst)
     return [out]

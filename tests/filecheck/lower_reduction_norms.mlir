@@ -1,6 +1,7 @@
 // RUN: python -m compilerkit.opt --split-input-file -p lower-to-krnl %s | filecheck %s
-// ReduceL2 / ReduceLogSumExp (lowering/reduction.py): a function of each element summed, a
-// function of the sum after; LogSumExp shifts by the max (0 where the max is infinite).
+// ReduceL2 / ReduceLogSumExp / ArgMax (lowering/reduction.py): a function of each element
+// summed, a function of the sum after; LogSumExp shifts by the max (0 where the max is
+// infinite); ArgMax keeps the best value and its index.
 
 // ReduceL2: sqrt(sum x^2) over axis 1.
 func.func @reduce_l2(%x: tensor<2x3xf32>) -> tensor<2x1xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
@@ -36,3 +37,20 @@ func.func @reduce_lse(%x: tensor<2x3xf32>) -> tensor<2xf32> attributes {input_na
 // CHECK:         math.log
 // CHECK-NEXT:    "krnl.load"
 // CHECK-NEXT:    arith.addf
+
+// -----
+// ArgMax with select_last_index: the first element starts as the best; a later one replaces
+// it where an ordered compare says >= (so NaN never does); its index is cast to i64.
+func.func @argmax_last(%x: tensor<2x3xf32>) -> tensor<2x1xi64> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
+  %y = "onnx.ArgMax"(%x) {axis = 1 : i64, select_last_index = 1 : i64, onnx_node_name = "am"} : (tensor<2x3xf32>) -> tensor<2x1xi64>
+  func.return %y : tensor<2x1xi64>
+}
+// CHECK-LABEL: func.func @argmax_last(
+// CHECK:         ^bb0([[I:%[0-9]+]]: index, [[K:%[0-9]+]]: index):
+// CHECK:         [[V:%[0-9]+]] = "krnl.load"
+// CHECK-NEXT:    [[OLD:%[0-9]+]] = "krnl.load"
+// CHECK-NEXT:    [[BETTER:%[0-9]+]] = arith.cmpf oge, [[V]], [[OLD]] : f32
+// CHECK-NEXT:    [[Z:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:    [[FIRST:%[0-9]+]] = arith.cmpi eq, [[K]], [[Z]] : index
+// CHECK-NEXT:    [[TAKE:%[0-9]+]] = arith.ori [[FIRST]], [[BETTER]] : i1
+// CHECK:         arith.index_cast [[K]] : index to i64
