@@ -17,10 +17,15 @@ from __future__ import annotations
 
 from compilerkit.backends import Target, get_backend
 from compilerkit.frontend import ModelError, OptionError, UnsupportedOpError
-from compilerkit.frontend.arguments import check_module
 from compilerkit.ir import parse_ir, print_ir
 from compilerkit.lowering import SUPPORTED
-from compilerkit.pipeline import Compilation, CompiledModel, check_opt_level, compile_to
+from compilerkit.pipeline import (
+    Compilation,
+    CompiledModel,
+    check_module,
+    check_opt_level,
+    compile_to,
+)
 from compilerkit.runtime import InputError, RunError, check_num_threads
 
 __all__ = ["compile", "compile_kernel", "compile_to", "import_onnx", "optimize_onnx", "lower",

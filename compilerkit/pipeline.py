@@ -42,19 +42,25 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.passes import ModulePass
 
-from compilerkit.backends.base import Backend, Target, get_backend
+from compilerkit.backends.base import Backend, Target, check_target_name, get_backend
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError, import_model
 from compilerkit.frontend.arguments import (  # noqa: F401 (check_opt_level, header_path: API)
     OptionError,
+    check_choice,
+    check_flag,
+    check_input_shapes,
+    check_max_bytes,
     check_opt_level,
-    check_options,
     check_path,
     header_path,
     library_paths,
 )
+from compilerkit.frontend.arguments import _got as option_got
 from compilerkit.ir import check_main, parse_ir
+from compilerkit.lowering.conv_algorithm import ALGORITHMS
 from compilerkit.onnx_passes.single_node import main_func
 from compilerkit.passes import kernel_pipeline, onnx_pipeline, parse_pipeline, run_passes
 from compilerkit.stages import Stages, verify_ir
@@ -150,6 +156,80 @@ def text_stages(target: str = "host", source_stage: str = "model", asm: bool = T
     code = get_backend(target).code_stage
     names = ["onnx-ir", "kernel-ir", "llvm-ir"] + ([code] if asm else [])
     return names[1:] if source_stage == "kernel-ir" else names
+
+
+# ---- what a caller hands the driver, checked before any work ------------------------------
+# The generic checks (types, paths, output files) live in frontend.arguments; these need the
+# driver's own tables (Options, CODEGENS, NAMED_SCHEDULES, the pass registry, the conv
+# algorithms), so they live here, above everything that uses them.
+
+def check_passes(name: str, value, named=()) -> None:
+    """None, a pass pipeline string (every pass known, `python -m compilerkit.opt
+    --list-passes`), one of `named` (schedules registered by name), or a list of passes."""
+    if value is None or isinstance(value, str) and value in named:
+        return
+    if isinstance(value, str):
+        try:
+            parse_pipeline(value)
+        except Exception as e:  # noqa: BLE001 (xDSL's pipeline parser: ValueError and more)
+            raise OptionError(f"{name} {value!r}: {e} (python -m compilerkit.opt "
+                              "--list-passes names them)") from None
+        return
+    if not isinstance(value, (list, tuple)) or not all(isinstance(p, ModulePass)
+                                                       for p in value):
+        raise OptionError(f"{name} must be None, a pass pipeline string or a list of passes "
+                          f"(xDSL ModulePass instances), got {option_got(value)}")
+
+
+def check_module(call: str, module, level: str | None = None) -> None:
+    """The IR argument of a step function (`optimize_onnx`, `lower`, `to_llvm`,
+    `compile_kernel`): an xDSL ModuleOp, at `level` ("onnx-ir" or "kernel-ir") if given."""
+    if not isinstance(module, ModuleOp):
+        hint = (" (an ONNX model goes to import_onnx or compile first)"
+                if not isinstance(module, (int, float)) and module is not None else "")
+        raise OptionError(f"{call} takes an IR module (xDSL ModuleOp), got "
+                          f"{type(module).__name__}{hint}")
+    if level is not None:
+        got = stage_of(module)
+        if got != level:
+            names = {"onnx-ir": "ONNX IR (from import_onnx)", "kernel-ir": "Kernel IR (from "
+                     "lower)"}
+            raise OptionError(f"{call} takes {names[level]}; this module is {names[got]}")
+
+
+def check_options(target=None, opt_level=3, **options) -> None:
+    """Every option of a Compilation (pipeline.Options' fields, by name), checked before any
+    work; raises OptionError naming the first one that is wrong."""
+    unknown = sorted(set(options) - set(Options.__dataclass_fields__))
+    if unknown:
+        raise OptionError(f"unknown option(s) {', '.join(unknown)}; the options are "
+                          f"{', '.join(Options.__dataclass_fields__)}")
+    check_opt_level(opt_level)
+    if isinstance(target, str):
+        try:
+            check_target_name(target)
+        except ValueError as e:
+            raise OptionError(str(e)) from None
+    elif target is not None and not isinstance(target, (Target, Backend)):
+        raise OptionError(f"target must be a name, a Target or a Backend, got {option_got(target)}")
+    check_input_shapes(options.get("input_shapes"))
+    check_max_bytes(options.get("max_bytes"))
+    check_passes("onnx_passes", options.get("onnx_passes"))
+    schedule = options.get("schedule")
+    if schedule == "tuned" and "tuned" not in NAMED_SCHEDULES:
+        raise OptionError("schedule='tuned' needs `import compilerkit.tune` first (it "
+                          "registers the tuned schedule)")
+    check_passes("schedule", schedule, NAMED_SCHEDULES)
+    if "codegen" in options:
+        check_choice("codegen", options["codegen"], CODEGENS)
+    if "conv_algorithm" in options:
+        check_choice("conv_algorithm", options["conv_algorithm"], ALGORITHMS)
+    emitter = options.get("emitter")
+    if emitter is not None and not isinstance(emitter, type):
+        raise OptionError(f"emitter must be an Emitter subclass, got {option_got(emitter)}")
+    for flag in ("asm", "overwrite"):
+        if flag in options:
+            check_flag(flag, options[flag])
 
 
 class Compilation:

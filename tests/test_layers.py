@@ -1,4 +1,4 @@
-"""The packages' layers, as DESIGN.md "Layers" states them, checked on the source.
+"""The packages' layers, as docs/DESIGN.md states them, checked on the source.
 
 From the bottom up: pictures and units (`mlsys_viz`) with the data builders beside them
 (`mlsys_datasets`) -> the kits (`compilerkit`, `lmskit`, `segkit`) -> the integration layer
@@ -65,7 +65,8 @@ TENSORFLOW = ("tensorflow", "keras", "tf2onnx", "tf_keras")
 # framework-neutral core: graph, schedule, rules, simulate, planner, and devices, views,
 # recompute, hybrid, dataparallel, calibrate, patches, figures, ...) and the package itself must
 # not run a TensorFlow import when imported.
-LMSKIT_TF = ("lmskit.tfcapture", "lmskit.tfrun", "lmskit.runcheck", "lmskit.distributed")
+LMSKIT_TF = ("lmskit.tfcapture", "lmskit.tfrun", "lmskit.runcheck", "lmskit.distributed",
+             "lmskit.tf1_resnet")
 # Which kit may import which other kit (their stated entry points): segkit compiles its boundary
 # net with compilerkit.
 KIT_MAY_IMPORT = {"compilerkit": set(), "lmskit": set(), "segkit": {"compilerkit"}}

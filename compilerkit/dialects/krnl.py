@@ -51,6 +51,8 @@ from xdsl.printer import Printer
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
+from compilerkit.dialects.krnl_ranges import ints_of  # noqa: F401 (krnl.ints_of: API)
+
 
 @irdl_attr_definition
 class LoopType(ParametrizedAttribute, TypeAttribute):
@@ -668,10 +670,6 @@ def _dimension_conflict(buf, uses, arg, it, tile_ok) -> str | None:
     if not common:
         return f"%{name} is written at indices that do not all follow the loop"
     return None
-
-
-def ints_of(attr: ArrayAttr) -> list[int]:
-    return [a.value.data for a in attr.data]
 
 
 KRNL = Dialect(

@@ -369,9 +369,13 @@ def _span_of(terms, const=0):
     return lo, hi
 
 
-def _matmul_problem(op, memo) -> str | None:
-    from compilerkit.dialects.krnl import ints_of
+def ints_of(attr) -> list[int]:
+    """An ArrayAttr of IntegerAttrs as ints. It lives here, not in krnl.py, because krnl.py's
+    verifier calls this module: krnl.py imports it from here (krnl.ints_of), never back."""
+    return [a.value.data for a in attr.data]
 
+
+def _matmul_problem(op, memo) -> str | None:
     m, n, k = ints_of(op.sizes)
     tm, tn, tk = ints_of(op.tile)
     sa, sk, ldb, ldc = ints_of(op.strides)

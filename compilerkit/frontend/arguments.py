@@ -89,48 +89,6 @@ def check_input_shapes(input_shapes) -> dict | None:
     return shapes
 
 
-def check_passes(name: str, value, named=()) -> None:
-    """None, a pass pipeline string (every pass known, `python -m compilerkit.opt
-    --list-passes`), one of `named` (schedules registered by name), or a list of passes."""
-    from xdsl.passes import ModulePass
-
-    if value is None or isinstance(value, str) and value in named:
-        return
-    if isinstance(value, str):
-        from compilerkit.passes import parse_pipeline
-
-        try:
-            parse_pipeline(value)
-        except Exception as e:  # noqa: BLE001 (xDSL's pipeline parser: ValueError and more)
-            raise OptionError(f"{name} {value!r}: {e} (python -m compilerkit.opt "
-                              "--list-passes names them)") from None
-        return
-    if not isinstance(value, (list, tuple)) or not all(isinstance(p, ModulePass)
-                                                       for p in value):
-        raise OptionError(f"{name} must be None, a pass pipeline string or a list of passes "
-                          f"(xDSL ModulePass instances), got {_got(value)}")
-
-
-def check_module(call: str, module, level: str | None = None) -> None:
-    """The IR argument of a step function (`optimize_onnx`, `lower`, `to_llvm`,
-    `compile_kernel`): an xDSL ModuleOp, at `level` ("onnx-ir" or "kernel-ir") if given."""
-    from xdsl.dialects.builtin import ModuleOp
-
-    if not isinstance(module, ModuleOp):
-        hint = (" (an ONNX model goes to import_onnx or compile first)"
-                if not isinstance(module, (int, float)) and module is not None else "")
-        raise OptionError(f"{call} takes an IR module (xDSL ModuleOp), got "
-                          f"{type(module).__name__}{hint}")
-    if level is not None:
-        from compilerkit.pipeline import stage_of
-
-        got = stage_of(module)
-        if got != level:
-            names = {"onnx-ir": "ONNX IR (from import_onnx)", "kernel-ir": "Kernel IR (from "
-                     "lower)"}
-            raise OptionError(f"{call} takes {names[level]}; this module is {names[got]}")
-
-
 def check_path(name: str, path) -> str:
     """`path` (str or os.PathLike) as a str: non-empty, without NUL characters."""
     if not isinstance(path, (str, os.PathLike)):
@@ -143,45 +101,6 @@ def check_path(name: str, path) -> str:
     if "\0" in text:
         raise OptionError(f"{name} {text!r} contains a NUL character; no file can be named so")
     return text
-
-
-def check_options(target=None, opt_level=3, **options) -> None:
-    """Every option of a Compilation (pipeline.Options' fields, by name), checked before any
-    work; raises OptionError naming the first one that is wrong."""
-    from compilerkit.backends.base import Backend, Target, check_target_name
-    from compilerkit.lowering.conv_algorithm import ALGORITHMS
-    from compilerkit.pipeline import CODEGENS, NAMED_SCHEDULES, Options
-
-    unknown = sorted(set(options) - set(Options.__dataclass_fields__))
-    if unknown:
-        raise OptionError(f"unknown option(s) {', '.join(unknown)}; the options are "
-                          f"{', '.join(Options.__dataclass_fields__)}")
-    check_opt_level(opt_level)
-    if isinstance(target, str):
-        try:
-            check_target_name(target)
-        except ValueError as e:
-            raise OptionError(str(e)) from None
-    elif target is not None and not isinstance(target, (Target, Backend)):
-        raise OptionError(f"target must be a name, a Target or a Backend, got {_got(target)}")
-    check_input_shapes(options.get("input_shapes"))
-    check_max_bytes(options.get("max_bytes"))
-    check_passes("onnx_passes", options.get("onnx_passes"))
-    schedule = options.get("schedule")
-    if schedule == "tuned" and "tuned" not in NAMED_SCHEDULES:
-        raise OptionError("schedule='tuned' needs `import compilerkit.tune` first (it "
-                          "registers the tuned schedule)")
-    check_passes("schedule", schedule, NAMED_SCHEDULES)
-    if "codegen" in options:
-        check_choice("codegen", options["codegen"], CODEGENS)
-    if "conv_algorithm" in options:
-        check_choice("conv_algorithm", options["conv_algorithm"], ALGORITHMS)
-    emitter = options.get("emitter")
-    if emitter is not None and not isinstance(emitter, type):
-        raise OptionError(f"emitter must be an Emitter subclass, got {_got(emitter)}")
-    for flag in ("asm", "overwrite"):
-        if flag in options:
-            check_flag(flag, options[flag])
 
 
 # ---- output paths --------------------------------------------------------------------------
