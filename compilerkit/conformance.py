@@ -46,7 +46,7 @@ OPS = tuple(sorted(set(SUPPORTED) | {"Constant"}))
 PARAMS = {"Clip": (1, 2), "Pad": (1, 2, 3), "Slice": (1, 2, 3, 4), "ReduceSum": (1,),
           "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,),
           "ReduceL1": (1,), "ReduceL2": (1,), "ReduceSumSquare": (1,), "ReduceLogSum": (1,),
-          "ReduceLogSumExp": (1,),
+          "ReduceLogSumExp": (1,), "CumSum": (1,),
           "Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Dropout": (1, 2),
           "Split": (1,), "Tile": (1,), "Expand": (1,), "ConstantOfShape": (0,)}
 REFUSED = (ck.UnsupportedOpError, ck.ModelError, NotImplementedError)

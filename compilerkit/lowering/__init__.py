@@ -93,6 +93,7 @@ for _name in reduction.OPS:
     LOWERINGS[_name] = _with_ctx(reduction.lower_reduce, module=1)
 for _name in ("ArgMax", "ArgMin"):
     LOWERINGS[_name] = _with_ctx(reduction.lower_arg_extreme)
+LOWERINGS["CumSum"] = _with_ctx(reduction.lower_cumsum, module=1)
 for _name in logic.OPS:
     LOWERINGS[_name] = _with_ctx(logic.lower_logic)
 for _name in mathops.OPS:

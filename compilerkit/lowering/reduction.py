@@ -1,5 +1,5 @@
 """Lowering of ReduceSum / ReduceMean / ReduceMax / ReduceMin / ReduceProd, ReduceL1 / L2 /
-SumSquare / LogSum / LogSumExp, and ArgMax / ArgMin to Kernel IR.
+SumSquare / LogSum / LogSumExp, ArgMax / ArgMin and CumSum to Kernel IR.
 
 Axes come from the `axes` attribute (older opsets) or a constant second input (ReduceSum from
 13, the others from 18); no axes means all (unless noop_with_empty_axes). The output starts at
@@ -153,4 +153,35 @@ def lower_arg_extreme(b: KernelBuilder, op, ins):
         b.store(b.select(take, v, old), best, dst)
         k = b.cast(ivs[axis], out.type.element_type)
         b.store(b.select(take, k, b.load(out, dst)), out, dst)
+    return [out]
+
+
+def lower_cumsum(b: KernelBuilder, op, ins, module=None):
+    """CumSum along a constant `axis` (exclusive, reverse). The running sums live in an
+    accumulator indexed by the other dims, as a reduction's do (so the scheduler never runs the
+    axis loop in parallel), and each output element is the accumulator before (exclusive) or
+    after adding its input; reverse walks the axis from its end."""
+    x = ins[0]
+    xs = shape(x)
+    axis = onnx_d.constant_value(op.operands[1], module)
+    if axis is None:
+        raise NotImplementedError("CumSum with a non-constant axis")
+    axis = int(axis.reshape(-1)[0])
+    axis = axis + len(xs) if axis < 0 else axis
+    exclusive = onnx_d.get_attr(op, "exclusive", 0)
+    reverse = onnx_d.get_attr(op, "reverse", 0)
+    elem = x.type.element_type
+    out = b.alloc(xs, elem)
+    acc = b.alloc([d for k, d in enumerate(xs) if k != axis] or [1], elem)
+    fill(b, acc, 0.0 if is_float(elem) else 0)
+    n = xs[axis]
+    with b.nest(xs) as ivs:
+        at = [iv for k, iv in enumerate(ivs) if k != axis] or [b.index(0)]
+        pos = list(ivs)
+        if reverse:
+            pos[axis] = b.affine([(ivs[axis], -1)], n - 1)
+        before = b.load(acc, at)
+        after = b.add_(before, b.load(x, pos))
+        b.store(after, acc, at)
+        b.store(before if exclusive else after, out, pos)
     return [out]

@@ -116,9 +116,39 @@ def test_arg_extremes_ties_nan_and_axes(op, last, axis, keepdims, dtype):
     _check(model, x, exact=True)
 
 
+@pytest.mark.parametrize("exclusive", [0, 1])
+@pytest.mark.parametrize("reverse", [0, 1])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_cumsum(exclusive, reverse, axis, dtype):
+    x = (R.standard_normal((3, 4, 5)) * 100).astype(dtype)
+    model = make_model([N("CumSum", ["x", "axis"], ["out"], exclusive=exclusive,
+                          reverse=reverse)], [("x", x)], ["out"],
+                       inits=[("axis", np.array(axis, np.int64))], opset=14)
+    _check(model, x, exact=np.dtype(dtype).kind == "i", rtol=1e-6)
+
+
+@pytest.mark.parametrize("axis", [0, 2])
+def test_cumsum_big_enough_for_threads(axis):
+    # 64 x 32 x 32: above the parallel scheduler's threshold. The running sums are a
+    # reduction's accumulator, so the axis loop stays serial whichever loop runs in parallel.
+    x = R.integers(-50, 50, (64, 32, 32)).astype(np.int32)
+    model = make_model([N("CumSum", ["x", "axis"], ["out"], reverse=1)], [("x", x)], ["out"],
+                       inits=[("axis", np.array([axis], np.int32))], opset=14)
+    _check(model, x, exact=True)
+
+
+def test_cumsum_axis_input_must_be_constant():
+    x = np.ones((2, 3), np.float32)
+    model = make_model([N("CumSum", ["x", "axis"], ["out"], name="cs")],
+                       [("x", x), ("axis", np.array(1, np.int64))], ["out"], opset=14)
+    with pytest.raises(ck.UnsupportedOpError, match="cs"):
+        ck.compile(model, asm=False)
+
+
 @pytest.mark.slow
 def test_onnx_node_tests_for_reductions():
-    ops = set(OPS) | {"ArgMax", "ArgMin"}
+    ops = set(OPS) | {"ArgMax", "ArgMin", "CumSum"}
     cases = [c for c in conformance.node_cases() if ops & set(conformance._ops_of(c.model))]
     results = [conformance.run_node_case(c) for c in cases]
     assert not [r.name for r in results if r.status == conformance.WRONG]

@@ -54,3 +54,21 @@ func.func @argmax_last(%x: tensor<2x3xf32>) -> tensor<2x1xi64> attributes {input
 // CHECK-NEXT:    [[FIRST:%[0-9]+]] = arith.cmpi eq, [[K]], [[Z]] : index
 // CHECK-NEXT:    [[TAKE:%[0-9]+]] = arith.ori [[FIRST]], [[BETTER]] : i1
 // CHECK:         arith.index_cast [[K]] : index to i64
+
+// -----
+// CumSum, exclusive and reverse, along axis 1: position 2 - k, the running sum in an
+// accumulator over the other dims, the output the sum before the add.
+func.func @cumsum_excl_rev(%x: tensor<2x3xf32>) -> tensor<2x3xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 14 : i64} {
+  %axis = "onnx.Constant"() {value = dense<1> : tensor<i64>} : () -> tensor<i64>
+  %y = "onnx.CumSum"(%x, %axis) {exclusive = 1 : i64, reverse = 1 : i64, onnx_node_name = "cs"} : (tensor<2x3xf32>, tensor<i64>) -> tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}
+// CHECK-LABEL: func.func @cumsum_excl_rev(
+// CHECK:         [[ACC:%[0-9]+]] = "krnl.alloc"() {{.*}} memref<2xf32>
+// CHECK:         ^bb0([[I:%[0-9]+]]: index, [[K:%[0-9]+]]: index):
+// CHECK:         [[POS:%[0-9]+]] = arith.addi {{%[0-9]+}}, {{%[0-9]+}} : index
+// CHECK-NEXT:    [[BEFORE:%[0-9]+]] = "krnl.load"([[ACC]], [[I]])
+// CHECK-NEXT:    [[V:%[0-9]+]] = "krnl.load"({{%[0-9]+}}, [[I]], [[POS]])
+// CHECK-NEXT:    [[AFTER:%[0-9]+]] = arith.addf [[BEFORE]], [[V]] : f32
+// CHECK-NEXT:    "krnl.store"([[AFTER]], [[ACC]], [[I]])
+// CHECK-NEXT:    "krnl.store"([[BEFORE]], {{%[0-9]+}}, [[I]], [[POS]])
