@@ -94,6 +94,7 @@ for _name in reduction.OPS:
 for _name in ("ArgMax", "ArgMin"):
     LOWERINGS[_name] = _with_ctx(reduction.lower_arg_extreme)
 LOWERINGS["CumSum"] = _with_ctx(reduction.lower_cumsum, module=1)
+LOWERINGS["Hardmax"] = _with_ctx(reduction.lower_hardmax, opset=1)
 for _name in logic.OPS:
     LOWERINGS[_name] = _with_ctx(logic.lower_logic)
 for _name in mathops.OPS:

@@ -1,5 +1,5 @@
 """Lowering of ReduceSum / ReduceMean / ReduceMax / ReduceMin / ReduceProd, ReduceL1 / L2 /
-SumSquare / LogSum / LogSumExp, ArgMax / ArgMin and CumSum to Kernel IR.
+SumSquare / LogSum / LogSumExp, ArgMax / ArgMin, CumSum and Hardmax to Kernel IR.
 
 Axes come from the `axes` attribute (older opsets) or a constant second input (ReduceSum from
 13, the others from 18); no axes means all (unless noop_with_empty_axes). The output starts at
@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from xdsl.dialects import arith
+from xdsl.dialects.builtin import i64
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, is_float, shape
@@ -184,4 +185,39 @@ def lower_cumsum(b: KernelBuilder, op, ins, module=None):
         after = b.add_(before, b.load(x, pos))
         b.store(after, acc, at)
         b.store(before if exclusive else after, out, pos)
+    return [out]
+
+
+def lower_hardmax(b: KernelBuilder, op, ins, opset=13):
+    """Hardmax: 1 at the first maximum along `axis` (opset >= 13; before, along the input
+    flattened to 2-D at `axis`), 0 elsewhere. NaN counts as the maximum (the first NaN gets
+    the 1), as in ONNX's reference implementation (numpy's argmax): onnxruntime's answer on a
+    slice with NaN depends on how its SIMD max reduction meets the NaN (a row [NaN, 5, 1, 2]
+    gives all zeros, a column [NaN, 5, 2, ...] gives the 5), so it is no reference there."""
+    x = ins[0]
+    xs = shape(x)
+    rank = len(xs)
+    axis = onnx_d.get_attr(op, "axis", 1 if opset < 13 else -1)
+    axis = axis + rank if axis < 0 else axis
+    outer = math.prod(xs[:axis])
+    d, inner = (math.prod(xs[axis:]), 1) if opset < 13 else (xs[axis], math.prod(xs[axis + 1:]))
+    elem = x.type.element_type
+    if not is_float(elem):
+        raise NotImplementedError(f"Hardmax on {elem} (float inputs only)")
+    xv = b.view(x, [outer, d, inner])
+    out = b.alloc(xs, elem)
+    ov = b.view(out, [outer, d, inner])
+    best = b.alloc([outer, inner], elem)
+    where = b.alloc([outer, inner], i64)
+    with b.nest([outer, d, inner]) as (o, k, i):
+        v, old = b.load(xv, [o, k, i]), b.load(best, [o, i])
+        first = b.cmpi("eq", k, b.index(0))
+        nan_first = b.and_(b.cmpf("uno", v, v), b.cmpf("ord", old, old))
+        better = b.add(arith.OrIOp(b.cmpf("ogt", v, old), nan_first))
+        take = b.add(arith.OrIOp(first, better))
+        b.store(b.select(take, v, old), best, [o, i])
+        b.store(b.select(take, b.cast(k, i64), b.load(where, [o, i])), where, [o, i])
+    with b.nest([outer, d, inner]) as (o, k, i):
+        hit = b.cmpi("eq", b.cast(k, i64), b.load(where, [o, i]))
+        b.store(b.select(hit, b.const(1.0, elem), b.const(0.0, elem)), ov, [o, k, i])
     return [out]

@@ -146,9 +146,45 @@ def test_cumsum_axis_input_must_be_constant():
         ck.compile(model, asm=False)
 
 
+@pytest.mark.parametrize(("axis", "opset"), [(-1, 13), (0, 13), (1, 11), (0, 11)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_hardmax_ties_and_axes(axis, opset, dtype):
+    x = R.integers(-2, 2, (3, 4, 5)).astype(dtype)  # many ties: the first maximum wins
+    x[0, 0, 0] = -np.inf
+    model = make_model([N("Hardmax", ["x"], ["out"], axis=axis)], [("x", x)], ["out"],
+                       opset=opset)
+    if dtype is np.float32:
+        _check(model, x, exact=True)
+    else:  # onnxruntime has no double Hardmax: its answer for the same values in float32
+        got = ck.compile(model, asm=False).run(x)[0]
+        x32 = x.astype(np.float32)
+        model32 = make_model([N("Hardmax", ["x"], ["out"], axis=axis)], [("x", x32)], ["out"],
+                             opset=opset)
+        np.testing.assert_array_equal(got, ort_run(model32, [x32])[0])
+
+
+@pytest.mark.parametrize("axis", [0, -1])
+def test_hardmax_nan_as_onnx_reference(axis):
+    # NaN is the maximum (ONNX's reference implementation, numpy's argmax); onnxruntime's
+    # answer there depends on its SIMD reduction (see lower_hardmax), so it is not the
+    # reference for these rows.
+    from onnx.reference import ReferenceEvaluator
+
+    x = np.concatenate([ARG_X, [[3, 1, 3, 2]]]).astype(np.float32)
+    model = make_model([N("Hardmax", ["x"], ["out"], axis=axis)], [("x", x)], ["out"])
+    got = ck.compile(model, asm=False).run(x)[0]
+    np.testing.assert_array_equal(got, ReferenceEvaluator(model).run(None, {"x": x})[0])
+    clean = ~np.isnan(x).any(axis=axis)
+    ref = ort_run(model, [x])[0]
+    if axis == -1:
+        np.testing.assert_array_equal(got[clean], ref[clean])
+    else:
+        np.testing.assert_array_equal(got[:, clean], ref[:, clean])
+
+
 @pytest.mark.slow
 def test_onnx_node_tests_for_reductions():
-    ops = set(OPS) | {"ArgMax", "ArgMin", "CumSum"}
+    ops = set(OPS) | {"ArgMax", "ArgMin", "CumSum", "Hardmax"}
     cases = [c for c in conformance.node_cases() if ops & set(conformance._ops_of(c.model))]
     results = [conformance.run_node_case(c) for c in cases]
     assert not [r.name for r in results if r.status == conformance.WRONG]

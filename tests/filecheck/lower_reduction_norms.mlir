@@ -72,3 +72,20 @@ func.func @cumsum_excl_rev(%x: tensor<2x3xf32>) -> tensor<2x3xf32> attributes {i
 // CHECK-NEXT:    [[AFTER:%[0-9]+]] = arith.addf [[BEFORE]], [[V]] : f32
 // CHECK-NEXT:    "krnl.store"([[AFTER]], [[ACC]], [[I]])
 // CHECK-NEXT:    "krnl.store"([[BEFORE]], {{%[0-9]+}}, [[I]], [[POS]])
+
+// -----
+// Hardmax: a first pass records the index of the first maximum (NaN counts as the maximum),
+// a second writes 1 there and 0 elsewhere.
+func.func @hardmax(%x: tensor<2x3xf32>) -> tensor<2x3xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
+  %y = "onnx.Hardmax"(%x) {onnx_node_name = "hm"} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}
+// CHECK-LABEL: func.func @hardmax(
+// CHECK:         [[WHERE:%[0-9]+]] = "krnl.alloc"() {{.*}} memref<2x1xi64>
+// CHECK:         arith.cmpf uno
+// CHECK:         arith.cmpf ogt
+// CHECK:         "krnl.store"({{%[0-9]+}}, [[WHERE]]
+// CHECK:         ^bb0([[O:%[0-9]+]]: index, [[K:%[0-9]+]]: index, [[I:%[0-9]+]]: index):
+// CHECK-NEXT:    [[KI:%[0-9]+]] = arith.index_cast [[K]] : index to i64
+// CHECK-NEXT:    [[W:%[0-9]+]] = "krnl.load"([[WHERE]], [[O]], [[I]])
+// CHECK-NEXT:    arith.cmpi eq, [[KI]], [[W]] : i64
