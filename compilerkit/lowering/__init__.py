@@ -101,6 +101,7 @@ for _name in mathops.OPS:
     LOWERINGS[_name] = _with_ctx(mathops.lower_mathop)
 LOWERINGS["LayerNormalization"] = _with_ctx(normalization.lower_layer_norm)
 LOWERINGS["InstanceNormalization"] = _with_ctx(normalization.lower_instance_norm)
+LOWERINGS["LpNormalization"] = _with_ctx(normalization.lower_lp_norm)
 
 SUPPORTED = sorted(LOWERINGS)
 

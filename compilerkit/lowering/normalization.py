@@ -1,4 +1,4 @@
-"""Lowering of LayerNormalization and InstanceNormalization to Kernel IR.
+"""Lowering of LayerNormalization, InstanceNormalization and LpNormalization to Kernel IR.
 
 Both normalise x over some dims to mean 0 and variance 1, then scale and shift: the input is
 viewed (krnl.reshape, no copy) as [kept dims..., normalised dims...] and `normalize` computes the
@@ -130,3 +130,36 @@ def lower_instance_norm(b: KernelBuilder, op, ins):
 
     out = normalize(b, b.view(x, keep + red), keep, red, eps, affine)[0]
     return [b.view(out, xs)]
+
+
+def lower_lp_norm(b: KernelBuilder, op, ins):
+    """LpNormalization: x / ||x||_p along `axis`, p 1 (sum |x|) or 2 (sqrt(sum x^2), summed
+    plainly as onnxruntime does, so a norm that underflows or overflows does there too); a zero
+    norm gives 0, not NaN (onnxruntime)."""
+    x = ins[0]
+    xs = shape(x)
+    elem = x.type.element_type
+    p = onnx_d.get_attr(op, "p", 2)
+    if p not in (1, 2):
+        raise NotImplementedError(f"LpNormalization with p={p} (ONNX allows 1 or 2)")
+    axis = onnx_d.get_attr(op, "axis", -1)
+    axis = axis + len(xs) if axis < 0 else axis
+    outer, d, inner = math.prod(xs[:axis]), xs[axis], math.prod(xs[axis + 1:])
+    xv = b.view(x, [outer, d, inner])
+    out = b.alloc(xs, elem)
+    ov = b.view(out, [outer, d, inner])
+    norm = b.alloc([outer, inner], elem)
+    fill(b, norm, 0.0)
+    with b.nest([outer, d, inner]) as (o, k, i):
+        v = b.load(xv, [o, k, i])
+        term = b.unary("abs", v) if p == 1 else b.mul(v, v)
+        b.store(b.add_(b.load(norm, [o, i]), term), norm, [o, i])
+    if p == 2:
+        with b.nest([outer, inner]) as ivs:
+            b.store(b.unary("sqrt", b.load(norm, ivs)), norm, ivs)
+    with b.nest([outer, d, inner]) as (o, k, i):
+        n = b.load(norm, [o, i])
+        zero = b.const(0.0, elem)
+        y = b.binary("div", b.load(xv, [o, k, i]), n)
+        b.store(b.select(b.cmpf("oeq", n, zero), zero, y), ov, [o, k, i])
+    return [out]

@@ -87,9 +87,32 @@ def test_emulated_s390x_layer_norm():
     np.testing.assert_array_equal(got[0], ck.compile(model, asm=False).run(x, s)[0])
 
 
+LP_X = np.array([[0, 0, 0], [3, 4, 0], [np.inf, 1, 0], [np.nan, 1, 2], [1e-30, 0, 0],
+                 [1e30, 1e30, 0], [-1, 2, -2], [-0.0, 0.0, 5.0]], np.float32)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lp_norm_zero_inf_nan_under_and_overflow(p, dtype):
+    # A zero norm gives 0 (not NaN); the norm underflows / overflows as onnxruntime's does.
+    x = LP_X.astype(dtype)
+    model = make_model([N("LpNormalization", ["x"], ["y"], p=p)], [("x", x)], ["y"])
+    ref = ort_run(model, [x])[0]
+    got = ck.compile(model, asm=False).run(x)[0]
+    assert np.array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -2])
+def test_lp_norm_axes(axis):
+    x = R.standard_normal((3, 4, 5)).astype(np.float32)
+    model = make_model([N("LpNormalization", ["x"], ["y"], axis=axis)], [("x", x)], ["y"])
+    _check(model, [x], rtol=1e-6, atol=0)
+
+
 @pytest.mark.slow
 def test_onnx_node_tests_for_normalization_ops():
-    ops = {"LayerNormalization", "InstanceNormalization"}
+    ops = {"LayerNormalization", "InstanceNormalization", "LpNormalization"}
     cases = [c for c in conformance.node_cases() if ops & set(conformance._ops_of(c.model))]
     results = [conformance.run_node_case(c) for c in cases]
     assert not [r.name for r in results if r.status == conformance.WRONG]

@@ -1,5 +1,5 @@
 // RUN: python -m compilerkit.opt --split-input-file -p lower-to-krnl %s | filecheck %s
-// LayerNormalization and InstanceNormalization (lowering/normalization.py): mean and variance
+// LayerNormalization, InstanceNormalization (lowering/normalization.py): mean and variance
 // per group in separate passes, on x shifted by the group's first element (x - x0), then
 // (x - x0 - mean') * 1 / sqrt(var + eps) * scale (+ bias).
 
@@ -41,3 +41,20 @@ func.func @instance_norm(%x: tensor<1x2x3x3xf32>, %s: tensor<2xf32>, %b: tensor<
 // CHECK:         "krnl.reshape"({{%[0-9]+}}) {{.*}} -> memref<1x2x9xf32>
 // CHECK:         "krnl.alloc"() {{.*}} memref<1x2xf32>
 // CHECK:         ^bb0([[N:%[0-9]+]]: index, [[C:%[0-9]+]]: index, [[K:%[0-9]+]]: index):
+
+// -----
+// LpNormalization (p = 2, axis 1 of [2, 3, 4]): viewed [2, 3, 4], the norm per (outer, inner),
+// a zero norm giving 0.
+func.func @lp_norm(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
+  %y = "onnx.LpNormalization"(%x) {axis = 1 : i64, onnx_node_name = "lp"} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  func.return %y : tensor<2x3x4xf32>
+}
+// CHECK-LABEL: func.func @lp_norm(
+// CHECK:         [[NORM:%[0-9]+]] = "krnl.alloc"() {{.*}} memref<2x4xf32>
+// CHECK:         [[V:%[0-9]+]] = "krnl.load"
+// CHECK-NEXT:    [[SQ:%[0-9]+]] = arith.mulf [[V]], [[V]] : f32
+// CHECK:         math.sqrt
+// CHECK:         [[N:%[0-9]+]] = "krnl.load"([[NORM]]
+// CHECK:         [[ZERO:%[0-9]+]] = arith.constant 0.000000e+00 : f32
+// CHECK:         [[IS0:%[0-9]+]] = arith.cmpf oeq, [[N]], [[ZERO]] : f32
+// CHECK-NEXT:    arith.select [[IS0]], [[ZERO]], {{%[0-9]+}} : f32
