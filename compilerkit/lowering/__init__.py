@@ -102,6 +102,7 @@ for _name in mathops.OPS:
 LOWERINGS["LayerNormalization"] = _with_ctx(normalization.lower_layer_norm)
 LOWERINGS["InstanceNormalization"] = _with_ctx(normalization.lower_instance_norm)
 LOWERINGS["LpNormalization"] = _with_ctx(normalization.lower_lp_norm)
+LOWERINGS["RMSNormalization"] = _with_ctx(normalization.lower_rms_norm)
 
 SUPPORTED = sorted(LOWERINGS)
 

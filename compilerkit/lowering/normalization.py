@@ -1,4 +1,5 @@
-"""Lowering of LayerNormalization, InstanceNormalization and LpNormalization to Kernel IR.
+"""Lowering of LayerNormalization, InstanceNormalization, LpNormalization and RMSNormalization
+to Kernel IR.
 
 Both normalise x over some dims to mean 0 and variance 1, then scale and shift: the input is
 viewed (krnl.reshape, no copy) as [kept dims..., normalised dims...] and `normalize` computes the
@@ -163,3 +164,35 @@ def lower_lp_norm(b: KernelBuilder, op, ins):
         y = b.binary("div", b.load(xv, [o, k, i]), n)
         b.store(b.select(b.cmpf("oeq", n, zero), zero, y), ov, [o, k, i])
     return [out]
+
+
+def lower_rms_norm(b: KernelBuilder, op, ins):
+    """RMSNormalization (opset 23): x / sqrt(mean(x^2) + epsilon) * scale over the dims from
+    `axis` on, viewed [outer, D] as LayerNormalization's."""
+    x, scale = ins[:2]
+    xs = shape(x)
+    elem = x.type.element_type
+    if not is_float(elem):
+        raise NotImplementedError(f"RMSNormalization on {elem}")
+    axis = onnx_d.get_attr(op, "axis", -1)
+    axis = axis + len(xs) if axis < 0 else axis
+    eps = onnx_d.get_attr(op, "epsilon", 1e-5)
+    outer, normalized = math.prod(xs[:axis]), list(xs[axis:])
+    d = math.prod(normalized)
+    sv, single = _param_view(b, scale, normalized, "Scale")
+    xv = b.view(x, [outer, d])
+    out = b.alloc([outer, d], elem)
+    ms = b.alloc([outer], elem)
+    fill(b, ms, 0.0)
+    with b.nest([outer, d]) as (o, k):
+        v = b.load(xv, [o, k])
+        b.store(b.add_(b.load(ms, [o]), b.mul(v, v)), ms, [o])
+    with b.nest([outer]) as ivs:  # ms becomes 1 / sqrt(ms / d + eps)
+        m = b.add_(b.binary("div", b.load(ms, ivs), b.const(float(d), elem)),
+                   b.const(eps, elem))
+        b.store(b.binary("div", b.const(1.0, elem), b.unary("sqrt", m)), ms, ivs)
+    with b.nest([outer, d]) as (o, k):
+        y = b.mul(b.load(xv, [o, k]), b.load(ms, [o]))
+        s = b.load(sv, [b.index(0)] if single else [k])
+        b.store(b.mul(y, s), out, [o, k])
+    return [b.view(out, xs)]

@@ -110,9 +110,21 @@ def test_lp_norm_axes(axis):
     _check(model, [x], rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize(("axis", "scale_shape"), [(-1, (5,)), (1, (4, 5)), (0, (1,)),
+                                                   (-2, (1, 4, 5))])
+def test_rms_norm(axis, scale_shape):
+    x = (R.standard_normal((3, 4, 5)) * 3).astype(np.float32)
+    x[0, 0] = 0.0  # a zero row: 0 * 1 / sqrt(eps)
+    s = R.standard_normal(scale_shape).astype(np.float32)
+    model = make_model([N("RMSNormalization", ["x", "s"], ["y"], axis=axis, epsilon=1e-4)],
+                       [("x", x), ("s", s)], ["y"], opset=23)
+    _check(model, [x, s], rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.slow
 def test_onnx_node_tests_for_normalization_ops():
-    ops = {"LayerNormalization", "InstanceNormalization", "LpNormalization"}
+    ops = {"LayerNormalization", "InstanceNormalization", "LpNormalization",
+           "RMSNormalization"}
     cases = [c for c in conformance.node_cases() if ops & set(conformance._ops_of(c.model))]
     results = [conformance.run_node_case(c) for c in cases]
     assert not [r.name for r in results if r.status == conformance.WRONG]

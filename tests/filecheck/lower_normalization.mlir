@@ -1,7 +1,7 @@
 // RUN: python -m compilerkit.opt --split-input-file -p lower-to-krnl %s | filecheck %s
 // LayerNormalization, InstanceNormalization (lowering/normalization.py): mean and variance
 // per group in separate passes, on x shifted by the group's first element (x - x0), then
-// (x - x0 - mean') * 1 / sqrt(var + eps) * scale (+ bias).
+// (x - x0 - mean') * 1 / sqrt(var + eps) * scale (+ bias). LpNormalization: x / norm.
 
 // LayerNormalization over the last axis, no bias, Mean and InvStdDev unused.
 func.func @layer_norm(%x: tensor<2x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xf32> attributes {input_names = ["x", "s"], output_names = ["y"], onnx_opset = 17 : i64} {
