@@ -114,8 +114,8 @@ def test_node_cases_select_by_op(monkeypatch):
     # Hand-made suite instead of onnx's (collecting that takes ~10 s): a Relu case, a Clip
     # case, and one whose op compilerkit does not lower at all.
     x = np.zeros(2, np.float32)
-    other = make_model([helper.make_node("Erf", ["x"], ["y"])], [("x", x)], ["y"])
-    suite = (_relu_case(), _clip_case(), _case("test_erf", other, [x], [x]))
+    other = make_model([helper.make_node("RandomUniformLike", ["x"], ["y"])], [("x", x)], ["y"])
+    suite = (_relu_case(), _clip_case(), _case("test_random", other, [x], [x]))
     monkeypatch.setattr(cf, "_all_node_cases", lambda: suite)
     assert [c.name for c in cf.node_cases()] == ["test_relu_tiny", "test_clip_tiny"]
     assert [c.name for c in cf.node_cases(ops=["Clip"])] == ["test_clip_tiny"]
@@ -136,18 +136,18 @@ def test_the_tested_ops_are_the_lowering_registry():
 
 
 def test_untested_ops_are_reported_with_a_reason(monkeypatch):
-    # A suite with a Relu case and an Erf+Sqrt case (Erf is not lowered): Relu is covered,
-    # Sqrt's only case needs an op we do not lower, Floor has no case at all, and a
-    # placeholder op is no ONNX operator.
+    # A suite with a Relu case and a RandomUniformLike+Sqrt case (the first is not lowered):
+    # Relu is covered, Sqrt's only case needs an op we do not lower, Floor has no case at all,
+    # and a placeholder op is no ONNX operator.
     x = np.ones(2, np.float32)
-    erf = make_model([helper.make_node("Erf", ["x"], ["e"]),
+    rnd = make_model([helper.make_node("RandomUniformLike", ["x"], ["e"]),
                       helper.make_node("Sqrt", ["e"], ["y"])], [("x", x)], ["y"])
     monkeypatch.setattr(cf, "_all_node_cases",
-                        lambda: (_relu_case(), _case("test_erf_sqrt", erf, [x], [x])))
+                        lambda: (_relu_case(), _case("test_random_sqrt", rnd, [x], [x])))
     assert cf.op_coverage(["Relu", "Sqrt", "Floor"]) == {"Relu": 1, "Sqrt": 0, "Floor": 0}
     untested = cf.untested_ops(["Relu", "Sqrt", "Floor", "NoValue"])
     assert set(untested) == {"Sqrt", "Floor", "NoValue"}
-    assert untested["Sqrt"] == "its node tests also use ops not lowered: Erf"
+    assert untested["Sqrt"] == "its node tests also use ops not lowered: RandomUniformLike"
     assert untested["Floor"].startswith("no ONNX backend node test (onnx ")
     assert untested["NoValue"].startswith("not an ONNX operator")
 
