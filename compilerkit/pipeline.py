@@ -175,10 +175,14 @@ def check_passes(name: str, value, named=()) -> None:
             raise OptionError(f"{name} {value!r}: {e} (python -m compilerkit.opt "
                               "--list-passes names them)") from None
         return
-    if not isinstance(value, (list, tuple)) or not all(isinstance(p, ModulePass)
-                                                       for p in value):
+    # A pass is what run_passes calls: an xDSL ModulePass, or any object with a `name` and an
+    # `apply(ctx, module)` (a test's or a student's own pass).
+    if not isinstance(value, (list, tuple)) or not all(
+            isinstance(p, ModulePass) or isinstance(getattr(p, "name", None), str)
+            and callable(getattr(p, "apply", None)) for p in value):
         raise OptionError(f"{name} must be None, a pass pipeline string or a list of passes "
-                          f"(xDSL ModulePass instances), got {option_got(value)}")
+                          f"(xDSL ModulePass instances, or objects with a name and "
+                          f"apply(ctx, module)), got {option_got(value)}")
 
 
 def check_module(call: str, module, level: str | None = None) -> None:

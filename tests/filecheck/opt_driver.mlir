@@ -18,6 +18,7 @@
 // LIST-NEXT:  fuse-conv
 // LIST-NEXT:  fuse-elementwise
 // LIST-NEXT:  gpu-map
+// LIST-NEXT:  guard-indices
 // LIST-NEXT:  lower-to-krnl
 // LIST-NEXT:  parallelize
 // LIST-NEXT:  plan-buffers
