@@ -113,3 +113,19 @@ def on_threads(work, n: int) -> list:
     for t in threads:
         t.join()
     return errors
+
+
+def node_test_passes(ops) -> dict:
+    """Run every ONNX backend node test that uses one of `ops`; fail on any wrong answer and
+    return, per op, how many cases passed (a case of several ops counts for each)."""
+    from compilerkit import conformance
+
+    ops = set(ops)
+    cases = [c for c in conformance.node_cases() if ops & set(conformance._ops_of(c.model))]
+    results = [conformance.run_node_case(c) for c in cases]
+    wrong = [r.name for r in results if r.status == conformance.WRONG]
+    assert not wrong, f"wrong answers: {wrong}"
+    passed = {op: sum(r.status == conformance.PASSED and op in r.op.split("+")
+                      for r in results) for op in ops}
+    print("node tests passed per op:", passed)
+    return passed

@@ -5,11 +5,10 @@ for each op. What is not lowered is refused naming node, op and dtype."""
 
 import numpy as np
 import pytest
-from ckhelpers import make_model, ort_run
+from ckhelpers import make_model, node_test_passes, ort_run
 from onnx import helper
 
 import compilerkit as ck
-from compilerkit import conformance
 from compilerkit.lowering import SUPPORTED, logic
 
 N = helper.make_node
@@ -208,17 +207,7 @@ NODE_FLOORS = {"And": 8, "BitwiseAnd": 2, "BitwiseNot": 1, "BitwiseOr": 2, "Bitw
 @pytest.mark.slow
 def test_onnx_node_tests_for_logic_ops():
     ops = set(logic.OPS)
-    cases = [c for c in conformance.node_cases() if ops & set(conformance._ops_of(c.model))]
-    results = [conformance.run_node_case(c) for c in cases]
-    wrong = [r.name for r in results if r.status == conformance.WRONG]
-    assert not wrong
-    passed = {op: 0 for op in ops}
-    for r in results:
-        if r.status == conformance.PASSED:
-            for op in r.op.split("+"):
-                if op in passed:
-                    passed[op] += 1
-    print("node tests passed per op:", passed)
+    passed = node_test_passes(ops)
     assert set(NODE_FLOORS) == ops
     assert all(passed[op] >= n for op, n in NODE_FLOORS.items()), passed
 

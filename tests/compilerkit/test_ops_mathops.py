@@ -6,11 +6,10 @@ import math
 
 import numpy as np
 import pytest
-from ckhelpers import make_model, ort_run
+from ckhelpers import make_model, node_test_passes, ort_run
 from onnx import helper
 
 import compilerkit as ck
-from compilerkit import conformance
 from compilerkit.lowering import mathops
 
 N = helper.make_node
@@ -144,15 +143,6 @@ NODE_FLOORS = {"Erf": 1, "Gelu": 4, "Mish": 1, "Celu": 1, "ThresholdedRelu": 3, 
 @pytest.mark.slow
 def test_onnx_node_tests_for_math_ops():
     ops = set(mathops.OPS)
-    cases = [c for c in conformance.node_cases() if ops & set(conformance._ops_of(c.model))]
-    results = [conformance.run_node_case(c) for c in cases]
-    assert not [r.name for r in results if r.status == conformance.WRONG]
-    passed = {op: 0 for op in ops}
-    for r in results:
-        if r.status == conformance.PASSED:
-            for op in r.op.split("+"):
-                if op in passed:
-                    passed[op] += 1
-    print("node tests passed per op:", passed)
+    passed = node_test_passes(ops)
     assert set(NODE_FLOORS) == ops
     assert all(passed[op] >= n for op, n in NODE_FLOORS.items()), passed
