@@ -124,16 +124,10 @@ def _count(name, value, least):
 
 
 def _chunks(name, value):
-    items = (value,) * 3 if isinstance(value, numbers.Integral) else value
-    try:
-        items = tuple(items)
-    except TypeError:
-        items = None
-    if (items is None or len(items) != 3
-            or any(isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Integral)
-                   or c < 1 for c in items)):
-        raise ValueError(f"{name} must be an int or three ints >= 1 (z, y, x), got {value!r}")
-    return tuple(int(c) for c in items)
+    """An int for all three axes, or three ints >= 1 (z, y, x)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+        value = (value,) * 3
+    return _three_ints(name, value, "an int or three ints >= 1 (z, y, x)")
 
 
 def _positive(name, value):
@@ -151,6 +145,10 @@ def _fraction(name, value):
 
 
 def _shape3(name, value):
+    return _three_ints(name, value, "three ints >= 1 (z, y, x)")
+
+
+def _three_ints(name, value, what):
     try:
         items = tuple(value)
     except TypeError:
@@ -158,7 +156,7 @@ def _shape3(name, value):
     if (items is None or len(items) != 3
             or any(isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Integral)
                    or c < 1 for c in items)):
-        raise ValueError(f"{name} must be three ints >= 1 (z, y, x), got {value!r}")
+        raise ValueError(f"{name} must be {what}, got {value!r}")
     return tuple(int(c) for c in items)
 
 
