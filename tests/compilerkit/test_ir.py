@@ -65,9 +65,9 @@ def test_hand_schedule_keeps_results():
     from compilerkit.runtime import Session
     be = get_backend("host")
     _, mod = be.optimize(ck.to_llvm(k2, be.target), 2)
-    fn, arena, engine = be.load(mod, "main_graph")
+    fn, arena, engine, owner = be.load(mod, "main_graph")
     s = Session(fn, arena, [("x", x.shape, np.dtype(np.float32))],
-                [("y", (1, 10), np.dtype(np.float32))], keep_alive=(engine, be))
+                [("y", (1, 10), np.dtype(np.float32))], keep_alive=(engine, be), owner=owner)
     np.testing.assert_allclose(s.run(x)[0], ref[0], rtol=1e-5, atol=1e-6)
 
 
