@@ -37,6 +37,9 @@ class Stages(Mapping):
         self._items[name] = text_or_thunk
 
     def __getitem__(self, name: str) -> str:
+        if name not in self._items:
+            # A KeyError still (Mapping's contract: `in`, .get), but one that names the stages.
+            raise KeyError(f"no stage {name!r}; this compile has {', '.join(self._items)}")
         value = self._items[name]
         if callable(value):
             value = self._items[name] = value()

@@ -4,6 +4,7 @@ the text and keep results right; buffer planning reuses memory."""
 import re
 
 import numpy as np
+import pytest
 from ckhelpers import check, make_model
 from onnx import helper
 
@@ -75,6 +76,9 @@ def test_arena_smaller_than_naive_and_stages_present():
     model, x = cnn()
     cm = ck.compile(model)
     assert list(cm.stages) == ["onnx-ir", "kernel-ir", "llvm-ir", "asm"]
+    with pytest.raises(KeyError, match="no stage 'krnl'; this compile has onnx-ir, kernel-ir"):
+        cm.stages["krnl"]
+    assert cm.stages.get("krnl") is None and "krnl" not in cm.stages
     assert "@main_graph" in cm.stages["llvm-ir"]
     assert cm.arena_bytes < cm.naive_bytes
     assert "ck_expf" in ck.to_llvm(ck.lower(ck.optimize_onnx(ck.import_onnx(model))))
