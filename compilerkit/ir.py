@@ -24,6 +24,7 @@ from xdsl.dialects.math import Math
 from xdsl.dialects.scf import Scf
 from xdsl.parser import Parser
 from xdsl.printer import Printer
+from xdsl.utils.exceptions import ParseError
 
 from compilerkit.dialects.krnl import KRNL
 from compilerkit.dialects.onnx import ONNX, numpy_dtype, resources, share_resources
@@ -117,6 +118,45 @@ def _strings_as_text(module: ModuleOp) -> None:
                     table[key] = new
 
 
+# The next string literal or `//` comment of MLIR text; a string literal's body as xDSL's lexer
+# accepts it (plain characters, \\" \\n \\t \\\\ and two-hex-digit escapes). No pattern
+# follows the starred group, so it never backtracks: the scan is linear in the text.
+_QUOTE_OR_COMMENT = re.compile(r'"|//')
+_STRING_BODY = re.compile(r'(?:[^"\\\n\v\f]+|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*')
+
+
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    line_start = text.rfind("\n", 0, pos) + 1
+    return text.count("\n", 0, pos) + 1, pos - line_start + 1
+
+
+def check_string_literals(text: str, where: str = "<mlir text>") -> None:
+    """Refuse IR text with an unterminated or malformed string literal before xDSL sees it:
+    xDSL's string pattern nests a `+` inside a `*`, and on a string with no valid end (a
+    truncated `dialect_resources` blob, a stray quote) it backtracks exponentially, so 40
+    characters after a lone `"` never parse."""
+    pos = 0
+    while (m := _QUOTE_OR_COMMENT.search(text, pos)) is not None:
+        if m.group() == "//":  # a comment: its quotes are not strings
+            pos = text.find("\n", m.end())
+            if pos < 0:
+                return
+            continue
+        end = _STRING_BODY.match(text, m.end()).end()
+        if end < len(text) and text[end] == '"':
+            pos = end + 1
+            continue
+        line, col = _line_col(text, m.start())
+        if end == len(text):
+            why = "has no closing quote before the end of the text"
+        elif text[end] == "\\":
+            why = (f"has an invalid escape {text[end:end + 3]!r} at column "
+                   f"{_line_col(text, end)[1]} (escapes: \\n \\t \\\\ \\\" or two hex digits)")
+        else:
+            why = f"runs past the end of line {line} (a string literal is one line)"
+        raise ModelError(f"{where}:{line}:{col}: the string literal starting here {why}")
+
+
 def parse_ir(text: str, resources_from: ModuleOp | None = None,
              max_bytes: int | None = None) -> ModuleOp:
     """Parse IR text. Large constants print as dense_resource handles whose bytes live beside
@@ -124,12 +164,22 @@ def parse_ir(text: str, resources_from: ModuleOp | None = None,
     memref of the text may need more than `max_bytes` (default 2 GiB; check_text_budget), and
     the module keeps that budget for the passes."""
     check_text_budget(text, max_bytes)
+    check_string_literals(text)
     # xDSL keeps declared resource names in one process-wide table and renames repeats
     # (w -> w_0); start from an empty table so handles parse back unchanged.
     blobs = Builtin.get_interface(OpAsmDialectInterface)._blob_storage
     blobs.clear()
     try:
-        module = Parser(context(), text).parse_module()
+        try:
+            module = Parser(context(), text, "<mlir text>").parse_module()
+        except ParseError as e:
+            # xDSL's ParseError is no compilerkit error (nor a ValueError): one naming the
+            # place, with xDSL's own message and its caret under the text.
+            loc = e.span.get_location()
+            at = ("the text ends before the IR does" if e.span.start >= len(text.rstrip())
+                  else "the IR does not parse")
+            raise ModelError(f"<mlir text>:{loc.line}:{loc.col}: {at}: {e.msg.strip()}\n"
+                             f"{e}") from None
         parsed = {k: v for k, v in blobs.items() if v}
     finally:
         blobs.clear()

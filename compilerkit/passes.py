@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from xdsl.context import Context
 from xdsl.passes import ModulePass, PassPipeline
+from xdsl.utils.exceptions import ArgSpecParseError
 
+from compilerkit.frontend.arguments import OptionError
 from compilerkit.krnl_passes.buffers import PlanBuffersPass
 from compilerkit.krnl_passes.fold_layout import FoldLayoutPass
 from compilerkit.krnl_passes.gpu_map import GpuMapPass
@@ -63,10 +65,19 @@ def kernel_pipeline(target, opt_level: int, schedule=None) -> list[ModulePass]:
     return [LowerToKrnlPass(), FoldLayoutPass(), *schedule, PlanBuffersPass()]
 
 
-def parse_pipeline(spec: str) -> list[ModulePass]:
-    """`"shape-inference,tile-matmul{simd=4}"` -> pass instances (xDSL's pipeline syntax)."""
-    return list(PassPipeline.parse_spec(
-        {name: (lambda c=cls: c) for name, cls in PASSES.items()}, spec).passes)
+def parse_pipeline(spec: str, option: str = "pass pipeline") -> list[ModulePass]:
+    """`"shape-inference,tile-matmul{simd=4}"` -> pass instances (xDSL's pipeline syntax).
+    A spec that does not parse, or names an unknown pass or argument, is an OptionError
+    naming `option` and the text."""
+    try:
+        return list(PassPipeline.parse_spec(
+            {name: (lambda c=cls: c) for name, cls in PASSES.items()}, spec).passes)
+    except (ArgSpecParseError, Exception) as e:  # noqa: BLE001 (see below)
+        # xDSL's syntax errors are ArgSpecParseError, a BaseException that `except
+        # Exception` (a notebook's, the command line's) lets through; an unknown pass or
+        # argument is a ValueError, a bad argument value a TypeError or more.
+        raise OptionError(f"{option} {spec!r}: {e} (python -m compilerkit.opt "
+                          "--list-passes names the passes)") from None
 
 
 def run_passes(module, passes, after_each=None, verify_each: bool = True,

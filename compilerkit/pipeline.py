@@ -169,11 +169,7 @@ def check_passes(name: str, value, named=()) -> None:
     if value is None or isinstance(value, str) and value in named:
         return
     if isinstance(value, str):
-        try:
-            parse_pipeline(value)
-        except Exception as e:  # noqa: BLE001 (xDSL's pipeline parser: ValueError and more)
-            raise OptionError(f"{name} {value!r}: {e} (python -m compilerkit.opt "
-                              "--list-passes names them)") from None
+        parse_pipeline(value, name)  # an OptionError naming `name` and the text
         return
     # A pass is what run_passes calls: an xDSL ModulePass, or any object with a `name` and an
     # `apply(ctx, module)` (a test's or a student's own pass).

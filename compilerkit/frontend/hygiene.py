@@ -37,6 +37,15 @@ def model_opset(proto: ModelProto) -> int:
         raise ModelError(f"the model imports the default ONNX domain at several opsets "
                          f"{sorted(versions)}; it must be one")
     opset = versions.pop() if versions else 21
+    if 1 <= opset < MIN_OPSET:
+        # A valid model compilerkit declines (onnxruntime may still run it), not a broken one
+        # (opset 0 or below is no opset: onnxruntime refuses it, as below).
+        from compilerkit.frontend import UnsupportedOpError  # the package imports this module
+
+        raise UnsupportedOpError(
+            f"opset {opset} of the default ONNX domain is not supported: compilerkit compiles "
+            f"opsets {MIN_OPSET} to {MAX_OPSET}; onnx.version_converter.convert_version(model, "
+            f"{MIN_OPSET}) (or newer) can upgrade the model")
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise ModelError(f"opset {opset} of the default ONNX domain is not supported: "
                          f"compilerkit compiles opsets {MIN_OPSET} to {MAX_OPSET}")

@@ -42,7 +42,8 @@ def reduce_axes(op, module, rank):
         if onnx_d.get_attr(op, "noop_with_empty_axes", 0):
             return []
         return list(range(rank))
-    return sorted(a + rank if a < 0 else a for a in axes)
+    # A repeated axis (0 and -2 on rank 2) is reduced once, as onnxruntime does.
+    return sorted({a + rank if a < 0 else a for a in axes})
 
 
 def _int_identity(init, elem):

@@ -150,7 +150,12 @@ def _output_shape(op, x, w, st, dil, out_pad):
 
 
 def _positive_output(op, x, ks):
-    """Conv/pool windows: at least one output position per spatial dimension."""
+    """Conv/pool windows: at least one output position per spatial dimension. A pool's window
+    may hang over the end of its (padded) input by less than a stride: ONNX's shape inference
+    and onnxruntime divide the negative span rounding toward zero, which gives one output
+    position, whose taps past the input count as padding (a 2-wide window of stride 2 on a
+    1-wide input)."""
+    pool = onnx_d.op_type(op) in ("MaxPool", "AveragePool")
     if onnx_d.get_attr(op, "auto_pad", "NOTSET") != "NOTSET":
         return
     r = len(ks)
@@ -161,7 +166,7 @@ def _positive_output(op, x, ks):
         return  # ONNX's inference names these
     for d in range(r):
         span = x[2 + d] + pads[d] + pads[r + d] - dil[d] * (ks[d] - 1) - 1
-        if span < 0:
+        if span < 0 and not (pool and -span < st[d]):
             _fail(op, f"the window along spatial axis {d}",
                   f"{dil[d] * (ks[d] - 1) + 1} wide (kernel {ks[d]}, dilation {dil[d]})",
                   f"at most the padded input size {x[2 + d] + pads[d] + pads[r + d]}")
@@ -336,8 +341,10 @@ def _axis(op, module):
 
 
 def _axes_attr(op, module):
-    """`axes` (an attribute, or a constant input in newer opsets) within the rank and without
-    repeats: onnxruntime merges a repeated axis, lowering would reduce over it twice."""
+    """`axes` (an attribute, or a constant input in newer opsets) within the rank. Squeeze and
+    Unsqueeze need them distinct (ONNX's spec; onnxruntime refuses repeats); a reduction may
+    name one axis twice (0 and -2 on rank 2): onnxruntime reduces it once, and so does
+    lowering (reduction.reduce_axes)."""
     axes, what = _ints(op, "axes"), "attribute axes"
     if axes is None and len(op.operands) > 1 and _const(op, 1, module) is not None:
         axes, what = [int(a) for a in np.asarray(_const(op, 1, module)).reshape(-1)], "input axes"
@@ -346,8 +353,11 @@ def _axes_attr(op, module):
         return
     r = len(x) + (len(axes) if onnx_d.op_type(op) == "Unsqueeze" else 0)
     bad = [a for a in axes if not -r <= a < r]
-    if bad or len({a % r for a in axes}) != len(axes):
-        _fail(op, what, axes, f"distinct values in [{-r}, {r - 1}]")
+    if onnx_d.op_type(op) in ("Squeeze", "Unsqueeze"):
+        if bad or len({a % r for a in axes}) != len(axes):
+            _fail(op, what, axes, f"distinct values in [{-r}, {r - 1}]")
+    elif bad:
+        _fail(op, what, axes, f"values in [{-r}, {r - 1}]")
 
 
 _CHECKS = {

@@ -359,7 +359,9 @@ def test_opset_outside_what_we_support(opset):
                    opset=opset)
     if opset != 6:
         assert ort_refuses(m)
-    refused(m, f"opset {opset}", "7 to")
+    # An old but real opset is declined (UnsupportedOpError), a nonexistent one is broken.
+    refused(m, f"opset {opset}", "7 to",
+            error=ck.UnsupportedOpError if opset == 6 else ck.ModelError)
 
 
 def test_ir_version_newer_than_onnx_knows_is_refused_like_onnxruntime():
@@ -463,16 +465,16 @@ def test_result_of_an_unsupported_element_type_names_the_node():
     refused(m, "'c'", "'y'", "UINT8", error=ck.UnsupportedOpError)
 
 
-def test_reduce_over_a_repeated_axis_is_refused_not_reduced_twice():
-    # onnxruntime merges the repeats; lowering reduced over the axis twice (a mean 4x too
-    # small in the fuzz suite). Refused cleanly, both as the attribute and as the input form.
-    x = ("x", np.zeros((2, 3), F32))
-    attr = make_model([N("ReduceMean", ["x"], ["y"], axes=[1, -1], name="rm")], [x], ["y"],
-                      opset=13)
-    refused(attr, "'rm'", "attribute axes", "[1, -1]", "distinct")
-    given = make_model([N("ReduceSum", ["x", "a"], ["y"], name="rs")], [x], ["y"],
+def test_reduce_over_a_repeated_axis_is_reduced_once_not_twice():
+    # onnxruntime merges the repeats; lowering once reduced over the axis twice (a mean 4x too
+    # small in the fuzz suite). Both as the attribute and as the input form.
+    x = np.arange(6, dtype=F32).reshape(2, 3) - 2
+    attr = make_model([N("ReduceMean", ["x"], ["y"], axes=[1, -1], name="rm")], [("x", x)],
+                      ["y"], opset=13)
+    check(attr, [x])
+    given = make_model([N("ReduceSum", ["x", "a"], ["y"], name="rs")], [("x", x)], ["y"],
                        [("a", np.array([1, -1], np.int64))])
-    refused(given, "'rs'", "input axes", "[1, -1]")
+    check(given, [x])
 
 
 def test_axis_beyond_32_bits_is_refused():
