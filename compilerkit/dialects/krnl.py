@@ -304,6 +304,46 @@ class AllocOp(IRDLOperation):
     def verify_(self):
         if any(d < 0 for d in self.res.type.get_shape()):
             raise VerifyException(f"krnl.alloc needs a static shape, got {self.res.type}")
+        if self.offset is not None:
+            self._check_offset(self.offset.value.data)
+
+    def _check_offset(self, offset: int) -> None:
+        """The buffer's bytes [offset, offset + size) lie inside the function's arena (its
+        `arena_bytes`, 0 when absent: the code generators allocate that many), at an offset
+        its elements can be read at; hand-edited offsets used to write past the arena."""
+        from compilerkit.dialects.krnl_ranges import _node
+
+        fn = self.parent_op()
+        while fn is not None and fn.name != "func.func":
+            fn = fn.parent_op()
+        if fn is None:
+            return  # not in a function yet (being built): no arena to check against
+        t = self.res.type
+        what = f"krnl.alloc of {t}{_node(self)}"
+        width = elem_bytes(t)
+        if offset < 0:
+            raise VerifyException(f"{what}: its arena offset {offset} is negative")
+        if offset % width:
+            raise VerifyException(f"{what}: its arena offset {offset} is not a multiple of its "
+                                  f"{t.element_type} elements' {width} bytes")
+        end = offset + math.prod(t.get_shape()) * width
+        arena = fn.attributes.get("arena_bytes")
+        if arena is None:
+            if end > offset:
+                raise VerifyException(f"{what}: it has an arena offset but the function has no "
+                                      "arena_bytes (run buffer planning, plan-buffers)")
+            return
+        size = arena.value.data
+        if end > size:
+            raise VerifyException(f"{what}: bytes [{offset}, {end}) of the arena, which has "
+                                  f"{size} bytes (arena_bytes of @{fn.sym_name.data})")
+
+
+def elem_bytes(t: MemRefType) -> int:
+    """Bytes one element of memref type `t` takes in memory (an i1 takes a byte)."""
+    elem = t.element_type
+    width = getattr(elem, "bitwidth", None) or elem.width.data
+    return max(1, width // 8)
 
 
 @irdl_op_definition

@@ -378,7 +378,6 @@ def ints_of(attr) -> list[int]:
 def _matmul_problem(op, memo) -> str | None:
     m, n, k = ints_of(op.sizes)
     tm, tn, tk = ints_of(op.tile)
-    sa, sk, ldb, ldc = ints_of(op.strides)
     whole = (tm, tn, tk) != (1, 1, 1)  # a tile is clipped to the sizes; one element is not
 
     def rows(v, t, size):
@@ -387,12 +386,26 @@ def _matmul_problem(op, memo) -> str | None:
             return None
         return lo, (min(hi + t - 1, size - 1) if whole else hi)
 
+    # The sizes first: the tiling and parallel passes, loopnest and the GPU map take [M, N, K]
+    # as the nest's extent, so the whole M x K, K x N and M x N matrices must fit their
+    # operands whatever the loops written now cover.
+    if 0 not in (m, n, k):
+        why = _operands_problem(op, (0, m - 1), (0, n - 1), (0, k - 1), memo, "matrix")
+        if why is not None:
+            return why
     r, c, q = rows(op.i, tm, m), rows(op.j, tn, n), rows(op.k, tk, k)
     if r is None or c is None or q is None:
         return (f"krnl.matmul{_node(op)}: its tile position (i, j, k) depends on data; "
                 "the verifier cannot bound it")
     if r[0] > r[1] or c[0] > c[1] or q[0] > q[1]:
         return None  # no element is computed
+    return _operands_problem(op, r, c, q, memo, "tiles")
+
+
+def _operands_problem(op, r, c, q, memo, what_part) -> str | None:
+    """Why rows r, columns c and k range q (inclusive) of a krnl.matmul's A, B and C, at
+    their offsets and strides, leave an operand's buffer, or None."""
+    sa, sk, ldb, ldc = ints_of(op.strides)
     for what, mem, off, terms in (("A", op.a, op.a_off, [(sa, r), (sk, q)]),
                                   ("B", op.b, op.b_off, [(ldb, q), (1, c)]),
                                   ("C", op.c, op.c_off, [(ldc, r), (1, c)])):
@@ -403,6 +416,10 @@ def _matmul_problem(op, memo) -> str | None:
             return (f"krnl.matmul{_node(op)}: the offset of {what} in {_buffer(mem)} depends "
                     "on data; the verifier cannot bound it")
         if span[0] < 0 or span[1] >= size:
+            if what_part == "matrix":
+                return (f"krnl.matmul{_node(op)}: its {what} matrix (sizes "
+                        f"{ints_of(op.sizes)}, strides {ints_of(op.strides)}) reaches elements "
+                        f"[{span[0]}, {span[1]}] of {_buffer(mem)}, which has {size}")
             return (f"krnl.matmul{_node(op)}: its {what} tiles reach elements [{span[0]}, "
                     f"{span[1]}] of {_buffer(mem)}, which has {size} (rows {list(r)}, "
                     f"columns {list(c)}, k {list(q)})")

@@ -22,9 +22,7 @@ ALIGN = 64
 
 
 def _nbytes(t) -> int:
-    elem = t.element_type
-    width = getattr(elem, "bitwidth", None) or elem.width.data
-    size = max(1, math.prod(t.get_shape())) * max(1, width // 8)
+    size = max(1, math.prod(t.get_shape())) * krnl.elem_bytes(t)
     return (size + ALIGN - 1) // ALIGN * ALIGN
 
 

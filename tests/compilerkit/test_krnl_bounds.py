@@ -82,7 +82,7 @@ def matmul_ir(opt_level=0) -> str:
     w = rng.standard_normal((6, 5)).astype(np.float32)
     model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
                        [("x", np.zeros((4, 6), np.float32))], ["y"], inits=[("w", w)])
-    return print_ir(ck.compile_to("kernel-ir", model, opt_level=opt_level))
+    return print_ir(ck.compile_to("kernel-ir", model, opt_level=opt_level), with_resources=True)
 
 
 def test_a_matmul_tile_past_its_operand_is_refused():
@@ -95,6 +95,75 @@ def test_a_matmul_tile_past_its_operand_is_refused():
     with pytest.raises(ck.ModelError, match=r"krnl.matmul \(node 'mm'\): its [AC] tiles reach "
                                             r"elements"):
         ck.compile_to("kernel-ir", bad)
+
+
+@pytest.mark.parametrize("field,value,match", [
+    # M raised past A's and C's 4 rows: the nest still stops at row 3, but the tiling and
+    # parallel passes, loopnest and the GPU map take M as the nest's extent
+    ("sizes", "[5 : i64, 5 : i64, 6 : i64]", r"its A matrix \(sizes \[5, 5, 6\]"),
+    ("sizes", "[4 : i64, 5 : i64, 9 : i64]", r"its A matrix \(sizes \[4, 5, 9\]"),
+    ("sizes", "[4 : i64, 7 : i64, 6 : i64]", r"its B matrix \(sizes \[4, 7, 6\]"),
+    # C's rows 9 apart instead of 5: row 3 lands past C's 20 elements
+    ("strides", "[6 : i64, 1 : i64, 5 : i64, 9 : i64]", r"its C matrix .* reaches elements "
+                                                         r"\[0, 31\] of model output 'y'"),
+])
+def test_matmul_sizes_and_strides_past_an_operand_are_refused(field, value, match, tmp_path,
+                                                              capsys):
+    text = matmul_ir()
+    old = {"sizes": "sizes = [4 : i64, 5 : i64, 6 : i64]",
+           "strides": "strides = [6 : i64, 1 : i64, 5 : i64, 5 : i64]"}[field]
+    assert old in text
+    bad = text.replace(old, f"{field} = {value}")
+    with pytest.raises(ck.ModelError, match=r"krnl.matmul \(node 'mm'\): " + match):
+        ck.compile_kernel(ck.parse_ir(bad), asm=False)
+    path = tmp_path / "bad.mlir"
+    path.write_text(bad)
+    assert opt_main([str(path), "-p", "plan-buffers"]) == 1
+    assert "krnl.matmul (node 'mm')" in capsys.readouterr().err
+
+
+def two_buffer_ir() -> str:
+    """Kernel IR with two planned intermediates (Relu -> Neg -> Relu at -O0)."""
+    model = make_model([helper.make_node("Relu", ["x"], ["a"], name="r1"),
+                        helper.make_node("Neg", ["a"], ["b"], name="n"),
+                        helper.make_node("Relu", ["b"], ["y"], name="r2")],
+                       [("x", np.zeros(8, np.float32))], ["y"])
+    return print_ir(ck.compile_to("kernel-ir", model, opt_level=0))
+
+
+@pytest.mark.parametrize("offset,match", [
+    (4096, r"bytes \[4096, 4128\) of the arena, which has 128 bytes"),
+    (2**40, r"bytes \[1099511627776, 1099511627808\)"),
+    (120, r"bytes \[120, 152\) of the arena, which has 128 bytes"),  # 24 bytes past the end
+    (-64, r"its arena offset -64 is negative"),
+    (66, r"its arena offset 66 is not a multiple of its f32 elements' 4 bytes"),
+])
+def test_an_alloc_outside_the_arena_is_refused(offset, match, tmp_path, capsys):
+    text = two_buffer_ir()
+    assert "arena_bytes = 128 : i64" in text and "offset = 64 : i64" in text
+    bad = text.replace("offset = 64 : i64", f"offset = {offset} : i64")
+    with pytest.raises(ck.ModelError, match=r"krnl.alloc of memref<8xf32> \(node '\w+'\): "
+                                            + match):
+        ck.compile_kernel(ck.parse_ir(bad), asm=False)
+    path = tmp_path / "bad.mlir"
+    path.write_text(bad)
+    assert opt_main([str(path), "-p", "plan-buffers"]) == 1
+    assert "krnl.alloc of memref<8xf32>" in capsys.readouterr().err
+
+
+def test_an_alloc_with_no_arena_is_refused():
+    bad = two_buffer_ir().replace("arena_bytes = 128 : i64, ", "")
+    with pytest.raises(ck.ModelError, match=r"krnl.alloc of memref<8xf32> \(node 'r1'\): it has "
+                                            r"an arena offset but the function has no arena_"):
+        ck.compile_kernel(ck.parse_ir(bad), asm=False)
+
+
+def test_planned_allocs_fill_the_arena_exactly():
+    """The planner's own offsets pass: the last buffer ends at arena_bytes."""
+    text = two_buffer_ir()
+    cm = ck.compile_kernel(ck.parse_ir(text), asm=False)
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    np.testing.assert_array_equal(cm.run(x)[0], np.maximum(-np.maximum(x, 0), 0))
 
 
 @pytest.mark.parametrize("simd", [0, 3, 100000000])
