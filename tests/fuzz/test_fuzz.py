@@ -30,40 +30,12 @@ KNOWN_BUGS = {
         "graph", "false_refusal", r"declared types are not trusted"),
     "declared-shape-mismatch-refused (datasets models)": (
         "mutation", "false_refusal", r"declared types are not trusted"),
-    # ReduceMean axes=[0, -2] on a rank-2 tensor (one axis named twice) is refused;
-    # onnxruntime reduces axis 0
-    "reduce-aliased-axes-refused": ("graph", "false_refusal", r"expected distinct values"),
-    # a MaxPool window wider than its (mutated, 1-wide) input is refused; onnxruntime runs it
-    "pool-window-wider-than-input-refused": (
-        "mutation", "false_refusal", r"\(MaxPool\): the window along spatial axis"),
-    # an opset outside 7-28 is a ModelError, not an UnsupportedOpError-style decline
-    "opset-range-refused-as-ModelError": (
-        "mutation", "false_refusal", r"opset \d+ of the default ONNX domain is not supported"),
-    # parse_ir lets xDSL's ParseError (not a compilerkit error) through
-    "kir-parse-error-not-compilerkit": (
-        "kir", "unclear", r"xdsl\.utils\.exceptions\.ParseError"),
-    # xDSL's string-literal regex backtracks exponentially on an unterminated string (a cut
-    # dialect_resources blob): parse_ir('"' + 'A' * 40) does not return
-    "kir-unterminated-string-hangs-parser": ("kir", "hang", r"kir \d+: (truncate|random_bytes)"),
-    # the verifier does not check krnl.alloc offsets against arena_bytes, nor krnl.matmul
-    # sizes against its operands: the edited code runs outside its buffers (or spins)
-    "kir-alloc-offset-unchecked": ("kir", "wrong", r"offset_beyond"),
-    "kir-alloc-offset-unchecked (hangs)": ("kir", "hang", r"offset_beyond"),
-    "kir-alloc-offset-unchecked (SIGSEGV)": ("kir", "death", r"offset_beyond"),
-    "kir-matmul-sizes-unchecked": ("kir", "wrong", r"matmul_sizes"),
-    # a malformed schedule string raises xDSL's ArgSpecParseError, a BaseException
-    "schedule-parse-error-is-BaseException": ("schedule", "unclear", r"ArgSpecParseError"),
     # schedule='parallelize{min-work=1}' with codegen='loopnest': IndexError in loopnest
     "loopnest-parallel-min-work-IndexError": ("schedule", "unclear", r"IndexError"),
     # compile_to('lib', model, out=<the model's own path>) writes over the model (and a
     # header beside it); a NUL byte in a path is a bare 'embedded null byte' ValueError
     "api-lib-out-is-input-overwrites": ("cli", "overwrite", r"api_out_is_input"),
     "api-nul-path-unclear": ("cli", "unclear", r"embedded null byte"),
-    # a forked child under RLIMIT_AS with no headroom aborts (C++ bad_alloc) instead of
-    # raising MemoryError
-    "rlimit-child-aborts": ("fork", "death", r"rlimit .*SIGABRT"),
-    # ... or raises SystemError('error return without exception set') from native code
-    "rlimit-child-SystemError": ("fork", "unclear", r"rlimit .*SystemError"),
     # heap corruption left by an earlier case in the same worker (munmap_chunk(): invalid
     # pointer, free(): invalid pointer) surfaces as an abort in a later, innocent case
     "native-heap-corruption": (
