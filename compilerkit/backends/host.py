@@ -31,6 +31,20 @@ from compilerkit.backends.split import (  # noqa: F401 (Partitions: the JIT path
 from compilerkit.codegen.emit import ENTRY
 from compilerkit.runtime import Session, load_libgomp, openmp_defaults
 
+# Address space LLVM's stages need for a model, with room: its C++ ends the process when an
+# allocation fails (std::bad_alloc through the C API: terminate; "LLVM ERROR: out of memory":
+# abort) and llvmlite's IR printer turns the failure into a SystemError. A small model needs
+# under 16 MiB; the space is asked for before each stage (_llvm_headroom).
+LLVM_HEADROOM = 32 << 20
+
+
+def _llvm_headroom(what: str) -> None:
+    """A MemoryError naming `what` unless LLVM_HEADROOM of address space can be mapped now
+    (under `ulimit -v`, a container's limit, or in a forked child with no room)."""
+    from compilerkit.backends.emulator import reserve_address_space
+
+    reserve_address_space(LLVM_HEADROOM, what)
+
 
 def host_target() -> Target:
     init_llvm()
@@ -58,6 +72,7 @@ class HostBackend(Backend):
     def print_module(self, emitted, jit: bool = False):
         """A JIT module large enough to split: a list of partition texts for the cores
         (backends/split.py); otherwise one text."""
+        _llvm_headroom("printing the LLVM IR")
         if not jit:
             return str(emitted.module)
         texts = partition_texts(emitted.module, getattr(emitted, "bodies", {}),
@@ -80,6 +95,7 @@ class HostBackend(Backend):
         `locked`: only for a module in a context no other thread uses)."""
         if opt_level <= 0:
             return
+        _llvm_headroom(f"LLVM's -O{opt_level} pipeline")
         tm = self.machine(opt_level)
         pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
         pto.loop_vectorization = opt_level >= 2
@@ -116,6 +132,7 @@ class HostBackend(Backend):
         into the engine, which frees it with itself (the owner releases it, an owned module's
         close() frees nothing); partitions become object code and stay the caller's."""
         mods = mod.modules if isinstance(mod, Partitions) else [mod]
+        _llvm_headroom("LLVM's JIT")
         # Parallel loops run on compilerkit's pool (threadpool.py), which `GOMP_parallel`
         # maps to, or where it is not available on libgomp, linked from the process.
         pool = None
