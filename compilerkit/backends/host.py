@@ -69,6 +69,12 @@ class HostBackend(Backend):
         return llvm.Target.from_triple(t.triple).create_target_machine(
             cpu=t.cpu, features=t.features, opt=opt_level, reloc=reloc, codemodel="jitdefault")
 
+    def emit_llvm(self, kmodule, emitter=None, external_weights: bool = False) -> str:
+        # llvmlite's IR builder, short of memory, raised SystemError('error return without
+        # exception set') from CPython instead of a MemoryError
+        _llvm_headroom("building the LLVM IR")
+        return super().emit_llvm(kmodule, emitter, external_weights)
+
     def print_module(self, emitted, jit: bool = False):
         """A JIT module large enough to split: a list of partition texts for the cores
         (backends/split.py); otherwise one text."""
