@@ -178,8 +178,10 @@ def parse_ir(text: str, resources_from: ModuleOp | None = None,
             loc = e.span.get_location()
             at = ("the text ends before the IR does" if e.span.start >= len(text.rstrip())
                   else "the IR does not parse")
-            raise ModelError(f"<mlir text>:{loc.line}:{loc.col}: {at}: {e.msg.strip()}\n"
-                             f"{e}") from None
+            error = ModelError(f"<mlir text>:{loc.line}:{loc.col}: {at}: {e.msg.strip()}\n"
+                               f"{e}")
+            error.parse_place = (loc.line, loc.col, e.msg.strip())  # for a one-line report
+            raise error from None
         parsed = {k: v for k, v in blobs.items() if v}
     finally:
         blobs.clear()

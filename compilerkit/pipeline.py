@@ -300,8 +300,13 @@ class Compilation:
         try:
             module = parse_ir(text, max_bytes=self.options.max_bytes)
             module.verify()
-        except ModelError:
-            raise  # a type above the budget: already names the line
+        except ModelError as e:
+            place = getattr(e, "parse_place", None)
+            if place is None:
+                raise  # a type above the budget, an unterminated string: already names the line
+            line, col, msg = place  # xDSL's parse error: one line, naming the file
+            raise ModelError(f"{where}:{line}:{col}: not valid ONNX IR or Kernel IR: {msg}"
+                             ) from None
         except Exception as e:  # noqa: BLE001 (xDSL's parse and verify errors)
             lines = [ln for ln in str(e).splitlines() if ln.strip() and ln.strip() != "^"]
             at = lines[0].replace("<unknown>", where) if lines else where
