@@ -136,7 +136,7 @@ builtin.module {
 
 // -----
 builtin.module {
-  func.func @split_around_shared_scratch(%x: memref<2x4xf32>, %y: memref<2x4xf32>) {
+  func.func @split_around_shared_scratch(%x: memref<2x4xf32>, %y: memref<2x4xf32>) attributes {arena_bytes = 16 : i64} {
     %scratch = "krnl.alloc"() {offset = 0 : i64} : () -> memref<4xf32>
     %n = "krnl.define_loops"() : () -> !krnl.loop
     "krnl.iterate"(%n, %n) ({
@@ -210,7 +210,7 @@ builtin.module {
 
 // -----
 builtin.module {
-  func.func @split_inside_split(%x: memref<2x8xf32>, %y: memref<2x8xf32>) {
+  func.func @split_inside_split(%x: memref<2x8xf32>, %y: memref<2x8xf32>) attributes {arena_bytes = 16 : i64} {
     %scratch = "krnl.alloc"() {offset = 0 : i64} : () -> memref<4xf32>
     %n = "krnl.define_loops"() : () -> !krnl.loop
     "krnl.iterate"(%n, %n) ({

@@ -51,6 +51,6 @@ func.func @fold_to_resource() -> tensor<5x4xi32> attributes {input_names = [], o
 
 // An unknown pass, or an option a pass does not take, is one error line naming it; nothing
 // is printed on stdout.
-// ERR: compilerkit-opt: error: Unrecognized passes: ['no-such-pass']
+// ERR: compilerkit-opt: error: pass pipeline 'constant-folding,no-such-pass': Unrecognized passes: ['no-such-pass']
 // ERR-NOT: builtin.module
 // BADOPT: compilerkit-opt: error: {{.*}}["unroll"] not found in expected arguments ["simd"]
