@@ -46,6 +46,7 @@ from compilerkit.frontend.arguments import (
 from compilerkit.frontend.checks import (
     DEFAULT_MAX_BYTES,
     ModelError,
+    UnsupportedOpError,
     check_bytes,
     dtype_name,
     mismatch_error,
@@ -66,10 +67,6 @@ from compilerkit.frontend.tensors import sparse_to_dense, to_array
 
 __all__ = ["ModelError", "UnsupportedOpError", "OptionError", "load_model", "import_model",
            "to_array", "MIN_OPSET", "MAX_OPSET"]
-
-
-class UnsupportedOpError(NotImplementedError):
-    """An ONNX node whose operator compilerkit cannot compile."""
 
 
 def load_model(model) -> tuple[ModelProto, str | None]:

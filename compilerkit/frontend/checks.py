@@ -29,6 +29,10 @@ class ModelError(ValueError):
     budget, a declared type that disagrees, ...)."""
 
 
+class UnsupportedOpError(NotImplementedError):
+    """An ONNX node whose operator compilerkit cannot compile (a valid model it declines)."""
+
+
 # Default budget: large enough for any model a laptop can run, small enough that LLVM can still
 # place the constants (a larger static section overflows 32-bit relocations and aborts).
 DEFAULT_MAX_BYTES = 2 << 30

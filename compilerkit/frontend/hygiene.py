@@ -12,7 +12,7 @@ from __future__ import annotations
 import onnx
 from onnx import ModelProto
 
-from compilerkit.frontend.checks import ModelError, check_bytes
+from compilerkit.frontend.checks import ModelError, UnsupportedOpError, check_bytes
 
 # Default-domain opsets compiled: onnxruntime guarantees opset 7 and above; the newest is the
 # newest this onnx package has operator definitions for.
@@ -40,8 +40,6 @@ def model_opset(proto: ModelProto) -> int:
     if 1 <= opset < MIN_OPSET:
         # A valid model compilerkit declines (onnxruntime may still run it), not a broken one
         # (opset 0 or below is no opset: onnxruntime refuses it, as below).
-        from compilerkit.frontend import UnsupportedOpError  # the package imports this module
-
         raise UnsupportedOpError(
             f"opset {opset} of the default ONNX domain is not supported: compilerkit compiles "
             f"opsets {MIN_OPSET} to {MAX_OPSET}; onnx.version_converter.convert_version(model, "
