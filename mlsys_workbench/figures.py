@@ -6,7 +6,8 @@ at full size (``SMOKE=0``) with ``MLSYS_FIGURES_DIR`` pointing at the output fol
 writes ``NAME.html`` (self-contained, plotly.js inlined: it opens offline) and ``NAME.png``
 (kaleido driving the system Chromium: nothing is downloaded) and records the figure in
 ``manifest.json``: the paper's claim, our value, the parameters and seed, library versions and
-the machine, so two runs can be compared; ``REPORT.md`` puts the claims and ours side by side.
+the machine, so two runs can be compared; ``REPORT.md`` puts the claims and ours side by side;
+``executed/NAME.ipynb`` keeps each notebook as it ran, outputs included.
 
 Determinism.  Two runs with the same parameters and seed must give the same manifest except for
 wall-clock times.  The convention that makes this checkable: ``value`` (and ``summary``) hold
@@ -39,6 +40,11 @@ from .notebooks import NotebookError, run_notebook
 
 FIGURES_ENV = "MLSYS_FIGURES_DIR"
 MANIFEST = "manifest.json"
+# Each figure notebook as it ran (outputs included) goes to <out>/executed/<name>: a reader can
+# open the run behind a figure, and the test suite checks those runs instead of running the
+# notebooks a second time.
+EXECUTED = "executed"
+EXECUTED_MARK = "executed_by_make_figures"
 VERSIONED = ["tensorflow", "keras", "onnx", "onnxruntime", "xdsl", "llvmlite", "unicorn",
              "numpy", "plotly", "mlsys-workbench"]
 REPO = Path(__file__).resolve().parents[1]
@@ -181,6 +187,27 @@ def check_out_folder(out_dir: str | os.PathLike) -> None:
     if report.exists() and REPORT_MARK not in report.read_text(errors="replace")[:400]:
         raise ValueError(f"--out {str(out)!r} holds a REPORT.md that make figures did not "
                          "write; it is left alone: choose another folder")
+    executed = out / EXECUTED
+    if executed.exists() and not executed.is_dir():
+        raise ValueError(f"--out {str(out)!r}: {EXECUTED!r} is a file, not the folder make "
+                         "figures writes executed notebooks into; choose another folder")
+    for path in sorted(executed.glob("*.ipynb")) if executed.is_dir() else []:
+        if not _is_executed_copy(path):
+            raise ValueError(f"--out {str(out)!r} holds {path.relative_to(out)}, a notebook make "
+                             "figures did not write; it is left alone: choose another folder")
+
+
+def _is_executed_copy(path: Path) -> bool:
+    try:
+        return bool(nbformat.read(path, as_version=4).metadata.get("mlsys", {}).get(EXECUTED_MARK))
+    except Exception:  # not a notebook at all: certainly not ours
+        return False
+
+
+def _save_executed(nb, out: Path, name: str) -> None:
+    nb.metadata.setdefault("mlsys", {})[EXECUTED_MARK] = True
+    (out / EXECUTED).mkdir(exist_ok=True)
+    nbformat.write(nb, out / EXECUTED / name)
 
 
 def read_compare(path: str | os.PathLike) -> dict:
@@ -442,6 +469,8 @@ def make_figures(out_dir: str | os.PathLike, smoke: bool = False,
         notebooks = chosen
     else:
         (out / MANIFEST).unlink(missing_ok=True)
+        for stale in (out / EXECUTED).glob("*.ipynb"):  # all ours: check_out_folder saw to it
+            stale.unlink()
     # A failing notebook does not stop the others (a full run takes long): its error is
     # recorded, the report written, and FiguresError raised at the end.
     seconds, failed = {}, {}
@@ -449,13 +478,14 @@ def make_figures(out_dir: str | os.PathLike, smoke: bool = False,
         print(f"running {path.name} (SMOKE={int(smoke)})", flush=True)
         start = time.perf_counter()
         try:
-            run_notebook(path, parameters={"SMOKE": int(smoke)}, timeout=3600,
-                         env={FIGURES_ENV: str(out), "MLSYS_NOTEBOOK": path.name})
+            nb = run_notebook(path, parameters={"SMOKE": int(smoke)}, timeout=3600,
+                              env={FIGURES_ENV: str(out), "MLSYS_NOTEBOOK": path.name})
         except NotebookError as error:
             failed[path.name] = str(error)
             print(f"  {path.name} FAILED:\n{error}", flush=True)
             continue
         seconds[path.name] = round(time.perf_counter() - start, 1)
+        _save_executed(nb, out, path.name)
         print(f"  {path.name}: {seconds[path.name]} s", flush=True)
     ran = {path.name for path in notebooks}
     manifest = read_manifest(out)

@@ -78,6 +78,10 @@ def test_make_figures_runs_marked_notebooks(tmp_path):
     report = (tmp_path / "out" / "REPORT.md").read_text()
     row = next(line for line in report.splitlines() if line.startswith("| line "))
     assert "fig.ipynb" in row and "| 1 |" in row  # our value, from the smoke run
+    # The run itself is kept, outputs included, and marked as ours.
+    executed = nbformat.read(tmp_path / "out" / "executed" / "fig.ipynb", as_version=4)
+    assert executed.metadata["mlsys"]["executed_by_make_figures"]
+    assert any(cell.get("execution_count") for cell in executed.cells)
 
 
 def test_timings_are_kept_apart_from_values(tmp_path):
@@ -223,6 +227,13 @@ def test_out_never_deletes_a_manifest_or_report_it_did_not_write(tmp_path, capsy
     with pytest.raises(ValueError, match="REPORT.md that make figures did not write"):
         make_figures(notes, smoke=True, notebooks=[])
     assert (notes / "REPORT.md").read_text() == "# my own report\n"
+    # A notebook of the user's in executed/ is not ours to replace.
+    own = tmp_path / "own"
+    (own / "executed").mkdir(parents=True)
+    (own / "executed" / "12_endianness.ipynb").write_text("my annotated copy")
+    with pytest.raises(ValueError, match="notebook make figures did not write"):
+        make_figures(own, smoke=True, notebooks=[])
+    assert (own / "executed" / "12_endianness.ipynb").read_text() == "my annotated copy"
     # A folder of an earlier run is ours: rerunning into it works.
     ours = tmp_path / "ours"
     make_figures(ours, smoke=True, notebooks=[])

@@ -19,9 +19,11 @@ import sys
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
+from nbchecks import smoke_run_problems
 
-from mlsys_workbench.figures import TOPICS, compare_manifests, figure_notebooks
+from mlsys_workbench.figures import EXECUTED, TOPICS, compare_manifests, figure_notebooks
 
 REPO = Path(__file__).resolve().parents[1]
 SECOND_RUN_BUDGET_S = 60
@@ -86,6 +88,20 @@ def test_every_figure_notebook_ran_and_saved_figures(first):
     for name in marked:
         assert any(e["notebook"] == name for e in manifest["figures"].values()), \
             f"{name} is marked as a figure notebook but saved no figure"
+
+
+def test_every_figure_notebook_passes_the_smoke_checks(first):
+    """tests/notebooks/test_notebooks.py leaves the figure notebooks to this run: their
+    executed copies get the checks its own smoke runs get."""
+    out, manifest, marked, _ = first
+    problems = []
+    for name in marked:
+        if name in manifest["failed"]:
+            continue  # named by test_every_figure_notebook_ran_and_saved_figures
+        copy = out / EXECUTED / name
+        assert copy.is_file(), f"make figures left no executed copy of {name}"
+        problems += smoke_run_problems(nbformat.read(copy, as_version=4), name)
+    assert not problems, "\n".join(problems)
 
 
 def test_every_figure_is_fully_described(first):
