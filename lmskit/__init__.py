@@ -16,12 +16,17 @@ a Keras model); it cannot be done later, and `runnable` says so if it was not.
 
 import importlib
 
+from mlsys_datasets.tf_startup import quiet_first_import as _quiet_first_import
+
 from .devices import PRESETS, Device, get_device
 from .graph import Graph, GraphError, Op, Tensor, Variable
 from .planner import POLICIES, InfeasibleError, compare, max_batch_size, plan
 from .rules import RewriteError, check, swap
 from .schedule import lifetimes, schedule
 from .simulate import simulate
+
+# TensorFlow's C++ start-up lines stay out of notebooks (fd 2 is silenced around its import).
+_quiet_first_import()
 
 # TensorFlow-backed names -> their module, imported on first use.
 _TF_BACKED = {"capture": "tfcapture", "capture_step": "tfcapture", "CaptureError": "tfcapture",

@@ -16,6 +16,11 @@ Like the other kits, importing segkit imports no plotting library and no TensorF
 # `watershed` and `agglomerate` so that the functions are what `segkit.watershed` means.
 import importlib as _importlib
 
+from mlsys_datasets.tf_startup import quiet_first_import as _quiet_first_import
+
+# TensorFlow's C++ start-up lines stay out of notebooks (the boundary nets import Keras).
+_quiet_first_import()
+
 _LAZY = {
     "watershed": "basins", "region_graph": "basins",
     "agglomerate": "linkage", "square_size_fn": "linkage",

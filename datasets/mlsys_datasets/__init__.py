@@ -20,7 +20,11 @@ from __future__ import annotations
 
 import importlib
 
+from .tf_startup import quiet_first_import
 from .zoo import ONNX_MODELS, load_onnx, manifest, onnx_path
+
+# TensorFlow's C++ start-up lines stay out of notebooks, whoever imports it first.
+quiet_first_import()
 
 # name -> submodule that defines it; resolved on first access (PEP 562) so that
 # `from mlsys_datasets import digits` never drags TensorFlow in.
