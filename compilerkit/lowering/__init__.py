@@ -26,6 +26,8 @@ from compilerkit.frontend.checks import budget_of, share_checks
 from compilerkit.lowering import (
     conv,
     elementwise,
+    indexing,
+    layout,
     logic,
     mathops,
     matmul,
@@ -33,6 +35,7 @@ from compilerkit.lowering import (
     normalization,
     pool,
     reduction,
+    resize,
     shape_ops,
 )
 from compilerkit.lowering.builder import KernelBuilder, memref_type, shape
@@ -103,6 +106,21 @@ LOWERINGS["LayerNormalization"] = _with_ctx(normalization.lower_layer_norm)
 LOWERINGS["InstanceNormalization"] = _with_ctx(normalization.lower_instance_norm)
 LOWERINGS["LpNormalization"] = _with_ctx(normalization.lower_lp_norm)
 LOWERINGS["RMSNormalization"] = _with_ctx(normalization.lower_rms_norm)
+
+LOWERINGS.update({
+    "GatherElements": _with_ctx(indexing.lower_gather_elements),
+    "GatherND": _with_ctx(indexing.lower_gather_nd),
+    "ScatterElements": _with_ctx(indexing.lower_scatter_elements),
+    "Scatter": _with_ctx(indexing.lower_scatter_elements),
+    "ScatterND": _with_ctx(indexing.lower_scatter_nd),
+    "OneHot": _with_ctx(indexing.lower_one_hot, module=1),
+    "Trilu": _with_ctx(layout.lower_trilu),
+    "Range": _with_ctx(layout.lower_range),
+    "DepthToSpace": _with_ctx(layout.lower_depth_to_space),
+    "SpaceToDepth": _with_ctx(layout.lower_space_to_depth),
+    "Resize": _with_ctx(resize.lower_resize, module=1, opset=1),
+    "Upsample": _with_ctx(resize.lower_resize, module=1, opset=1),
+})
 
 SUPPORTED = sorted(LOWERINGS)
 

@@ -1,6 +1,6 @@
 """Lowering of data-movement ops to Kernel IR: Reshape/Flatten/Squeeze/Unsqueeze (a
-`krnl.reshape` view, no copy), Transpose, Concat, Split, Pad (constant/edge), Slice, Gather,
-ConstantOfShape, Tile.
+`krnl.reshape` view, no copy), Transpose, Concat, Split, Pad (constant/edge/reflect/wrap),
+Slice, Gather, ConstantOfShape, Tile.
 
 Shapes are static (from shape inference); parameters that ONNX passes as inputs (Pad's pads,
 Slice's starts/ends/axes/steps, Split's sizes) must be constants after folding.
@@ -9,6 +9,7 @@ Slice's starts/ends/axes/steps, Split's sizes) must be constants after folding.
 from __future__ import annotations
 
 import numpy as np
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import NoneType, i64
 
 from compilerkit.dialects import krnl
@@ -98,17 +99,59 @@ def lower_pad(b: KernelBuilder, op, ins, module=None, opset=13):
             begin[a % rank] = pads[k]
     else:
         begin = list(pads[:rank])
-    if mode not in ("constant", "edge"):
-        raise NotImplementedError(f"Pad mode {mode!r}")
-    out = b.alloc(onnx_d.shape_of(op.results[0]), x.type.element_type)
+    if mode not in ("constant", "edge", "reflect", "wrap"):
+        raise NotImplementedError(f"Pad mode {mode!r} (supported: constant, edge, reflect, "
+                                  "wrap)")
+    dims = shape(x)
+    out_dims = onnx_d.shape_of(op.results[0])
+    if mode != "constant":
+        for a, (d, o) in enumerate(zip(dims, out_dims, strict=True)):
+            if d == 0 and o > 0:
+                raise NotImplementedError(f"Pad mode {mode!r} cannot pad axis {a} of size 0 "
+                                          "(there is no element to repeat)")
+    out = b.alloc(out_dims, x.type.element_type)
     with b.nest(shape(out)) as ivs:
         src = [b.affine([(iv, 1)], -p) for iv, p in zip(ivs, begin, strict=True)]
         if mode == "edge":
-            v = b.load(x, [b.clamp(s, d) for s, d in zip(src, shape(x), strict=True)])
+            v = b.load(x, [b.clamp(s, d) for s, d in zip(src, dims, strict=True)])
+        elif mode == "reflect":
+            v = b.load(x, [_reflect(b, s, d, p > 0 or o - p > d) for s, d, p, o in
+                           zip(src, dims, begin, out_dims, strict=True)])
+        elif mode == "wrap":
+            v = b.load(x, [_wrap(b, s, d, p, o) for s, d, p, o in
+                           zip(src, dims, begin, out_dims, strict=True)])
         else:
             v = b.guarded_load(x, src, value)
         b.store(v, out, ivs)
     return [out]
+
+
+def _wrap(b: KernelBuilder, src, d: int, before: int, out: int):
+    """src (= out index - pads before) taken modulo d, as numpy.pad's "wrap": the offset added
+    first is a multiple of d that makes every src of the loop non-negative (the remainder of
+    a negative number would keep its sign)."""
+    if before <= 0 and out - before <= d:
+        return src  # no padding on this axis: src is already in range
+    shift = -(-max(before, 0) // d) * d
+    # The clamp changes nothing; it lets the verifier's range analysis see the bound.
+    return b.clamp(b.add(arith.RemSIOp(b.affine([(src, 1)], shift), b.index(d))), d)
+
+
+def _reflect(b: KernelBuilder, src, d: int, padded: bool):
+    """src reflected into [0, d) about the first and last element (numpy.pad's "reflect": the
+    edge is not repeated), for any pad width: the pattern repeats every 2 (d - 1), so
+    m = |src| mod 2 (d - 1), and m past the last element reflects back as 2 (d - 1) - m."""
+    if not padded:
+        return src
+    if d == 1:
+        return b.index(0)
+    period = 2 * (d - 1)
+    neg = b.cmpi("slt", src, b.index(0))
+    mag = b.select(neg, b.affine([(src, -1)]), src)
+    m = b.add(arith.RemSIOp(mag, b.index(period)))
+    back = b.affine([(m, -1)], period)
+    # The clamp changes nothing; it lets the verifier's range analysis see the bound.
+    return b.clamp(b.select(b.cmpi("sge", m, b.index(d)), back, m), d)
 
 
 def lower_slice(b: KernelBuilder, op, ins, module=None, opset=13):
@@ -137,7 +180,7 @@ def lower_slice(b: KernelBuilder, op, ins, module=None, opset=13):
     return [out]
 
 
-def _wrapped_index(b: KernelBuilder, raw, d: int):
+def wrapped_index(b: KernelBuilder, raw, d: int):
     """A Gather index as an index value: negative ones count from the end."""
     raw = b.cast(raw, i64)
     neg = b.cmpi("slt", raw, b.const(0, i64))
@@ -156,14 +199,14 @@ def lower_gather(b: KernelBuilder, op, ins):
     # empty): each index is checked once, in a nest of its own, and krnl.check reports it
     # after the call.
     with b.nest(idims) as jvs:
-        b.add(krnl.CheckOp(b.in_range([(_wrapped_index(b, b.load(indices, jvs), d), d)]),
+        b.add(krnl.CheckOp(b.in_range([(wrapped_index(b, b.load(indices, jvs), d), d)]),
                            f"node {name.data if name else '?'!r} (Gather): an index on axis "
                            f"{axis} is out of range; valid indices are [{-d}, {d - 1}]"))
     if d == 0:
         return [out]  # every index is out of range (reported); nothing to read
     with b.nest(shape(out)) as ivs:
         # Clamped: in range whenever the check passed, and never a wild read when it failed.
-        idx = b.clamp(_wrapped_index(b, b.load(indices, ivs[axis:axis + q]), d), d)
+        idx = b.clamp(wrapped_index(b, b.load(indices, ivs[axis:axis + q]), d), d)
         src = ivs[:axis] + [idx] + ivs[axis + q:]
         b.store(b.load(data, src), out, ivs)
     return [out]
@@ -179,7 +222,6 @@ def lower_constant_of_shape(b: KernelBuilder, op, ins):
 def lower_tile(b: KernelBuilder, op, ins):
     x = ins[0]
     out = b.alloc(onnx_d.shape_of(op.results[0]), x.type.element_type)
-    from xdsl.dialects import arith
     with b.nest(shape(out)) as ivs:
         src = [b.add(arith.RemSIOp(iv, b.index(d))) if d != o else iv
                for iv, d, o in zip(ivs, shape(x), shape(out), strict=True)]
