@@ -46,7 +46,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
 )
 
-from compilerkit.codegen.mathlib import EXACT_INTRINSICS, MathLib, intrinsic_f64
+from compilerkit.codegen.mathlib import MathLib
 from compilerkit.codegen.microkernel import counted_loop, fmuladd, matmul_kernel
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
@@ -454,17 +454,10 @@ class Emitter:
         elif op.name.startswith("arith."):
             self.values[op.results[0]] = self.arith(op)
         elif op.name.startswith("math."):
-            x = self.values[op.operands[0]]
             name = op.name.split(".")[1]
             name = {"absf": "fabs"}.get(name, name)
-            fn = self.math.get(name)
-            if x.type == ir.DoubleType() and name in EXACT_INTRINSICS:
-                y = b.call(intrinsic_f64(self.module, name), [x])
-            elif x.type == ir.DoubleType():
-                y = b.fpext(b.call(fn, [b.fptrunc(x, ir.FloatType())]), ir.DoubleType())
-            else:
-                y = b.call(fn, [x])
-            self.values[op.results[0]] = y
+            args = [self.values[o] for o in op.operands]
+            self.values[op.results[0]] = self.math.call(b, name, args)
         else:
             raise NotImplementedError(f"codegen: no rule for {op.name}")
 
@@ -473,7 +466,8 @@ class Emitter:
         v = [self.values[o] for o in op.operands]
         n = op.name[len("arith."):]
         simple = {"addf": b.fadd, "subf": b.fsub, "mulf": b.fmul, "divf": b.fdiv,
-                  "addi": b.add, "subi": b.sub, "muli": b.mul, "andi": b.and_, "ori": b.or_}
+                  "addi": b.add, "subi": b.sub, "muli": b.mul, "andi": b.and_, "ori": b.or_,
+                  "xori": b.xor, "shli": b.shl, "shrsi": b.ashr, "shrui": b.lshr}
         if n in ("divsi", "remsi"):
             return self.safe_divide(b.sdiv if n == "divsi" else b.srem, v[0], v[1])
         if n in simple:

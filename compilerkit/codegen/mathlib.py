@@ -1,4 +1,6 @@
-"""The IR-level math library: exp, log, tanh, erf written in LLVM IR by compilerkit.
+"""The IR-level math library: exp, log, tanh, erf written in LLVM IR by compilerkit; the
+trigonometric and hyperbolic functions and their inverses (mathtrig.py) and pow (mathpow.py)
+are built alike and dispatched from here (MathLib).
 
 Calling the C library would make results depend on each target's libm; these functions are
 plain float arithmetic (range reduction + polynomials, as in Cephes), so every target computes
@@ -15,7 +17,8 @@ from the exponent bits with shl + bitcast): after inlining, a loop that calls th
 straight-line body that LLVM's loop vectoriser turns into `<8 x float>` code (AVX2).
 Whether it does also depends on the loop: LLVM leaves a loop of fewer than 16 iterations scalar
 when it would need run-time alias checks, which is why lowering/elementwise.py merges short
-trailing dimensions. tests/compilerkit/test_mathlib_vector.py checks both (accuracy in ulps
+trailing dimensions (sin and cos read a 2/pi table for huge arguments: a gather, still no
+branch). tests/compilerkit/test_mathlib_vector.py checks both (accuracy in ulps
 against numpy's float64, vector code in the optimised IR).
 """
 
@@ -23,8 +26,13 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-F32 = ir.FloatType()
-I32 = ir.IntType(32)
+from compilerkit.codegen import mathpow, mathtrig
+from compilerkit.codegen.mathir import F32, F64, I32, copysign, fma, intrinsic, poly, select
+from compilerkit.codegen.mathir import c as _c
+from compilerkit.codegen.mathir import fn as _fn
+
+# The helpers under the names this file's functions use.
+_fma, _poly, _select = fma, poly, select
 
 # The numbers of exp and log. The loopnest generator's vector code (loopnest/leaf.py) computes
 # the same sequences from these, so the two code generators agree bit for bit.
@@ -41,20 +49,6 @@ SMALLEST_NORMAL = 1.17549435e-38
 SUBNORMAL_SHIFT = 23  # log scales a subnormal by 2^23 (exact) before reading its exponent
 
 
-def _fn(module, name, nargs=1):
-    f = ir.Function(module, ir.FunctionType(F32, [F32] * nargs), name)
-    f.linkage = "internal"
-    f.attributes.add("alwaysinline")
-    return f, ir.IRBuilder(f.append_basic_block("entry"))
-
-
-def _intrinsic(module, name):
-    full = f"llvm.{name}.f32"
-    if full in module.globals:
-        return module.globals[full]
-    return ir.Function(module, ir.FunctionType(F32, [F32]), full)
-
-
 # The functions that are LLVM intrinsics, exact in every precision: f64 values call their f64
 # form (the others, compilerkit's own f32 code, are applied to f64 through f32).
 EXACT_INTRINSICS = ("sqrt", "floor", "ceil", "fabs")
@@ -69,30 +63,6 @@ def intrinsic_f64(module, name):
     return ir.Function(module, ir.FunctionType(ir.DoubleType(), [ir.DoubleType()]), full)
 
 
-def _c(v):
-    return ir.Constant(F32, v)
-
-
-def _fma(b, a, x, c):
-    """a * x + c, rounded once (llvm.fma.f32)."""
-    module = b.module
-    name = "llvm.fma.f32"
-    fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(F32, [F32] * 3), name)
-    return b.call(fn, [a, x, c])
-
-
-def _poly(b, x, coeffs):
-    # Horner: coeffs from the highest degree down, one fused multiply-add per degree.
-    acc = _c(coeffs[0])
-    for c in coeffs[1:]:
-        acc = _fma(b, acc, x, _c(c))
-    return acc
-
-
-def _select(b, cond, a, c):
-    return b.select(cond, a, c)
-
-
 def build_exp(module):
     """exp(x) = 2^n * exp(r), n = round(x / ln2), |r| <= ln2/2 (Cephes expf: Cody-Waite
     reduction, degree-6 polynomial; about 1 ulp). 2^n is applied as two exact power-of-two
@@ -105,7 +75,7 @@ def build_exp(module):
     lo, hi = EXP_RANGE
     xc = _select(b, b.fcmp_ordered(">", x, _c(lo)), x, _c(lo))
     xc = _select(b, b.fcmp_ordered("<", xc, _c(hi)), xc, _c(hi))
-    n = b.call(_intrinsic(module, "floor"), [_fma(b, xc, _c(LOG2E), _c(0.5))])
+    n = b.call(intrinsic(module, "floor"), [_fma(b, xc, _c(LOG2E), _c(0.5))])
     # ln2 in two parts (Cody-Waite): x - n * 0.693359375 is exact, the fused second step
     # subtracts n * 2.12e-4 with one rounding.
     r = _fma(b, n, _c(LN2_PARTS[0]), xc)
@@ -169,7 +139,7 @@ def build_tanh(module, exp):
     from x (so tanh(-0) = -0). NaN fails the ordered compare and stays NaN through exp."""
     f, b = _fn(module, "ck_tanhf")
     x = f.args[0]
-    ax = b.call(_intrinsic(module, "fabs"), [x])
+    ax = b.call(intrinsic(module, "fabs"), [x])
     z = b.fmul(ax, ax)
     p = _poly(b, z, [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2,
                      1.33314422036e-1, -3.33332819422e-1])
@@ -177,15 +147,8 @@ def build_tanh(module, exp):
     t = b.call(exp, [b.fmul(ax, _c(-2.0))])
     large = b.fdiv(b.fsub(_c(1.0), t), b.fadd(_c(1.0), t))
     y = _select(b, b.fcmp_ordered("<", ax, _c(0.625)), small, large)
-    b.ret(b.call(_copysign(module), [y, x]))
+    b.ret(b.call(copysign(module), [y, x]))
     return f
-
-
-def _copysign(module):
-    name = "llvm.copysign.f32"
-    if name in module.globals:
-        return module.globals[name]
-    return ir.Function(module, ir.FunctionType(F32, [F32, F32]), name)
 
 
 # Cephes erff below |x| = 1: erf(x) = x P(x^2), highest degree first (relative error ~1e-7)
@@ -201,7 +164,7 @@ def build_erf(module, exp):
     NaN fails the ordered compares and stays NaN."""
     f, b = _fn(module, "ck_erff")
     x = f.args[0]
-    ax = b.call(_intrinsic(module, "fabs"), [x])
+    ax = b.call(intrinsic(module, "fabs"), [x])
     small = b.fmul(x, _poly(b, b.fmul(x, x), ERF_SMALL))
     t = b.fdiv(_c(1.0), b.fadd(_c(1.0), b.fmul(_c(0.3275911), ax)))
     p = _poly(b, t, [1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592])
@@ -210,6 +173,21 @@ def build_erf(module, exp):
     large = _select(b, b.fcmp_ordered("<", x, _c(0.0)), b.fsub(_c(0.0), y), y)
     b.ret(_select(b, b.fcmp_ordered("<", ax, _c(1.0)), small, large))
     return f
+
+
+# name -> (builder, the math functions it calls); the builders of mathtrig and mathpow
+# take the module and those functions, in that order.
+_BUILT = {
+    "exp": (build_exp, ()), "log": (build_log, ()), "tanh": (build_tanh, ("exp",)),
+    "erf": (build_erf, ("exp",)),
+    "sin": (mathtrig.build_sin, ()), "cos": (mathtrig.build_cos, ()),
+    "tan": (mathtrig.build_tan, ()), "asin": (mathtrig.build_asin, ()),
+    "acos": (mathtrig.build_acos, ()), "atan": (mathtrig.build_atan, ()),
+    "sinh": (mathtrig.build_sinh, ("exp",)), "cosh": (mathtrig.build_cosh, ("exp",)),
+    "asinh": (mathtrig.build_asinh, ("log",)), "acosh": (mathtrig.build_acosh, ("log",)),
+    "atanh": (mathtrig.build_atanh, ("log",)),
+    "powf": (mathpow.build_pow, ()),
+}
 
 
 class MathLib:
@@ -221,16 +199,27 @@ class MathLib:
 
     def get(self, name):
         if name not in self.funcs:
-            if name == "exp":
-                self.funcs[name] = build_exp(self.module)
-            elif name == "log":
-                self.funcs[name] = build_log(self.module)
-            elif name == "tanh":
-                self.funcs[name] = build_tanh(self.module, self.get("exp"))
-            elif name == "erf":
-                self.funcs[name] = build_erf(self.module, self.get("exp"))
-            elif name in ("sqrt", "floor", "ceil", "fabs"):
-                self.funcs[name] = _intrinsic(self.module, name)
+            if name in _BUILT:
+                build, needs = _BUILT[name]
+                self.funcs[name] = build(self.module, *(self.get(n) for n in needs))
+            elif name in EXACT_INTRINSICS:
+                self.funcs[name] = intrinsic(self.module, name)
             else:
                 raise NotImplementedError(f"math function {name}")
         return self.funcs[name]
+
+    def call(self, b, name, args):
+        """name(args) for f32 or f64 values: the exact intrinsics in the values' own precision;
+        powf, whose function works in f64, on the values widened; every other function is
+        compilerkit's f32 code, applied to f64 through f32."""
+        t = args[0].type
+        if name == "powf":
+            wide = [a if a.type == F64 else b.fpext(a, F64) for a in args]
+            y = b.call(self.get(name), wide)
+            return y if t == F64 else b.fptrunc(y, t)
+        if t == F64 and name in EXACT_INTRINSICS:
+            return b.call(intrinsic_f64(self.module, name), args)
+        fn = self.get(name)
+        if t == F64:
+            return b.fpext(b.call(fn, [b.fptrunc(a, F32) for a in args]), F64)
+        return b.call(fn, args)

@@ -37,6 +37,7 @@ from compilerkit.lowering import (
     reduction,
     resize,
     shape_ops,
+    trig,
 )
 from compilerkit.lowering.builder import KernelBuilder, memref_type, shape
 from compilerkit.onnx_passes.single_node import main_func
@@ -106,6 +107,9 @@ LOWERINGS["LayerNormalization"] = _with_ctx(normalization.lower_layer_norm)
 LOWERINGS["InstanceNormalization"] = _with_ctx(normalization.lower_instance_norm)
 LOWERINGS["LpNormalization"] = _with_ctx(normalization.lower_lp_norm)
 LOWERINGS["RMSNormalization"] = _with_ctx(normalization.lower_rms_norm)
+for _name in trig.OPS:
+    LOWERINGS[_name] = _with_ctx(trig.lower_trig)
+LOWERINGS["Pow"] = _with_ctx(mathops.lower_pow, module=1)
 
 LOWERINGS.update({
     "GatherElements": _with_ctx(indexing.lower_gather_elements),

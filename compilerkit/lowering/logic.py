@@ -9,11 +9,14 @@ Semantics follow onnxruntime, which is what the tests compare with:
 - Mod on integers: fmod=0 takes the divisor's sign (Python's %), fmod=1 the dividend's (C's %);
   a zero divisor is a RunError, as for Div (codegen's guarded remainder). x % -1 is 0 (the
   divisor -1 is replaced by 1 here, so INT_MIN % -1 never reaches the overflowing division).
+- BitShift (signed types, opset 28): the right shift is arithmetic; a shift amount that is
+  negative or at least the width gives what the sign extension alone gives (0, or -1 for a
+  right shift of a negative x), so LLVM's shift never sees an amount it leaves undefined.
 What the code generator cannot compute exactly is refused here as UnsupportedOpError naming the
 attribute or dtype: float Mod (fmod needs an exact remainder the math library does not have).
 Not registered yet: Not (its every ONNX node test is opset 1, below the opsets compilerkit
-compiles, and every lowered op must pass one) and BitShift (ONNX defines it for unsigned types
-only, which compilerkit does not compile); both are refused as ops that cannot be lowered.
+compiles, and every lowered op must pass one; `NOT` below is its lowering, ready for when old
+opsets are upgraded on import). ONNX's unsigned BitShift is refused with the unsigned types.
 """
 
 from __future__ import annotations
@@ -69,6 +72,18 @@ def _is_inf(b, op, x):
     return hits[0] if len(hits) == 1 else _ori(b, *hits)
 
 
+def _bitshift(b, op, x, y):
+    t = x.type
+    width = t.width.data
+    left = onnx_d.get_attr(op, "direction", "") == "LEFT"
+    fits = b.and_(b.cmpi("sge", y, b.const(0, t)), b.cmpi("slt", y, b.const(width, t)))
+    if left:
+        shifted = b.add(arith.ShLIOp(x, b.select(fits, y, b.const(0, t))))
+        return b.select(fits, shifted, b.const(0, t))
+    # Shifting by width - 1 is the sign extension alone: 0 or -1.
+    return b.add(arith.ShRSIOp(x, b.select(fits, y, b.const(width - 1, t))))
+
+
 def _mod(b, op, x, y):
     t = x.type
     zero, one = b.const(0, t), b.const(1, t)
@@ -99,7 +114,11 @@ BINARY = {
     "BitwiseOr": lambda b, op, x, y: _ori(b, x, y),
     "BitwiseXor": lambda b, op, x, y: _xori(b, x, y),
     "Mod": _mod,
+    "BitShift": _bitshift,
 }
+
+# Not, for when it can be registered (see the module docstring).
+NOT = {"Not": lambda b, op, x: b.cmpi("eq", x, b.const(0, i1))}
 
 OPS = (*UNARY, *BINARY, "Where")
 
@@ -117,7 +136,7 @@ def _check(op, ins):
                     "only integer Mod is lowered")
     if kind in ("IsNaN", "IsInf") and not is_float(elem):
         _refuse(op, f"{kind} on {elem}: ONNX defines it on floating-point inputs")
-    if kind.startswith("Bitwise") and (is_float(elem) or elem == i1):
+    if kind.startswith("Bit") and (is_float(elem) or elem == i1):
         _refuse(op, f"{kind} on {elem}: ONNX defines it on integer inputs")
     if kind == "Sign" and elem == i1:
         _refuse(op, "Sign on bool: ONNX defines it on numeric inputs")
