@@ -19,6 +19,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .memory import lifetimes_and_memory
+from .theme import OKABE_ITO
 from .units import human_bytes
 
 PLAYHEAD = "#222"
@@ -84,12 +85,12 @@ def lifetime_animation(intervals, device, host=None, budget=None, live_at_peak=(
                              line={"color": PLAYHEAD, "width": 2}, hoverinfo="skip",
                              showlegend=False), row=2, col=1)
     fig.add_trace(go.Scatter(**_so_far(device, 0), mode="lines", name="device so far",
-                             line={"color": "#1f4e79", "width": 3, "shape": "hv"}),
+                             line={"color": OKABE_ITO[0], "width": 3, "shape": "hv"}),
                   row=2, col=1)
     changing = [len(fig.data) - 3, len(fig.data) - 2, len(fig.data) - 1]
     if host is not None:
         fig.add_trace(go.Scatter(**_so_far(host, 0), mode="lines", name="host so far",
-                                 line={"color": "#c05a00", "width": 3, "shape": "hv"}),
+                                 line={"color": OKABE_ITO[3], "width": 3, "shape": "hv"}),
                       row=2, col=1)
         changing.append(len(fig.data) - 1)
     frames, steps = [], []

@@ -5,8 +5,12 @@ Input is plain data:
          backward / update / swap-out / swap-in, or an op kind), "hover" (HTML text), "scope"
          (a "/"-separated name scope used for collapsing), "aside" (true for constants and
          variable reads: drawn in a side column beside the consumer, or hidden).
-  edges: dicts with "source", "target" and optionally "kind" ("data" or "control") and "hover"
-         (e.g. the tensor's shape, shown when hovering the edge's midpoint).
+  edges: dicts with "source", "target" and optionally "kind" ("data" or "control"), "hover"
+         (e.g. the tensor's shape, shown when hovering the edge's midpoint), and "shape" (a
+         list of dimensions) or "label" (text) written beside the edge.
+As Netron and Model Explorer do, a drawing of up to `LABEL_MAX_NODES` nodes writes each node's
+"label" (its op type) beside it and each edge's shape beside the edge, so a projected graph
+reads without hovering; larger graphs keep the text for hovering (labels="always" forces it).
 Above `WEBGL_ABOVE` nodes the traces switch to WebGL (scattergl) so ~7,000-node graphs stay
 usable; `collapse_scopes` folds name scopes into cluster nodes first.
 """
@@ -19,24 +23,33 @@ import networkx as nx
 import plotly.graph_objects as go
 
 from .layout import layered_layout
+from .theme import OKABE_ITO, apply
 
 WEBGL_ABOVE = 1000
+# Above this many drawn nodes the op-type and shape labels would overlap: hover only.
+LABEL_MAX_NODES = 150
+LABEL_PX = 14
+EDGE_LABEL_PX = 12
+# Vertical room per layer: a marker, its label and an edge label between two layers.
+ROW_PX, LABELLED_ROW_PX = 28, 46
+# Okabe-Ito colours (colour-blind safe); greys for what is read, not computed.
+_BLUE, _ORANGE, _GREEN, _VERMILLION, _PURPLE, _SKY, _BLACK, _YELLOW = OKABE_ITO
 PHASE_COLOURS = {
-    "forward": "#4e79a7",
-    "backward": "#e15759",
-    "update": "#59a14f",
-    "swap-out": "#f28e2b",
-    "swap-in": "#b07aa1",
-    "input": "#9c755f",
-    "constant": "#bab0ac",
-    "variable": "#76b7b2",
+    "forward": _BLUE,
+    "backward": _VERMILLION,
+    "update": _GREEN,
+    "swap-out": _ORANGE,
+    "swap-in": _PURPLE,
+    "input": _BLACK,
+    "constant": "#bbbbbb",
+    "variable": "#888888",
     # op kinds (compilerkit's ONNX views); never drawn together with the phases above
-    "conv / matmul": "#e15759",
-    "elementwise": "#4e79a7",
-    "pool / normalise": "#59a14f",
-    "shape": "#edc948",
+    "conv / matmul": _VERMILLION,
+    "elementwise": _BLUE,
+    "pool / normalise": _GREEN,
+    "shape": _ORANGE,
 }
-PALETTE = ["#edc948", "#ff9da7", "#86bcb6", "#d37295", "#a0cbe8", "#8cd17d", "#b6992d"]
+PALETTE = [_SKY, _PURPLE, _YELLOW, _GREEN, _ORANGE, _BLUE, _VERMILLION]
 
 
 def _check(nodes, edges):
@@ -156,10 +169,37 @@ def graph_layout(nodes, edges, initial: dict | None = None) -> dict:
     return pos
 
 
-def graph_traces(nodes, edges, pos, *, highlight=None, scatter=None, showlegend=True):
+def _shape_text(edge) -> str:
+    if edge.get("label"):
+        return str(edge["label"])
+    shape = edge.get("shape")
+    if shape is None:
+        return ""
+    return "\u00d7".join(str(d) for d in shape) if len(shape) else "scalar"
+
+
+def _label_point(start, end):
+    """Where an edge's shape goes: half a layer below its source, on the edge. A long edge's
+    midpoint would sit beside some node in between, on top of that node's label."""
+    (x0, y0), (x1, y1) = start, end
+    drop = y0 - y1
+    t = 0.5 if abs(drop) <= 1 else 0.5 / abs(drop)
+    return x0 + (x1 - x0) * t, y0 + (y1 - y0) * t
+
+
+def _use_labels(labels, nodes) -> bool:
+    if labels not in ("auto", "always", "never"):
+        raise ValueError(f"labels must be 'auto', 'always' or 'never', got {labels!r}")
+    shown = sum(not n.get("aside") for n in nodes)
+    return labels == "always" or (labels == "auto" and shown <= LABEL_MAX_NODES)
+
+
+def graph_traces(nodes, edges, pos, *, highlight=None, scatter=None, showlegend=True,
+                 labels: bool = False):
     """The traces of a graph drawing at positions ``pos`` (edges first, then one node trace per
     group). Edges touching an aside node form their own trace, hidden until its legend entry
-    is clicked (a toggle that works in the browser without a kernel)."""
+    is clicked (a toggle that works in the browser without a kernel). ``labels``: write the
+    nodes' labels (op types) and the edges' shapes beside them."""
     scatter = scatter or (go.Scattergl if len(nodes) > WEBGL_ABOVE else go.Scatter)
     highlight = set(highlight or ())
     aside = {n["id"] for n in nodes if n.get("aside")}
@@ -183,14 +223,17 @@ def graph_traces(nodes, edges, pos, *, highlight=None, scatter=None, showlegend=
                             name="constant / variable-read edges")
         trace.visible = "legendonly"
         traces.append(trace)
-    hover_edges = [e for e in edges if e.get("hover")]
-    if hover_edges:  # invisible midpoints carry the edge hover (tensor shapes)
-        mid = [((pos[e["source"]][0] + pos[e["target"]][0]) / 2,
-                (pos[e["source"]][1] + pos[e["target"]][1]) / 2) for e in hover_edges]
-        traces.append(scatter(x=[m[0] for m in mid], y=[m[1] for m in mid], mode="markers",
+    hover_edges = [e for e in edges if e.get("hover") or (labels and _shape_text(e))]
+    if hover_edges:  # midpoints carry the edge hover and, when labelled, the tensor's shape
+        mid = [_label_point(pos[e["source"]], pos[e["target"]]) for e in hover_edges]
+        traces.append(scatter(x=[m[0] for m in mid], y=[m[1] for m in mid],
+                              mode="markers+text" if labels else "markers",
                               marker={"size": 6, "color": "rgba(0,0,0,0)"}, name="tensors",
-                              hovertext=[e["hover"] for e in hover_edges], hoverinfo="text",
-                              showlegend=False))
+                              text=[_shape_text(e) for e in hover_edges] if labels else None,
+                              textposition="middle right",
+                              textfont={"size": EDGE_LABEL_PX, "color": "#555555"},
+                              hovertext=[e.get("hover") or _shape_text(e) for e in hover_edges],
+                              hoverinfo="text", showlegend=False))
     groups = list(dict.fromkeys(node.get("group", "op") for node in nodes))
     colours = _colour_map(groups)
     by_group = defaultdict(list)
@@ -199,11 +242,16 @@ def graph_traces(nodes, edges, pos, *, highlight=None, scatter=None, showlegend=
     for group in groups:
         members = by_group[group]
         opacity = [1.0 if not highlight or n["id"] in highlight else 0.2 for n in members]
+        # Aside nodes (weights, variable reads) stay unlabelled: their names are hover detail.
+        text = [("" if n.get("aside") else str(n.get("label", n["id"]))) for n in members]
         traces.append(scatter(
             x=[pos[n["id"]][0] for n in members], y=[pos[n["id"]][1] for n in members],
-            mode="markers", name=group, customdata=[n["id"] for n in members],
+            mode="markers+text" if labels else "markers", name=group,
+            customdata=[n["id"] for n in members],
             legendgroup=group, showlegend=showlegend,
-            marker={"size": [14 if n.get("cluster") else 9 for n in members],
+            text=text if labels else None, textposition="middle left",
+            textfont={"size": LABEL_PX, "color": "#222222"},
+            marker={"size": [16 if n.get("cluster") else 12 for n in members],
                     "color": colours[group], "opacity": opacity,
                     "symbol": ["square" if n.get("cluster") else "circle" for n in members],
                     "line": {"width": 0.5, "color": "#333"}},
@@ -220,7 +268,8 @@ def _hide_aside(nodes, edges):
 
 
 def graph_figure(nodes, edges, *, title: str = "", highlight=None, height: int | None = None,
-                 positions: dict | None = None, aside: str = "column") -> go.Figure:
+                 positions: dict | None = None, aside: str = "column",
+                 labels: str = "auto") -> go.Figure:
     """A layered top-to-bottom drawing; nodes coloured by "group", one legend entry per group.
 
     ``highlight``: ids to emphasise (e.g. inserted swap nodes); everything else is dimmed, and
@@ -229,6 +278,8 @@ def graph_figure(nodes, edges, *, title: str = "", highlight=None, height: int |
     are laid out afresh, starting from it.
     ``aside``: what to do with nodes marked "aside" (constants, variable reads): "column" draws
     them in a side column, "hide" leaves them out, "inline" lays them out like any other node.
+    ``labels``: "auto" writes op types beside the nodes and shapes beside the edges when at
+    most `LABEL_MAX_NODES` nodes are drawn, "always" or "never" decide it outright.
     """
     _check(nodes, edges)
     if aside not in ("column", "hide", "inline"):
@@ -242,20 +293,27 @@ def graph_figure(nodes, edges, *, title: str = "", highlight=None, height: int |
         pos = positions
     else:
         pos = graph_layout(nodes, edges, initial=positions)
-    fig = go.Figure(graph_traces(nodes, edges, pos, highlight=highlight))
+    labelled = _use_labels(labels, nodes)
+    fig = go.Figure(graph_traces(nodes, edges, pos, highlight=highlight, labels=labelled))
     depth = 1 + max((-y for _, y in pos.values()), default=0)
+    row = LABELLED_ROW_PX if labelled else ROW_PX
+    apply(fig)
     fig.update_layout(
-        title=title, showlegend=True, plot_bgcolor="white", hovermode="closest",
-        height=height or int(min(2400, max(400, 28 * depth))),
-        xaxis={"visible": False}, yaxis={"visible": False},
-        margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
-        meta={"nodes": len(nodes), "edges": len(edges)},
+        title=title, showlegend=True, hovermode="closest",
+        height=height or int(min(2400, max(400, row * depth + 80))),
+        xaxis=_HIDDEN_AXIS, yaxis=_HIDDEN_AXIS,
+        margin={"l": 10, "r": 10, "t": 60 if title else 10, "b": 10},
+        meta={"nodes": len(nodes), "edges": len(edges), "labelled": labelled},
     )
     return fig
 
 
+# A graph drawing has no quantity on its axes (x is the place in a layer, y the depth).
+_HIDDEN_AXIS = {"visible": False, "showline": False, "showgrid": False, "zeroline": False}
+
+
 def rewrite_figure(before, after, highlight=(), *, title: str = "Before and after the rewrite",
-                   height: int | None = None) -> go.Figure:
+                   height: int | None = None, labels: str = "auto") -> go.Figure:
     """Two graphs side by side, ``before`` and ``after`` each a (nodes, edges) pair, drawn at
     the same positions (the after graph's layout; a node that exists in both sits at the same
     place in both panels). ``highlight``: the ids the rewrite touched (inserted swap nodes,
@@ -274,18 +332,21 @@ def rewrite_figure(before, after, highlight=(), *, title: str = "Before and afte
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.02,
                         subplot_titles=(f"before: {len(bn)} ops", f"after: {len(an)} ops"))
     scatter = go.Scattergl if len(an) > WEBGL_ABOVE else go.Scatter
+    labelled = _use_labels(labels, an)
     for trace in graph_traces(bn, be, pos, highlight=highlight & {n["id"] for n in bn},
-                              scatter=scatter, showlegend=False):
+                              scatter=scatter, showlegend=False, labels=labelled):
         trace.showlegend = False
         fig.add_trace(trace, row=1, col=1)
-    for trace in graph_traces(an, ae, pos, highlight=highlight, scatter=scatter):
+    for trace in graph_traces(an, ae, pos, highlight=highlight, scatter=scatter, labels=labelled):
         fig.add_trace(trace, row=1, col=2)
     depth = 1 + max((-y for _, y in pos.values()), default=0)
-    fig.update_layout(title=title, plot_bgcolor="white", hovermode="closest",
-                      height=height or int(min(2400, max(450, 28 * depth))),
-                      margin={"l": 10, "r": 10, "t": 60, "b": 10},
+    row = LABELLED_ROW_PX if labelled else ROW_PX
+    apply(fig)
+    fig.update_layout(title=title, hovermode="closest",
+                      height=height or int(min(2400, max(450, row * depth + 100))),
+                      margin={"l": 10, "r": 10, "t": 90, "b": 10},
                       meta={"inserted": len({n["id"] for n in an} - {n["id"] for n in bn}),
                             "highlighted": len(highlight)})
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
+    fig.update_xaxes(**_HIDDEN_AXIS)
+    fig.update_yaxes(**_HIDDEN_AXIS)
     return fig

@@ -95,16 +95,16 @@ def ir_panes(stages, ranges, nodes=None, fold_over: int = 400, max_chars: int = 
 
 
 CSS = """
-#ROOT { font-family: system-ui, sans-serif; font-size: 13px; }
+#ROOT { font-family: system-ui, sans-serif; font-size: 16px; }
 #ROOT .ck-bar { display: flex; gap: 8px; align-items: center; margin: 4px 0 6px; }
-#ROOT .ck-bar select { font-size: 13px; max-width: 60%; }
+#ROOT .ck-bar select { font-size: 16px; max-width: 60%; }
 #ROOT .ck-grid { display: grid; gap: 6px;
   grid-template-columns: repeat(auto-fit, minmax(320px, 1fr)); }
 #ROOT .ck-pane { border: 1px solid #ccc; border-radius: 4px; min-width: 0; }
 #ROOT .ck-title { background: #f3f3f3; padding: 3px 6px; font-weight: 600;
   border-bottom: 1px solid #ccc; display: flex; justify-content: space-between; }
 #ROOT .ck-count { font-weight: 400; color: #555; }
-#ROOT .ck-code { height: HEIGHTpx; overflow: auto; font: 11.5px/1.35 ui-monospace, monospace;
+#ROOT .ck-code { height: HEIGHTpx; overflow: auto; font: 14px/1.35 ui-monospace, monospace;
   white-space: pre; }
 #ROOT .ck-line { padding: 0 6px 0 0; cursor: pointer; }
 #ROOT .ck-line .ck-no { display: inline-block; width: 4.2em; color: #999; text-align: right;

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from .theme import apply
+
 # Per original loop: (outer / full colour, inner tile colour).
 HUES = [("#4e79a7", "#a0cbe8"), ("#f28e2b", "#ffbe7d"), ("#59a14f", "#8cd17d"),
         ("#b07aa1", "#d4a6c8"), ("#e15759", "#ff9d9a"), ("#76b7b2", "#b5dcd8"),
@@ -75,7 +77,7 @@ def loopnest_figure(loops, body: str = "body", title: str = "Loop nest") -> go.F
                        "name": loop["name"]})
         annotations.append({"x": x0 + 0.12, "y": top - ROW / 2, "xanchor": "left",
                             "text": f"<b>{loop_label(loop)}</b>", "showarrow": False,
-                            "font": {"family": "monospace", "size": 13}})
+                            "font": {"family": "monospace", "size": 16}})
         xs.append(x0 + 0.12)
         ys.append(top - ROW / 2)
         hovers.append(f"{loop['name']}: {_trips(loop)} iterations"
@@ -87,13 +89,14 @@ def loopnest_figure(loops, body: str = "body", title: str = "Loop nest") -> go.F
                    "fillcolor": BODY, "layer": "below", "name": "body"})
     annotations.append({"x": x0 + 0.12, "y": height - n * ROW - ROW / 2, "xanchor": "left",
                         "text": body, "showarrow": False,
-                        "font": {"family": "monospace", "size": 12, "color": "#444"}})
+                        "font": {"family": "monospace", "size": 15, "color": "#444"}})
     fig = go.Figure(go.Scatter(x=xs, y=ys, mode="markers", marker={"size": 1, "opacity": 0},
                                hovertext=hovers, hoverinfo="text", name="loops",
                                showlegend=False))
+    apply(fig)
+    # No quantity on either axis: the boxes are the picture.
     fig.update_layout(title=title, shapes=shapes, annotations=annotations,
-                      height=int(90 + 46 * height), margin={"l": 10, "r": 10, "t": 50, "b": 10},
-                      plot_bgcolor="white",
+                      height=int(100 + 52 * height), margin={"l": 10, "r": 10, "t": 60, "b": 10},
                       xaxis={"visible": False, "range": [-0.1, WIDTH + 0.1]},
                       yaxis={"visible": False, "range": [-0.1, height + 0.1]})
     fig.layout.meta = {"order": [loop["name"] for loop in loops]}

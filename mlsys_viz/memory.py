@@ -15,15 +15,17 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .graph import PALETTE
+from .theme import OKABE_ITO, apply
 from .units import human_bytes
 
+_BLUE, _ORANGE, _GREEN, _VERMILLION, _PURPLE, _SKY, _BLACK, _YELLOW = OKABE_ITO
 KIND_COLOURS = {
-    "weight": "#76b7b2",
-    "activation": "#4e79a7",
-    "gradient": "#e15759",
-    "optimizer-state": "#59a14f",
-    "temporary": "#bab0ac",
-    "host": "#f28e2b",
+    "weight": _SKY,
+    "activation": _BLUE,
+    "gradient": _VERMILLION,
+    "optimizer-state": _GREEN,
+    "temporary": "#bbbbbb",
+    "host": _ORANGE,
 }
 
 
@@ -89,8 +91,9 @@ def lifetime_traces(intervals, max_bars: int = 2000):
 
 def lifetime_chart(intervals, title: str = "Tensor lifetimes", max_bars: int = 2000):
     fig = go.Figure(lifetime_traces(intervals, max_bars))
-    fig.update_layout(title=title, xaxis_title="schedule position",
-                      yaxis={"title": "tensor", "showticklabels": False}, plot_bgcolor="white")
+    apply(fig)
+    fig.update_layout(title=title, xaxis_title="schedule position (op index)",
+                      yaxis={"title": "tensors", "showticklabels": False})
     return fig
 
 
@@ -101,7 +104,7 @@ def memory_traces(device, host=None, budget=None, live_at_peak=(), x=None):
     if len(steps) != len(device):
         raise ValueError(f"x has {len(steps)} points, device {len(device)}")
     traces = [go.Scatter(x=steps, y=list(device), name="device bytes", mode="lines",
-                         line={"color": "#4e79a7", "shape": "hv"}, fill="tozeroy")]
+                         line={"color": _BLUE, "shape": "hv"}, fill="tozeroy")]
     if host is not None:
         if len(host) != len(device):
             raise ValueError(f"host series has {len(host)} points, device {len(device)}")
@@ -111,14 +114,14 @@ def memory_traces(device, host=None, budget=None, live_at_peak=(), x=None):
         traces.append(go.Scatter(x=[steps[0] if steps else 0, steps[-1] if steps else 0],
                                  y=[budget, budget],
                                  name="budget", mode="lines",
-                                 line={"color": "#e15759", "dash": "dash"}))
+                                 line={"color": _VERMILLION, "dash": "dash"}))
     if len(device):
         peak = max(range(len(device)), key=lambda i: device[i])
         top = sorted(live_at_peak, key=lambda t: -t["bytes"])[:8]
         lines = [f"{t['name']}: {human_bytes(t['bytes'])}" for t in top]
         traces.append(go.Scatter(
             x=[steps[peak]], y=[device[peak]], mode="markers", name="peak",
-            marker={"size": 12, "color": "#e15759", "symbol": "star"},
+            marker={"size": 14, "color": _VERMILLION, "symbol": "star"},
             hovertext=f"peak {human_bytes(device[peak])} at {steps[peak]:.6g}<br>"
                       + "<br>".join(lines),
             hoverinfo="text",
@@ -127,12 +130,13 @@ def memory_traces(device, host=None, budget=None, live_at_peak=(), x=None):
 
 
 def memory_timeline(device, host=None, budget=None, live_at_peak=(), title="Memory over the step",
-                    x=None, x_title="schedule position"):
+                    x=None, x_title="schedule position (op index)"):
     """Device (and host) bytes per schedule position (or at ``x``), the budget, and the peak
     marked; hover the peak for the largest tensors live there."""
     fig = go.Figure(memory_traces(device, host, budget, live_at_peak, x=x))
-    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title="bytes",
-                      plot_bgcolor="white", hovermode="x")
+    apply(fig)
+    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title="memory (bytes)",
+                      hovermode="x")
     return fig
 
 
@@ -145,10 +149,11 @@ def lifetimes_and_memory(intervals, device, host=None, budget=None, live_at_peak
         fig.add_trace(trace, row=1, col=1)
     for trace in memory_traces(device, host, budget, live_at_peak):
         fig.add_trace(trace, row=2, col=1)
-    fig.update_layout(title=title, plot_bgcolor="white", height=700)
-    fig.update_yaxes(showticklabels=False, row=1, col=1)
-    fig.update_yaxes(title_text="bytes", row=2, col=1)
-    fig.update_xaxes(title_text="schedule position", row=2, col=1)
+    apply(fig)
+    fig.update_layout(title=title, height=720)
+    fig.update_yaxes(title_text="tensors", showticklabels=False, row=1, col=1)
+    fig.update_yaxes(title_text="memory (bytes)", row=2, col=1)
+    fig.update_xaxes(title_text="schedule position (op index)", row=2, col=1)
     return fig
 
 
@@ -172,8 +177,9 @@ def compare_steps(runs: dict, budget=None, title: str = "The same step, two ways
             trace.legendgroup = trace.name
             trace.showlegend = row == 1
             fig.add_trace(trace, row=row, col=1)
-        fig.update_yaxes(title_text="bytes", row=row, col=1)
+        fig.update_yaxes(title_text="memory (bytes)", row=row, col=1)
     fig.update_xaxes(title_text=x_title, row=len(labels), col=1)
-    fig.update_layout(title=title, plot_bgcolor="white", hovermode="x",
+    apply(fig)
+    fig.update_layout(title=title, hovermode="x",
                       height=260 * len(labels) + 120)
     return fig

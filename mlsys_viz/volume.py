@@ -52,6 +52,31 @@ def overlay(image2d, labels2d=None, alpha: float = 0.45) -> np.ndarray:
     return rgb.astype(np.uint8)
 
 
+# Slices are drawn at least this tall on screen: a 64-voxel EM slice at one pixel per voxel
+# is a stamp on a projector.
+SLICE_PX = 520
+
+
+def image_axes(fig, axis: int = 0, unit: str = "voxels", row=None, col=None):
+    """Title the axes of an image of a slice along ``axis`` of a (z, y, x) volume: its rows are
+    the first remaining axis, its columns the second ("y (voxels)", "x (voxels)" for a z
+    slice); the y axis runs downwards and keeps the voxels square. ``row``/``col`` pick one
+    subplot of a make_subplots figure."""
+    if axis not in (0, 1, 2):
+        raise ValueError(f"axis must be 0, 1 or 2 (z, y, x), got {axis!r}")
+    rows_name, cols_name = [name for i, name in enumerate("zyx") if i != axis]
+    fig.update_xaxes(title_text=f"{cols_name} ({unit})", showgrid=False, row=row, col=col)
+    fig.update_yaxes(title_text=f"{rows_name} ({unit})", showgrid=False, autorange="reversed",
+                     scaleanchor="x" if row is None else None, row=row, col=col)
+    return fig
+
+
+def _apply(fig):
+    from .theme import apply  # plotly loads on first drawing, not on import
+
+    return apply(fig)
+
+
 def _image_trace(rgb):
     import plotly.graph_objects as go
 
@@ -72,8 +97,10 @@ def slice_figure(image, labels=None, axis: int = 0, step: int = 1, alpha: float 
     fig = go.Figure(data=[_image_trace(rgbs[0])],
                     frames=[go.Frame(data=[_image_trace(r)], name=str(i))
                             for i, r in zip(index, rgbs, strict=True)])
+    _apply(fig)
+    image_axes(fig, axis)
     fig.update_layout(
-        title=title, yaxis={"scaleanchor": "x", "autorange": "reversed"},
+        title=title, height=SLICE_PX + 200,
         sliders=[{"active": 0, "currentvalue": {"prefix": f"{'zyx'[axis]} = "},
                   "steps": [{"label": str(i), "method": "animate",
                              "args": [[str(i)], {"mode": "immediate",
@@ -93,8 +120,9 @@ def slice_viewer(image, labels=None, axis: int = 0, alpha: float = 0.45, title: 
     take = lambda a, i: np.take(a, i, axis=axis)  # noqa: E731
     fig = go.FigureWidget(data=[_image_trace(overlay(take(image, 0), None if labels is None
                                                      else take(labels, 0), alpha))])
-    fig.update_layout(title=title, yaxis={"scaleanchor": "x", "autorange": "reversed"},
-                      margin={"t": 40, "b": 10})
+    _apply(fig)
+    image_axes(fig, axis)
+    fig.update_layout(title=title, height=SLICE_PX + 100, margin={"t": 60, "b": 10})
     pos = widgets.IntSlider(value=0, min=0, max=n - 1, description=f"{'zyx'[axis]}")
     opacity = widgets.FloatSlider(value=alpha, min=0, max=1, step=0.05, description="labels")
 
@@ -117,7 +145,10 @@ def mesh_figure(meshes, title: str = "segments"):
         fig.add_trace(go.Mesh3d(x=v[:, 0], y=v[:, 1], z=v[:, 2], i=f[:, 0], j=f[:, 1],
                                 k=f[:, 2], color=f"rgb({r},{g},{b})", opacity=1.0, name=name,
                                 showlegend=True, flatshading=True))
-    fig.update_layout(title=title, scene={"aspectmode": "data"})
+    _apply(fig)
+    fig.update_layout(title=title, height=SLICE_PX + 100,
+                      scene={"aspectmode": "data", "xaxis_title": "x (voxels)",
+                             "yaxis_title": "y (voxels)", "zaxis_title": "z (voxels)"})
     return fig
 
 
@@ -147,13 +178,15 @@ def frames_figure(frames, names, image2d=None, title: str = "", alpha: float = 0
         go.Frame(data=data(k), name=str(names[k]),
                  layout={"shapes": shapes(k), "title": {"text": caption(k)}})
         for k in range(len(frames))])
+    _apply(fig)
+    image_axes(fig, 0)
     fig.update_layout(
-        title=caption(0), shapes=shapes(0), yaxis={"scaleanchor": "x", "autorange": "reversed"},
-        updatemenus=[{"type": "buttons", "showactive": False, "x": 0, "y": -0.05,
+        title=caption(0), shapes=shapes(0), height=SLICE_PX + 200, margin={"b": 120},
+        updatemenus=[{"type": "buttons", "showactive": False, "x": 0, "y": -0.14,
                       "buttons": [{"label": "Play", "method": "animate",
                                    "args": [None, {"frame": {"duration": 700, "redraw": True},
                                                    "fromcurrent": True}]}]}],
-        sliders=[{"active": 0, "x": 0.1, "len": 0.9, "y": -0.02,
+        sliders=[{"active": 0, "x": 0.1, "len": 0.9, "y": -0.12,
                   "steps": [{"label": str(n), "method": "animate",
                              "args": [[str(n)], {"mode": "immediate",
                                                  "frame": {"duration": 0, "redraw": True}}]}
