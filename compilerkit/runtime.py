@@ -221,6 +221,9 @@ class Session:
                                    "released; compile it again")
             self._running += 1
         try:
+            if self.pool is not None and threads > 1:
+                with self.pool.held():  # workers stay awake through the run's loops
+                    return self._run(ins, outs, threads)
             return self._run(ins, outs, threads)
         finally:
             with self._state:

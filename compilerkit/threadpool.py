@@ -15,6 +15,14 @@ This pool (after onnxruntime's) lets the caller go on without partners that neve
   word holding the closed flag, the joined count and the running count), runs `body(ctx)`,
   leaves; then it spins a while (SPIN_SECONDS: back-to-back loops find it awake) and sleeps
   on a futex;
+- a run of a compiled model holds the pool (`Pool.held`, `ck_hold`): its start wakes the
+  workers, and while it lasts they keep spinning between its loops (up to HELD_SPINS spins
+  since their last job), because a model's serial parts between two parallel loops often
+  outlast one spin: a worker that slept there took its futex wake-up at the next loop and
+  joined it late or not at all (2-thread calls ran in about the 1-thread time, most of the
+  time). Where the machine has far more runnable threads than cores, runs do not hold: a
+  spinning worker is descheduled for its spin, one woken from sleep gets the core sooner;
+- counters (`Pool.counters`) say how many jobs partners joined and how often workers slept;
 - a second job while one runs (another Python thread's model, or a parallel loop inside a
   parallel loop) runs on its caller alone: never a deadlock, never a wrong answer;
 - in a forked child (os.register_at_fork) the pool starts afresh, with workers of its own
@@ -29,6 +37,7 @@ Linux only (futex); elsewhere, and with CK_THREAD_POOL=gomp, libgomp runs the lo
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import platform
@@ -40,11 +49,17 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 SPIN_SECONDS = 200e-6  # how long an idle worker spins before it sleeps
+OVERSUBSCRIBED = 1.5  # load average per core above which runs do not hold the workers
+HELD_SPINS = 25  # spins of SPIN_SECONDS a held worker waits for the run's next loop
 MAX_WORKERS = 255  # the joined and running counts are 16-bit fields
 SYS_FUTEX = {"x86_64": 202, "aarch64": 98}
 FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
 CLOSED = 1 << 32
 RUNNING = 0xFFFF  # bits 0-15: partners running the job; bits 16-31: partners that joined
+# Event counts kept by the native code (Pool.counters()): jobs led with partners asked for,
+# partners that joined one, jobs that ran alone because another one was running, futex wakes
+# the callers issued, and the times a worker went to sleep.
+COUNTERS = ("jobs", "joins", "overlaps", "wakes", "sleeps")
 
 I8P = ir.IntType(8).as_pointer()
 I32, I64 = ir.IntType(32), ir.IntType(64)
@@ -69,8 +84,10 @@ def _globals(m):
         return v
 
     return {"seq": g("seq", I32), "sleepers": g("sleepers", I32), "state": g("state", I64),
+            "hold": g("hold", I32),
             "slots": g("slots", I64), "busy": g("busy", I32), "spin": g("spin", I64, 2000),
-            "fn": g("job_fn", BODY, None), "ctx": g("job_ctx", I8P, None)}
+            "fn": g("job_fn", BODY, None), "ctx": g("job_ctx", I8P, None),
+            **{c: g(c, I64) for c in COUNTERS}}
 
 
 def _pause(m, b):
@@ -89,6 +106,15 @@ def _futex(m, b, addr, op, value):
                 ir.Constant(I32, op), value, ir.Constant(I8P, None)])
 
 
+def _sched_yield(m):
+    return m.globals.get("sched_yield") or ir.Function(m, ir.FunctionType(I32, []),
+                                                       "sched_yield")
+
+
+def _count(b, g, name):
+    b.atomic_rmw("add", g[name], ir.Constant(I64, 1), "monotonic")
+
+
 def _load(b, p):
     t = p.type.pointee
     return b.load_atomic(p, "seq_cst", t.width // 8 if isinstance(t, ir.IntType) else 8)
@@ -102,6 +128,7 @@ def build_module() -> ir.Module:
     g = _globals(m)
     _caller(m, g)
     _worker(m, g)
+    _hold(m, g)
     f = ir.Function(m, ir.FunctionType(ir.VoidType(), [I64]), "ck_pause_loop")
     b = ir.IRBuilder(f.append_basic_block("entry"))
     head, body, done = (f.append_basic_block(n) for n in ("head", "body", "done"))
@@ -119,6 +146,23 @@ def build_module() -> ir.Module:
     return m
 
 
+def _hold(m, g):
+    """`ck_hold(+1)` at a run's start wakes the sleeping workers, so that they are awake by its
+    first parallel loop, and keeps them spinning between its loops; `ck_hold(-1)` at its end
+    lets them sleep again after a spin."""
+    f = ir.Function(m, ir.FunctionType(ir.VoidType(), [I32]), "ck_hold")
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    b.atomic_rmw("add", g["hold"], f.args[0], "seq_cst")
+    with b.if_then(b.icmp_signed(">", f.args[0], ir.Constant(I32, 0))):
+        # A new seq wakes a worker about to sleep as a job would; it finds no open job
+        # (the last one is closed) and spins.
+        b.atomic_rmw("add", g["seq"], ir.Constant(I32, 1), "seq_cst")
+        with b.if_then(b.icmp_signed(">", _load(b, g["sleepers"]), ir.Constant(I32, 0))):
+            _count(b, g, "wakes")
+            _futex(m, b, g["seq"], FUTEX_WAKE_PRIVATE, ir.Constant(I32, MAX_WORKERS))
+    b.ret_void()
+
+
 def _caller(m, g):
     f = ir.Function(m, ir.FunctionType(ir.VoidType(), [BODY, I8P, I32, I32]), "ck_parallel")
     fn, ctx, n, _ = f.args
@@ -128,6 +172,8 @@ def _caller(m, g):
     with b.if_then(many):
         got = b.cmpxchg(g["busy"], ir.Constant(I32, 0), ir.Constant(I32, 1), "seq_cst",
                         "seq_cst")
+        with b.if_then(b.not_(b.extract_value(got, 1))):
+            _count(b, g, "overlaps")
         b.cbranch(b.extract_value(got, 1), lead, alone)
     b.branch(alone)
     b.position_at_end(alone)  # one thread asked for, or another job runs: this thread alone
@@ -139,7 +185,9 @@ def _caller(m, g):
     b.store_atomic(b.sub(b.zext(n, I64), ir.Constant(I64, 1)), g["slots"], "seq_cst", 8)
     b.store_atomic(ir.Constant(I64, 0), g["state"], "seq_cst", 8)
     b.atomic_rmw("add", g["seq"], ir.Constant(I32, 1), "seq_cst")
+    _count(b, g, "jobs")
     with b.if_then(b.icmp_signed(">", _load(b, g["sleepers"]), ir.Constant(I32, 0))):
+        _count(b, g, "wakes")
         _futex(m, b, g["seq"], FUTEX_WAKE_PRIVATE, b.sub(n, ir.Constant(I32, 1)))
     b.call(fn, [ctx])
     b.atomic_rmw("or", g["state"], ir.Constant(I64, CLOSED), "seq_cst")
@@ -159,9 +207,7 @@ def _caller(m, g):
         with short:
             _pause(m, b)
         with long_:
-            yield_ = m.globals.get("sched_yield") or ir.Function(
-                m, ir.FunctionType(I32, []), "sched_yield")
-            b.call(yield_, [])
+            b.call(_sched_yield(m), [])
     b.branch(wait)
     b.position_at_end(out)
     b.store_atomic(ir.Constant(I32, 0), g["busy"], "seq_cst", 4)
@@ -171,10 +217,11 @@ def _caller(m, g):
 def _worker(m, g):
     f = ir.Function(m, ir.FunctionType(ir.VoidType(), []), "ck_worker")
     blocks = {n: f.append_basic_block(n) for n in (
-        "entry", "idle", "spin", "pause", "sleep", "job", "try", "join", "run")}
+        "entry", "idle", "spin", "pause", "held", "sleep", "job", "try", "join", "run")}
     b = ir.IRBuilder(blocks["entry"])
-    seen, count = b.alloca(I32), b.alloca(I64)
+    seen, count, periods = b.alloca(I32), b.alloca(I64), b.alloca(I64)
     b.store(_load(b, g["seq"]), seen)
+    b.store(ir.Constant(I64, 0), periods)
     b.branch(blocks["idle"])
     # idle: spin `spin` pauses watching seq, then sleep on it
     b.position_at_end(blocks["idle"])
@@ -187,16 +234,28 @@ def _worker(m, g):
     _pause(m, b)
     k = b.add(b.load(count), ir.Constant(I64, 1))
     b.store(k, count)
-    b.cbranch(b.icmp_signed("<", k, _load(b, g["spin"])), blocks["spin"], blocks["sleep"])
+    b.cbranch(b.icmp_signed("<", k, _load(b, g["spin"])), blocks["spin"], blocks["held"])
+    # held: a run is in progress (ck_hold) and its next loop comes soon: stay awake, for at
+    # most HELD_SPINS spins since the last job (a run with a long serial part lets it sleep)
+    b.position_at_end(blocks["held"])
+    p = b.add(b.load(periods), ir.Constant(I64, 1))
+    b.store(p, periods)
+    held = b.and_(b.icmp_signed(">", _load(b, g["hold"]), ir.Constant(I32, 0)),
+                  b.icmp_signed("<=", p, ir.Constant(I64, HELD_SPINS)))
+    b.cbranch(held, blocks["idle"], blocks["sleep"])
     b.position_at_end(blocks["sleep"])
     b.atomic_rmw("add", g["sleepers"], ir.Constant(I32, 1), "seq_cst")
+    # ck_hold and a job both change seq before they look for sleepers: one of the two sees
+    # the other, so no wake-up is lost
     with b.if_then(b.icmp_unsigned("==", _load(b, g["seq"]), b.load(seen))):
+        _count(b, g, "sleeps")
         _futex(m, b, g["seq"], FUTEX_WAIT_PRIVATE, b.load(seen))
     b.atomic_rmw("sub", g["sleepers"], ir.Constant(I32, 1), "seq_cst")
     b.branch(blocks["idle"])
     # job: take a slot while the job is open and has one (one compare-and-swap)
     b.position_at_end(blocks["job"])
     b.store(_load(b, g["seq"]), seen)
+    b.store(ir.Constant(I64, 0), periods)
     b.branch(blocks["try"])
     b.position_at_end(blocks["try"])
     s = _load(b, g["state"])
@@ -209,6 +268,7 @@ def _worker(m, g):
     got = b.cmpxchg(g["state"], s, new, "seq_cst", "seq_cst")
     b.cbranch(b.extract_value(got, 1), blocks["run"], blocks["try"])
     b.position_at_end(blocks["run"])  # joined: the caller waits for this thread to leave
+    _count(b, g, "joins")
     b.call(_load(b, g["fn"]), [_load(b, g["ctx"])])
     b.atomic_rmw("sub", g["state"], ir.Constant(I64, 1), "seq_cst")
     b.branch(blocks["idle"])
@@ -233,6 +293,8 @@ class Pool:
         self._worker = ctypes.CFUNCTYPE(None)(self.engine.get_function_address("ck_worker"))
         pause = ctypes.CFUNCTYPE(None, ctypes.c_int64)(
             self.engine.get_function_address("ck_pause_loop"))
+        self._hold = ctypes.CFUNCTYPE(None, ctypes.c_int32)(
+            self.engine.get_function_address("ck_hold"))
         self.spin_iterations = spin_iterations(pause)
         ctypes.c_int64.from_address(self.engine.get_global_value_address("spin")).value = (
             self.spin_iterations)
@@ -240,6 +302,7 @@ class Pool:
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self.refused = False  # the system refused a worker thread: no more are tried
+        self._load_checked, self._busy = -1e9, False
 
     def ensure_workers(self, threads: int) -> None:
         """At least threads - 1 workers (at most MAX_WORKERS): the caller is the other one.
@@ -259,6 +322,41 @@ class Pool:
                     break
                 self.workers.append(t)
 
+    @contextlib.contextmanager
+    def held(self):
+        """Around one run of a compiled model: the workers wake at its start (their wake-up
+        overlaps the run's first serial part instead of its first loop) and spin between its
+        parallel loops instead of sleeping in the serial parts between them, where a sleeping
+        worker would join the next loop late or not at all. Not on a machine with more
+        runnable threads than cores (`oversubscribed`): there a spinning worker is charged
+        for its spin and descheduled, while one woken from sleep gets the core sooner."""
+        if self.oversubscribed():
+            yield
+            return
+        self._hold(1)
+        try:
+            yield
+        finally:
+            self._hold(-1)
+
+    def oversubscribed(self) -> bool:
+        """Whether the 1-minute load average exceeds OVERSUBSCRIBED x the cores, read at most
+        once a second. The average counts this process's own threads (a held worker spins),
+        so the bar stands above the core count, or a run alone would switch holding off."""
+        now = time.monotonic()
+        if now - self._load_checked > 1.0:
+            self._load_checked = now
+            try:
+                self._busy = os.getloadavg()[0] > OVERSUBSCRIBED * (os.cpu_count() or 1)
+            except OSError:
+                self._busy = False
+        return self._busy
+
+    def counters(self) -> dict[str, int]:
+        """The event counts so far (COUNTERS): how often partners joined the jobs asked of
+        them, how often workers slept and were woken."""
+        return {c: ctypes.c_int64.from_address(self._address(c)).value for c in COUNTERS}
+
     def _address(self, name: str) -> int:
         return self.engine.get_global_value_address(name)
 
@@ -271,6 +369,7 @@ class Pool:
         self._pid = os.getpid()
         self.refused = False
         for name, t, value in (("busy", ctypes.c_int32, 0), ("sleepers", ctypes.c_int32, 0),
+                               ("hold", ctypes.c_int32, 0),
                                ("slots", ctypes.c_int64, 0), ("state", ctypes.c_int64, CLOSED)):
             t.from_address(self._address(name)).value = value
 

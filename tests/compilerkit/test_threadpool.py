@@ -130,3 +130,85 @@ def test_the_choice_is_checked(monkeypatch):
     monkeypatch.setenv("CK_THREAD_POOL", "openmp")
     with pytest.raises(ValueError, match="CK_THREAD_POOL"):
         threadpool.available()
+
+
+def _hold_count(pool):
+    return ctypes.c_int32.from_address(pool._address("hold")).value
+
+
+def test_a_held_run_is_counted_and_released(pool_and_body, monkeypatch):
+    """held() raises the native hold count for the run and lowers it after, also when the run
+    raises, and jobs inside it are done exactly once."""
+    call, body = pool_and_body
+    pool = threadpool.pool()
+    monkeypatch.setattr(pool, "oversubscribed", lambda: False)
+    before = pool.counters()
+    with pool.held():
+        assert _hold_count(pool) == 1
+        for total in (1, 100, 1001):
+            ctx = CTX(total, 0, 0, 0)
+            call(body, ctypes.addressof(ctx), 2, 0)
+            assert ctx[2] == total and 1 <= ctx[3] <= 2
+    assert _hold_count(pool) == 0
+    with pytest.raises(KeyError), pool.held():
+        raise KeyError("a run that fails")
+    assert _hold_count(pool) == 0
+    after = pool.counters()
+    assert after["jobs"] - before["jobs"] == 3
+    assert 0 <= after["joins"] - before["joins"] <= 3  # one slot per job (n = 2)
+
+
+def test_holds_from_many_threads_balance(pool_and_body, monkeypatch):
+    call, body = pool_and_body
+    pool = threadpool.pool()
+    monkeypatch.setattr(pool, "oversubscribed", lambda: False)
+    done = []
+
+    def work(_):
+        for _ in range(50):
+            with pool.held():
+                ctx = CTX(301, 0, 0, 0)
+                call(body, ctypes.addressof(ctx), 3, 0)
+                done.append(ctx[2])
+
+    assert not on_threads(work, 4)
+    assert done == [301] * 200
+    assert _hold_count(pool) == 0
+
+
+def test_a_held_worker_still_goes_to_sleep(pool_and_body, monkeypatch):
+    """A run that holds the pool but starts no loop for long does not keep workers spinning
+    for ever: after HELD_SPINS spins they sleep (polled, no clock in the assertion)."""
+    import time
+
+    pool = threadpool.pool()
+    monkeypatch.setattr(pool, "oversubscribed", lambda: False)
+    before = pool.counters()["sleeps"]
+    with pool.held():
+        for _ in range(3000):  # up to 30 s on a loaded machine; ~10 ms on an idle one
+            if pool.counters()["sleeps"] > before:
+                break
+            time.sleep(0.01)
+        assert pool.counters()["sleeps"] > before
+
+
+def test_no_hold_on_an_oversubscribed_machine(monkeypatch):
+    pool = threadpool.pool()
+    for load, busy in ((100.0, True), (0.0, False)):
+        monkeypatch.setattr(threadpool.os, "getloadavg", lambda load=load: (load, load, load))
+        pool._load_checked = -1e9  # read the load again
+        assert pool.oversubscribed() is busy
+        with pool.held():
+            assert _hold_count(pool) == (0 if busy else 1)
+        assert _hold_count(pool) == 0
+    pool._load_checked = -1e9
+
+
+def test_compiled_runs_release_their_hold():
+    """CompiledModel.run at 2 threads holds the pool only while it runs."""
+    model, x = _conv_relu_model()
+    cm = ck.compile(model, asm=False)
+    pool = threadpool.pool()
+    for threads in (1, 2, 3):
+        cm.run(x, num_threads=threads)
+        assert _hold_count(pool) == 0
