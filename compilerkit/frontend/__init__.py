@@ -203,6 +203,11 @@ def _infer_types(proto: ModelProto) -> tuple[dict, dict]:
         o.ClearField("type")
     for k, node in enumerate(stripped.graph.node):
         node.name = node_label(node, k)  # so ONNX's messages name every node as we do
+        if node.op_type == "MeanVarianceNormalization" and not any(
+                a.name == "axes" for a in node.attribute):
+            # ONNX's inference (1.23) fails inside the op's function body ("One and only one
+            # of the attributes 'value'...") when `axes` is left to its default: spell it out.
+            node.attribute.append(helper.make_attribute("axes", [0, 2, 3]))
     try:
         inferred = onnx.shape_inference.infer_shapes(stripped, strict_mode=True, data_prop=True)
     except Exception as e:  # noqa: BLE001 - ONNX names the node and the rule it broke

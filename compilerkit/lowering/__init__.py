@@ -110,6 +110,8 @@ LOWERINGS["RMSNormalization"] = _with_ctx(normalization.lower_rms_norm)
 for _name in trig.OPS:
     LOWERINGS[_name] = _with_ctx(trig.lower_trig)
 LOWERINGS["Pow"] = _with_ctx(mathops.lower_pow, module=1)
+LOWERINGS["GroupNormalization"] = _with_ctx(normalization.lower_group_norm)
+LOWERINGS["MeanVarianceNormalization"] = _with_ctx(normalization.lower_mvn)
 
 LOWERINGS.update({
     "GatherElements": _with_ctx(indexing.lower_gather_elements),

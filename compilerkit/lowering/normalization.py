@@ -1,12 +1,14 @@
-"""Lowering of LayerNormalization, InstanceNormalization, LpNormalization and RMSNormalization
-to Kernel IR.
+"""Lowering of LayerNormalization, InstanceNormalization, LpNormalization, RMSNormalization,
+GroupNormalization and MeanVarianceNormalization to Kernel IR.
 
-Both normalise x over some dims to mean 0 and variance 1, then scale and shift: the input is
+Layer, Instance and GroupNormalization normalise x over some dims to mean 0 and variance 1,
+then scale and shift: the input is
 viewed (krnl.reshape, no copy) as [kept dims..., normalised dims...] and `normalize` computes the
 mean and the variance per kept index in two passes (the variance from x - mean, not
 E[x^2] - E[x]^2, which cancels when the mean is large against the spread; both on x shifted
 by the group's first element), then
-(x - mean) * 1 / sqrt(var + epsilon) * scale + bias.
+(x - mean) * 1 / sqrt(var + epsilon) * scale + bias. MeanVarianceNormalization does the same
+over any set of axes in nests of its own; Lp and RMSNormalization divide by a norm.
 
 LayerNormalization's optional Mean and InvStdDev outputs are views of the statistics buffers;
 with stash_type giving them another type than X's, they are refused.
@@ -196,3 +198,82 @@ def lower_rms_norm(b: KernelBuilder, op, ins):
         s = b.load(sv, [b.index(0)] if single else [k])
         b.store(b.mul(y, s), out, [o, k])
     return [b.view(out, xs)]
+
+
+def lower_group_norm(b: KernelBuilder, op, ins):
+    """GroupNormalization (opset 21; onnx refuses opset 18's per-group Scale and B as
+    deprecated on import): x [N, C, ...] viewed [N, G, C/G, spatial], each (n, g) normalised
+    over its C/G channels and all positions (`normalize`), then scale and bias per channel."""
+    x, scale, bias = ins[:3]
+    xs = shape(x)
+    elem = x.type.element_type
+    if not is_float(elem):
+        raise NotImplementedError(f"GroupNormalization on {elem}")
+    groups = onnx_d.get_attr(op, "num_groups", 1)
+    eps = onnx_d.get_attr(op, "epsilon", 1e-5)
+    n, ch = xs[0], xs[1]
+    if groups < 1 or ch % groups:
+        raise NotImplementedError(f"num_groups={groups} does not divide the {ch} channels")
+    per = ch // groups
+    keep, red = [n, groups], [per, math.prod(xs[2:])]
+    for p, name in ((scale, "scale"), (bias, "bias")):
+        if math.prod(shape(p)) != ch:
+            raise NotImplementedError(f"{name} of shape {list(shape(p))}: one value per "
+                                      f"channel ({ch}) expected")
+    sv, bv = b.view(scale, [ch]), b.view(bias, [ch])
+
+    def affine(ivs, y):
+        c = [b.affine([(ivs[1], per), (ivs[2], 1)])]
+        return b.add_(b.mul(y, b.load(sv, c)), b.load(bv, c))
+
+    out = normalize(b, b.view(x, keep + red), keep, red, eps, affine)[0]
+    return [b.view(out, xs)]
+
+
+MVN_EPSILON = 1e-9  # added to the standard deviation, as ONNX's function body does
+
+
+def lower_mvn(b: KernelBuilder, op, ins):
+    """MeanVarianceNormalization over `axes` (default [0, 2, 3], any set of axes):
+    (x - mean) / (std + 1e-9) as ONNX's function body defines it, the variance in two passes
+    on x shifted by each group's first element (as `normalize`). onnxruntime differs where the
+    spread is tiny against the mean (its E[x^2] - E[x]^2 cancels) and on constant groups (it
+    has no epsilon: 0 / 0 = NaN; here 0)."""
+    x = ins[0]
+    xs = shape(x)
+    elem = x.type.element_type
+    if not is_float(elem):
+        raise NotImplementedError(f"MeanVarianceNormalization on {elem}")
+    rank = len(xs)
+    axes = {a + rank if a < 0 else a for a in onnx_d.get_attr(op, "axes", [0, 2, 3])}
+    kdims = [1 if k in axes else d for k, d in enumerate(xs)]
+    count = b.const(float(math.prod(xs[a] for a in axes)), elem)
+    mean, var = b.alloc(kdims, elem), b.alloc(kdims, elem)
+    fill(b, mean, 0.0)
+    fill(b, var, 0.0)
+
+    def group(ivs):  # the index of ivs's group in mean and var
+        zero = b.index(0)
+        return [zero if k in axes else iv for k, iv in enumerate(ivs)]
+
+    def shifted(ivs):  # x - x0, x0 the group's first element
+        return b.binary("sub", b.load(x, ivs), b.load(x, group(ivs)))
+
+    with b.nest(xs) as ivs:
+        g = group(ivs)
+        b.store(b.add_(b.load(mean, g), shifted(ivs)), mean, g)
+    with b.nest(kdims) as ivs:
+        b.store(b.binary("div", b.load(mean, ivs), count), mean, ivs)
+    with b.nest(xs) as ivs:
+        g = group(ivs)
+        d = b.binary("sub", shifted(ivs), b.load(mean, g))
+        b.store(b.add_(b.load(var, g), b.mul(d, d)), var, g)
+    with b.nest(kdims) as ivs:  # var becomes std + epsilon
+        std = b.unary("sqrt", b.binary("div", b.load(var, ivs), count))
+        b.store(b.add_(std, b.const(MVN_EPSILON, elem)), var, ivs)
+    out = b.alloc(xs, elem)
+    with b.nest(xs) as ivs:
+        g = group(ivs)
+        d = b.binary("sub", shifted(ivs), b.load(mean, g))
+        b.store(b.binary("div", d, b.load(var, g)), out, ivs)
+    return [out]

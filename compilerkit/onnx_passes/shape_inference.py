@@ -76,6 +76,11 @@ def _forget_downstream(value, module):
                         [-1] * len(r.type.get_shape()), r.type.element_type), module))
 
 
+# Ops whose one result has their first input's type by definition, where ONNX's inference
+# (1.23) gives no shape.
+SAME_TYPE_AS_INPUT = ("GroupNormalization",)
+
+
 def infer_shapes(module) -> bool:
     f = main_func(module)
     changed = False
@@ -95,6 +100,12 @@ def infer_shapes(module) -> bool:
             continue
         if not all(onnx_d.is_static(v.type) or isinstance(v.type, NoneType)
                    for v in op.operands):
+            continue
+        if onnx_d.op_type(op) in SAME_TYPE_AS_INPUT:
+            res, t = op.results[0], op.operands[0].type
+            check_declared(module, res, elem_code(t.element_type), list(t.get_shape()))
+            set_type(res, t, module)
+            changed = True
             continue
         model = node_model(op, module)
         try:

@@ -64,6 +64,10 @@ def _onnx_attrs(op) -> dict:
         if isinstance(attr, DenseIntOrFPElementsAttr):
             value = numpy_helper.from_array(onnx_d.attr_array(attr))
         attrs[name] = value
+    if onnx_d.op_type(op) == "MeanVarianceNormalization":
+        # ONNX's inference (1.23) fails inside the op's function body when `axes` is left to
+        # its default (see frontend._infer_types): spell it out.
+        attrs.setdefault("axes", [0, 2, 3])
     return attrs
 
 

@@ -1,4 +1,5 @@
-"""LayerNormalization and InstanceNormalization (lowering/normalization.py) against
+"""LayerNormalization, InstanceNormalization, LpNormalization, RMSNormalization,
+GroupNormalization and MeanVarianceNormalization (lowering/normalization.py) against
 onnxruntime: every axis, scale/bias shapes, the Mean and InvStdDev outputs, a large mean against
 a small spread (where a one-pass variance cancels), plus ONNX's own node tests."""
 
@@ -123,6 +124,51 @@ def test_rms_norm(axis, scale_shape):
 @pytest.mark.slow
 def test_onnx_node_tests_for_normalization_ops():
     ops = {"LayerNormalization", "InstanceNormalization", "LpNormalization",
-           "RMSNormalization"}
+           "RMSNormalization", "GroupNormalization", "MeanVarianceNormalization"}
     passed = node_test_passes(ops)
     assert passed["LayerNormalization"] >= 19 and passed["InstanceNormalization"] >= 2
+    assert passed["GroupNormalization"] >= 2 and passed["MeanVarianceNormalization"] >= 1
+
+
+@pytest.mark.parametrize(("shape", "groups"), [((2, 6, 3, 3), 3), ((1, 4, 5), 1), ((2, 4, 2, 2), 4),
+                                               ((1, 6, 2, 1, 3), 2)])
+def test_group_norm(shape, groups):
+    x = (R.standard_normal(shape) * 2 + 0.5).astype(np.float32)
+    s = R.standard_normal(shape[1]).astype(np.float32)
+    bias = R.standard_normal(shape[1]).astype(np.float32)
+    model = make_model([N("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=groups,
+                          epsilon=1e-4)], [("x", x), ("s", s), ("b", bias)], ["y"], opset=21)
+    _check(model, [x, s, bias])
+
+
+def test_group_norm_wrong_scale_length_refused():
+    x = R.standard_normal((1, 4, 3)).astype(np.float32)
+    s = np.ones(2, np.float32)
+    model = make_model([N("GroupNormalization", ["x", "s", "s"], ["y"], num_groups=2,
+                          name="gn")], [("x", x), ("s", s)], ["y"], opset=21)
+    with pytest.raises((ck.UnsupportedOpError, ck.ModelError), match="gn"):
+        ck.compile(model, asm=False)
+
+
+@pytest.mark.parametrize("axes", [None, [0, 2, 3], [1], [2, 3], [-1], [0, 1, 2, 3]])
+def test_mvn_axes(axes):
+    x = (R.standard_normal((2, 3, 4, 5)) * 3 + 1).astype(np.float32)
+    attrs = {} if axes is None else {"axes": axes}
+    model = make_model([N("MeanVarianceNormalization", ["x"], ["y"], **attrs)], [("x", x)],
+                       ["y"], opset=13)
+    _check(model, [x], rtol=1e-4, atol=1e-5)
+
+
+def test_mvn_constant_group_and_large_mean_follow_the_spec():
+    # ONNX's function body: (x - mean) / (std + 1e-9). onnxruntime has no epsilon (a constant
+    # group gives NaN) and a one-pass variance (a mean of 1000 against a spread of 1e-3 loses
+    # digits); the reference here is the spec's formula in f64.
+    x = np.stack([np.full((1, 2, 2), 3.0), 1000 + np.arange(4).reshape(1, 2, 2) * 1e-3],
+                 axis=1).astype(np.float32).reshape(1, 2, 2, 2)
+    model = make_model([N("MeanVarianceNormalization", ["x"], ["y"])], [("x", x)], ["y"])
+    got = ck.compile(model, asm=False).run(x)[0]
+    x64 = x.astype(np.float64)
+    mean = x64.mean((0, 2, 3), keepdims=True)
+    ref = (x64 - mean) / (np.sqrt(((x64 - mean) ** 2).mean((0, 2, 3), keepdims=True)) + 1e-9)
+    np.testing.assert_array_equal(got[0, 0], 0.0)
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-6)
