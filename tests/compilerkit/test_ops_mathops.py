@@ -1,4 +1,4 @@
-"""Erf, Gelu, Mish, Celu, ThresholdedRelu, Shrink, PRelu, Round and CastLike
+"""Erf, Gelu, Mish, Celu, ThresholdedRelu, Shrink, PRelu, Round, CastLike and Pow
 (lowering/mathops.py) against onnxruntime on edge values (NaN, +-0, +-inf, subnormals, huge,
 exact halves for Round), plus ONNX's own node tests for each op."""
 
@@ -146,3 +146,113 @@ def test_onnx_node_tests_for_math_ops():
     passed = node_test_passes(ops)
     assert set(NODE_FLOORS) == ops
     assert all(passed[op] >= n for op, n in NODE_FLOORS.items()), passed
+
+
+# ---- Pow ----------------------------------------------------------------------------------------
+
+POW_EDGE = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0,
+                     -3.0, 1e-45, -1e-45, 1e30, -1e30, 2.5, -2.5, 40.0, -41.0, 1e-3],
+                    np.float32)
+
+
+def _pow_exact(x, y, opset=15):
+    model = make_model([N("Pow", ["x", "y"], ["z"])], [("x", x), ("y", y)], ["z"], opset=opset)
+    ref = ort_run(model, [x, y])[0]
+    got = ck.compile(model, asm=False).run(x, y)[0]
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    np.testing.assert_array_equal(got, ref)  # NaN where NaN, values bit-exact
+    if got.dtype.kind == "f":
+        assert np.array_equal(np.signbit(got[~np.isnan(ref)]), np.signbit(ref[~np.isnan(ref)]))
+    return got
+
+
+def test_pow_special_values_all_pairs():
+    # C99's table, as std::pow answers: 0^0, 1^NaN and NaN^0 are 1, (-1)^+-inf is 1, a negative
+    # base keeps its sign through odd integers (-0 and -inf too), (-8)^(1/3) is NaN, ...
+    x = np.repeat(POW_EDGE, POW_EDGE.size)
+    y = np.tile(POW_EDGE, POW_EDGE.size)
+    _pow_exact(x, y)
+
+
+def test_pow_random_is_correctly_rounded():
+    # pow works in f64: every float32 result is numpy's f64 power rounded once (correctly
+    # rounded), and within one ulp of onnxruntime's powf (which is not, 1 in 1000 here).
+    x = np.abs(R.standard_normal(2000) * R.choice([1e-3, 1.0, 10.0, 100.0], 2000))
+    x, y = x.astype(np.float32), (R.standard_normal(2000) * 20).astype(np.float32)
+    model = make_model([N("Pow", ["x", "y"], ["z"])], [("x", x), ("y", y)], ["z"], opset=15)
+    got = ck.compile(model, asm=False).run(x, y)[0]
+    with np.errstate(over="ignore", under="ignore"):
+        np.testing.assert_array_equal(got, np.power(x.astype(np.float64), y).astype(np.float32))
+    np.testing.assert_allclose(got, ort_run(model, [x, y])[0], rtol=2.4e-7, atol=0)
+
+
+@pytest.mark.parametrize("ydtype", [np.int32, np.int64, np.float64])
+def test_pow_float_base_other_exponent_types(ydtype):
+    x = np.repeat(POW_EDGE, 9)
+    y = np.tile(np.array([0, 1, 2, 3, -1, -2, 7, 40, -41]), POW_EDGE.size).astype(ydtype)
+    _pow_exact(x, y)
+
+
+def test_pow_constant_cube_is_onnxruntimes_product():
+    # Keras's Gelu exports Pow(x, 3): onnxruntime computes x * x * x for a one-element exponent
+    # 3 (two roundings, not powf's one), and so does compilerkit.
+    x = np.concatenate([POW_EDGE, (R.standard_normal(300) * 30).astype(np.float32)])
+    g = helper.make_graph([N("Pow", ["x", "three"], ["z"])], "g",
+                          [helper.make_tensor_value_info("x", 1, list(x.shape))],
+                          [helper.make_empty_tensor_value_info("z")],
+                          [helper.make_tensor("three", 1, [], [3.0])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)])
+    got = ck.compile(model, asm=False).run(x)[0]
+    np.testing.assert_array_equal(got, ort_run(model, [x])[0])
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_pow_integers_exact(dtype):
+    x = np.array([1, 2, 3, -2, -3, 0, 5, 10, -1, 7, 1, -1, 2, 0], dtype)
+    y = np.array([4, 5, 6, 3, 2, 0, 3, 9, 7, 11, -3, -3, -1, 5], dtype)
+    _pow_exact(x, y)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_pow_integer_overflow_wraps_as_numpy(dtype):
+    # onnxruntime casts std::pow's double (inexact past 2^53, INT_MIN past the range); the
+    # exact integer power, wrapped, is ONNX's reference (numpy) and what compilerkit gives.
+    x = np.array([7, 3, -5], dtype)
+    y = np.array([20, 39, 27], dtype)
+    model = make_model([N("Pow", ["x", "y"], ["z"])], [("x", x), ("y", y)], ["z"], opset=15)
+    got = ck.compile(model, asm=False).run(x, y)[0]
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(got, np.power(x, y))
+
+
+def test_pow_zero_to_a_negative_integer_is_a_run_error():
+    x = np.array([0, 2], np.int32)
+    y = np.array([-1, 3], np.int32)
+    model = make_model([N("Pow", ["x", "y"], ["z"], name="p")], [("x", x), ("y", y)], ["z"],
+                       opset=15)
+    cm = ck.compile(model, asm=False)
+    with pytest.raises(ck.RunError, match="node 'p'"):
+        cm.run(x, y)
+    np.testing.assert_array_equal(cm.run(np.array([0, 2], np.int32), -y)[0], [0, 0])
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_pow_integer_base_float_exponent(dtype):
+    x = np.array([1, 2, 3, -2, 0, 4, 9, 7, -8, 2], dtype)
+    y = np.array([4, 5, 0.5, 3, 0, 0.5, 0.5, 2.5, 1 / 3, -1], np.float32)
+    _pow_exact(x, y)
+
+
+def test_emulated_s390x_pow():
+    x = np.repeat(POW_EDGE[:12], 12)
+    y = np.tile(POW_EDGE[:12], 12)
+    model = make_model([N("Pow", ["x", "y"], ["z"])], [("x", x), ("y", y)], ["z"], opset=15)
+    got = ck.compile(model, target="s390x", asm=False).run(x, y)[0]
+    np.testing.assert_array_equal(got, ck.compile(model, asm=False).run(x, y)[0])
+    np.testing.assert_array_equal(got, ort_run(model, [x, y])[0])
+
+
+@pytest.mark.slow
+def test_onnx_node_tests_for_pow():
+    passed = node_test_passes({"Pow"})
+    assert passed["Pow"] >= 12, passed  # the uint exponents are refused with the dtype
