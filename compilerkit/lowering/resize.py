@@ -4,8 +4,9 @@ Everything but the data is known at compile time (the output shape, the scales o
 roi), so each resized axis gets a table, computed here in numpy, of the input positions that
 feed each output position and their weights: one tap for `nearest`, two for `linear`, four for
 `cubic`. The kernel is one nest over the output that loads the tables (krnl.global) and sums
-the taps' products over the resized axes (2^n or 4^n loads for n resized axes); an axis that
-is not resized reads the output's own index. Indices from the tables lie in range by
+the taps' products over the resized axes (2^n or 4^n loads for n resized axes; taps that never
+contribute are dropped and taps that always read the same element merged); an axis that is not
+resized reads the output's own index. Indices from the tables lie in range by
 construction, and are clamped anyway so the verifier sees the bound.
 
 The coordinate arithmetic follows onnxruntime's (upsamplebase.h), in float32 and in its order
@@ -69,8 +70,11 @@ def _params(op, module, opset, in_dims, out_dims):
     old = kind == "Upsample" or opset < 11
     if old:
         transform, nearest = "asymmetric", "simple"
-        scales = onnx_d.get_attr(op, "scales", None) if kind == "Upsample" and opset < 9 \
-            else _const(op, 1, module, "scales")
+        # Upsample-7 has a scales attribute, Upsample-9 an input; the frontend gives Resize-10
+        # the modern operand layout (X, roi, scales, sizes) with roi and sizes absent.
+        scales = onnx_d.get_attr(op, "scales", None)
+        if scales is None:
+            scales = _const(op, 1 if kind == "Upsample" else 2, module, "scales")
         roi, sizes, axes = None, None, None
     else:
         transform = onnx_d.get_attr(op, "coordinate_transformation_mode", "half_pixel")
@@ -212,6 +216,27 @@ def _check_agreed(op, mode, transform, scale, n_in: int, n_out: int, ax: int):
             "0 and ONNX's reference at -0.5")
 
 
+def _fewer_taps(idx, w):
+    """The taps of one axis with those that never contribute (weight 0 at every position)
+    dropped and those that read the same input index at every position merged (weights
+    added): a length-1 axis or an integer cubic position needs one load, not four. Exact for
+    finite inputs; an infinite input that a zero weight multiplied would have given NaN."""
+    cols_i, cols_w = [], []
+    for t in range(idx.shape[1]):
+        if not w[:, t].any():
+            continue
+        for k, ci in enumerate(cols_i):
+            if (ci == idx[:, t]).all():
+                cols_w[k] = cols_w[k] + w[:, t]
+                break
+        else:
+            cols_i.append(idx[:, t])
+            cols_w.append(w[:, t])
+    if not cols_i:
+        return idx[:, :1], w[:, :1]
+    return np.stack(cols_i, -1), np.stack(cols_w, -1)
+
+
 def lower_resize(b: KernelBuilder, op, ins, module=None, opset=19):
     x = ins[0]
     in_dims = shape(x)
@@ -240,6 +265,10 @@ def lower_resize(b: KernelBuilder, op, ins, module=None, opset=19):
         _check_agreed(op, mode, transform, scales[ax], n_in, n_out, ax)
         idx, w, outside = axis_taps(mode, transform, nearest, scales[ax], n_in, n_out,
                                     start[ax], end[ax], a, exclude)
+        idx, w = _fewer_taps(idx, w)
+        if idx.shape[1] == 1 and not outside.any() and (idx[:, 0] == np.arange(n_out)).all() \
+                and (w == 1).all():
+            continue  # the axis maps each position to itself (an N or C axis of a crop)
         ig = b.constant(idx, module, f"{hint}_idx{ax}", i64)
         wg = None if mode == "nearest" else b.constant(
             w.astype(onnx_d.numpy_dtype(elem)), module, f"{hint}_w{ax}", elem)
