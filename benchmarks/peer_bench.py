@@ -472,6 +472,9 @@ def main(argv=None) -> dict:
                     help="seconds of calls per engine, model and thread count before an engine "
                          "gets fewer rounds (default 20)")
     ap.add_argument("--gap", type=float, help="idle seconds before each timed call (0.1)")
+    ap.add_argument("--skip", default="",
+                    help="model:engine pairs left out of this run (comma-separated), recorded "
+                         "under 'skipped', e.g. unet3d:tvm where one call takes minutes")
     ap.add_argument("--out", help=f"JSON path (default {RESULTS})")
     args = ap.parse_args(argv)
     models = (args.models.split(",") if args.models else
@@ -486,6 +489,13 @@ def main(argv=None) -> dict:
     gap = args.gap if args.gap is not None else (0.02 if args.quick else 0.1)
     if rounds < 1 or gap < 0 or args.budget <= 0:
         ap.error("--rounds must be >= 1, --gap >= 0 and --budget > 0")
+    left_out = {}
+    for pair in filter(None, args.skip.split(",")):
+        m, _, e = pair.partition(":")
+        if e not in ENGINES or e == "onnxruntime":
+            ap.error(f"--skip {pair!r}: give model:engine, engine one of the peers or "
+                     "compilerkit variants (onnxruntime is the reference)")
+        left_out.setdefault(m, []).append(e)
     cores = pin(2)
     versions, absent = installed(engines)
     live = [e for e in engines if e in versions]
@@ -496,21 +506,24 @@ def main(argv=None) -> dict:
            "load": {"before": [round(v, 2) for v in os.getloadavg()]}}
     for e, why in absent.items():
         print(f"{e}: absent ({why})", flush=True)
+    out = Path(args.out) if args.out else RESULTS
+    out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as workdir:
         for m in models:
             print(f"{m} ...", flush=True)
-            row, skipped = bench_model(m, live, args.size, rounds, args.budget, gap,
-                                       Path(workdir))
+            row, skipped = bench_model(m, [e for e in live if e not in left_out.get(m, ())],
+                                       args.size, rounds, args.budget, gap, Path(workdir))
+            skipped.update({e: "left out of this run (--skip)" for e in left_out.get(m, ())
+                            if e in live})
             doc["results"][m] = row
             if skipped:
                 doc["skipped"][m] = skipped
                 for e, why in skipped.items():
                     print(f"  {e} skipped: {why}", flush=True)
-    doc["load"]["after"] = [round(v, 2) for v in os.getloadavg()]
-    doc["summary"] = summary(doc["results"], live)
-    out = Path(args.out) if args.out else RESULTS
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1) + "\n")
+            # after every model, so that an interrupted run keeps what it measured
+            doc["load"]["after"] = [round(v, 2) for v in os.getloadavg()]
+            doc["summary"] = summary(doc["results"], live)
+            out.write_text(json.dumps(doc, indent=1) + "\n")
     print(table(doc))
     print(f"load average before {doc['load']['before']}, after {doc['load']['after']}; "
           f"wrote {out}")
