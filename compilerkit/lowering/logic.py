@@ -38,11 +38,9 @@ def _ori(b, x, y):
 
 
 def _xori(b, x, y):
-    # a ^ b == (a | b) - (a & b) for every two's complement pair (the bits set in both are
-    # subtracted back out; no borrow crosses a bit position): codegen has no xori.
     if x.type == i1:
         return b.cmpi("ne", x, y)
-    return b.binary("sub", _ori(b, x, y), b.and_(x, y))
+    return b.add(arith.XOrIOp(x, y))
 
 
 def _compare(b, op, x, y):

@@ -93,7 +93,7 @@ func.func @where_bcast(%c: tensor<2x1xi1>, %a: tensor<3xf32>, %b: tensor<2x3xf32
 // CHECK-NEXT:    arith.select [[VC]], [[VA]], [[VB]] : f32
 
 // -----
-// BitwiseXor as (a | b) - (a & b) (the code generator has no xori).
+// BitwiseXor: arith.xori.
 func.func @bitwise_xor(%a: tensor<3xi8>, %b: tensor<3xi8>) -> tensor<3xi8> attributes {input_names = ["a", "b"], output_names = ["y"], onnx_opset = 18 : i64} {
   %y = "onnx.BitwiseXor"(%a, %b) {onnx_node_name = "x"} : (tensor<3xi8>, tensor<3xi8>) -> tensor<3xi8>
   func.return %y : tensor<3xi8>
@@ -101,6 +101,32 @@ func.func @bitwise_xor(%a: tensor<3xi8>, %b: tensor<3xi8>) -> tensor<3xi8> attri
 // CHECK-LABEL: func.func @bitwise_xor(
 // CHECK:         [[VA:%[0-9]+]] = "krnl.load"
 // CHECK-NEXT:    [[VB:%[0-9]+]] = "krnl.load"
-// CHECK-NEXT:    [[O:%[0-9]+]] = arith.ori [[VA]], [[VB]] : i8
-// CHECK-NEXT:    [[N:%[0-9]+]] = arith.andi [[VA]], [[VB]] : i8
-// CHECK-NEXT:    arith.subi [[O]], [[N]] : i8
+// CHECK-NEXT:    arith.xori [[VA]], [[VB]] : i8
+
+// -----
+// BitShift RIGHT (signed, opset 28): an amount outside [0, 32) becomes 31, the sign extension
+// alone, so arith.shrsi never sees an amount LLVM leaves undefined.
+func.func @shift_right(%a: tensor<3xi32>, %b: tensor<3xi32>) -> tensor<3xi32> attributes {input_names = ["a", "b"], output_names = ["y"], onnx_opset = 28 : i64} {
+  %y = "onnx.BitShift"(%a, %b) {onnx_node_name = "r", direction = "RIGHT"} : (tensor<3xi32>, tensor<3xi32>) -> tensor<3xi32>
+  func.return %y : tensor<3xi32>
+}
+// CHECK-LABEL: func.func @shift_right(
+// CHECK:         [[X:%[0-9]+]] = "krnl.load"
+// CHECK-NEXT:    [[S:%[0-9]+]] = "krnl.load"
+// CHECK:         [[GE:%[0-9]+]] = arith.cmpi sge, [[S]]
+// CHECK:         [[LT:%[0-9]+]] = arith.cmpi slt, [[S]]
+// CHECK-NEXT:    [[OK:%[0-9]+]] = arith.andi [[GE]], [[LT]] : i1
+// CHECK-NEXT:    [[W1:%[0-9]+]] = arith.constant 31 : i32
+// CHECK-NEXT:    [[AMT:%[0-9]+]] = arith.select [[OK]], [[S]], [[W1]] : i32
+// CHECK-NEXT:    arith.shrsi [[X]], [[AMT]] : i32
+
+// -----
+// BitShift LEFT: an amount outside [0, 8) gives 0.
+func.func @shift_left(%a: tensor<3xi8>, %b: tensor<3xi8>) -> tensor<3xi8> attributes {input_names = ["a", "b"], output_names = ["y"], onnx_opset = 28 : i64} {
+  %y = "onnx.BitShift"(%a, %b) {onnx_node_name = "l", direction = "LEFT"} : (tensor<3xi8>, tensor<3xi8>) -> tensor<3xi8>
+  func.return %y : tensor<3xi8>
+}
+// CHECK-LABEL: func.func @shift_left(
+// CHECK:         [[OK:%[0-9]+]] = arith.andi
+// CHECK:         [[SH:%[0-9]+]] = arith.shli
+// CHECK:         arith.select [[OK]], [[SH]], {{%[0-9]+}} : i8

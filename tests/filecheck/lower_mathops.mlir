@@ -71,3 +71,46 @@ func.func @shrink(%a: tensor<3xf32>) -> tensor<3xf32> attributes {input_names = 
 // CHECK-NEXT:    arith.cmpf olt
 // CHECK:         arith.constant 1.500000e+00 : f32
 // CHECK-NEXT:    arith.cmpf ogt
+
+// -----
+// Pow with a constant one-element exponent 3 (Keras's Gelu): x * x * x, as onnxruntime.
+func.func @pow_cube(%a: tensor<3xf32>) -> tensor<3xf32> attributes {input_names = ["a"], output_names = ["y"], onnx_opset = 15 : i64} {
+  %c = "onnx.Constant"() {value = dense<3.0> : tensor<f32>} : () -> tensor<f32>
+  %y = "onnx.Pow"(%a, %c) {onnx_node_name = "p"} : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  func.return %y : tensor<3xf32>
+}
+// CHECK-LABEL: func.func @pow_cube(
+// CHECK:         [[X:%[0-9]+]] = "krnl.load"
+// CHECK-NEXT:    [[SQ:%[0-9]+]] = arith.mulf [[X]], [[X]] : f32
+// CHECK-NEXT:    arith.mulf [[SQ]], [[X]] : f32
+// CHECK-NOT:     math.powf
+
+// -----
+// Pow f32 ^ i64: both widened to f64 (every integer exponent exact), math.powf, one rounding.
+func.func @pow_i64(%a: tensor<3xf32>, %b: tensor<3xi64>) -> tensor<3xf32> attributes {input_names = ["a", "b"], output_names = ["y"], onnx_opset = 15 : i64} {
+  %y = "onnx.Pow"(%a, %b) {onnx_node_name = "p"} : (tensor<3xf32>, tensor<3xi64>) -> tensor<3xf32>
+  func.return %y : tensor<3xf32>
+}
+// CHECK-LABEL: func.func @pow_i64(
+// CHECK:         [[X:%[0-9]+]] = "krnl.load"
+// CHECK-NEXT:    [[E:%[0-9]+]] = "krnl.load"
+// CHECK-NEXT:    [[XW:%[0-9]+]] = arith.extf [[X]] : f32 to f64
+// CHECK-NEXT:    [[EW:%[0-9]+]] = arith.sitofp [[E]] : i64 to f64
+// CHECK-NEXT:    [[P:%[0-9]+]] = math.powf [[XW]], [[EW]] : f64
+// CHECK-NEXT:    arith.truncf [[P]] : f64 to f32
+
+// -----
+// Pow i32 ^ i32: by squaring over the exponent's bits; a negative exponent divides 1 by x
+// (only there: the divisor is 1 elsewhere, so only 0^-n reaches the division's check).
+func.func @pow_int(%a: tensor<3xi32>, %b: tensor<3xi32>) -> tensor<3xi32> attributes {input_names = ["a", "b"], output_names = ["y"], onnx_opset = 15 : i64} {
+  %y = "onnx.Pow"(%a, %b) {onnx_node_name = "p"} : (tensor<3xi32>, tensor<3xi32>) -> tensor<3xi32>
+  func.return %y : tensor<3xi32>
+}
+// CHECK-LABEL: func.func @pow_int(
+// CHECK:         [[X:%[0-9]+]] = "krnl.load"
+// CHECK:         [[NEG:%[0-9]+]] = arith.cmpi slt
+// CHECK:         [[DEN:%[0-9]+]] = arith.select [[NEG]], [[X]], {{%[0-9]+}} : i32
+// CHECK-NEXT:    [[INV:%[0-9]+]] = arith.divsi {{%[0-9]+}}, [[DEN]] : i32
+// CHECK-NEXT:    arith.select [[NEG]], [[INV]], [[X]] : i32
+// CHECK:         arith.muli
+// CHECK-NOT:     math.powf

@@ -58,3 +58,46 @@ func.func @lp_norm(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> attributes {input
 // CHECK:         [[ZERO:%[0-9]+]] = arith.constant 0.000000e+00 : f32
 // CHECK:         [[IS0:%[0-9]+]] = arith.cmpf oeq, [[N]], [[ZERO]] : f32
 // CHECK-NEXT:    arith.select [[IS0]], [[ZERO]], {{%[0-9]+}} : f32
+
+// -----
+// GroupNormalization: [1, 4, 3] in 2 groups viewed [1, 2, 2, 3]; statistics per (n, g); the
+// scale and bias read at channel g * 2 + c.
+func.func @group_norm(%a: tensor<1x4x3xf32>, %s: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<1x4x3xf32> attributes {input_names = ["a", "s", "b"], output_names = ["y"], onnx_opset = 21 : i64} {
+  %y = "onnx.GroupNormalization"(%a, %s, %b) {onnx_node_name = "g", num_groups = 2 : i64} : (tensor<1x4x3xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<1x4x3xf32>
+  func.return %y : tensor<1x4x3xf32>
+}
+// CHECK-LABEL: func.func @group_norm(
+// CHECK-SAME:    [[X:%[0-9]+]]: memref<1x4x3xf32>, [[S:%[0-9]+]]: memref<4xf32>, [[B:%[0-9]+]]: memref<4xf32>
+// CHECK:         "krnl.reshape"([[X]]) {{.*}} -> memref<1x2x2x3xf32>
+// CHECK:         "krnl.alloc"() {{.*}} -> memref<1x2xf32>
+// CHECK:         arith.constant {{.*}} 6.000000e+00 : f32
+// CHECK:         math.sqrt
+// CHECK:         ^bb0([[N:%[0-9]+]]: index, [[G:%[0-9]+]]: index, [[C:%[0-9]+]]: index, [[P:%[0-9]+]]: index):
+// CHECK:         [[TWO:%[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:    [[GC:%[0-9]+]] = arith.muli [[G]], [[TWO]] : index
+// CHECK-NEXT:    [[CH:%[0-9]+]] = arith.addi [[GC]], [[C]] : index
+// CHECK-NEXT:    "krnl.load"([[S]], [[CH]])
+// CHECK:         "krnl.load"([[B]], [[CH]])
+
+// -----
+// MeanVarianceNormalization over the default axes [0, 2, 3]: statistics of shape [1, 3, 1, 1],
+// read with index 0 on the normalised axes; (x - mean) / (std + 1e-9), ONNX's function body.
+func.func @mvn(%a: tensor<2x3x2x2xf32>) -> tensor<2x3x2x2xf32> attributes {input_names = ["a"], output_names = ["y"], onnx_opset = 13 : i64} {
+  %y = "onnx.MeanVarianceNormalization"(%a) {onnx_node_name = "m"} : (tensor<2x3x2x2xf32>) -> tensor<2x3x2x2xf32>
+  func.return %y : tensor<2x3x2x2xf32>
+}
+// CHECK-LABEL: func.func @mvn(
+// CHECK:         [[MEAN:%[0-9]+]] = "krnl.alloc"() {{.*}} -> memref<1x3x1x1xf32>
+// CHECK:         [[STD:%[0-9]+]] = "krnl.alloc"() {{.*}} -> memref<1x3x1x1xf32>
+// CHECK:         "krnl.store"({{%[0-9]+}}, [[STD]]
+// CHECK:         ^bb0([[I:%[0-9]+]]: index, [[C:%[0-9]+]]: index, [[H:%[0-9]+]]: index, [[W:%[0-9]+]]: index):
+// CHECK-NEXT:    [[Z:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:    "krnl.load"([[MEAN]], [[Z]], [[C]], [[Z]], [[Z]])
+// CHECK-NEXT:    "krnl.load"({{%[0-9]+}}, [[I]], [[C]], [[H]], [[W]])
+// CHECK:         [[R:%[0-9]+]] = math.sqrt
+// CHECK-NEXT:    [[EPS:%[0-9]+]] = arith.constant 1.000000e-09 : f32
+// CHECK-NEXT:    arith.addf [[R]], [[EPS]] : f32
+// CHECK:         "krnl.load"([[MEAN]]
+// CHECK-NEXT:    [[D:%[0-9]+]] = arith.subf
+// CHECK-NEXT:    [[SD:%[0-9]+]] = "krnl.load"([[STD]]
+// CHECK-NEXT:    arith.divf [[D]], [[SD]] : f32
