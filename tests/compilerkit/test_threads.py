@@ -2,6 +2,7 @@
 arena of its own from the session's pool, so concurrent runs never share intermediate buffers.
 With the old single shared arena about a quarter of the results from 4 threads were wrong."""
 
+import ctypes
 import threading
 
 import numpy as np
@@ -62,6 +63,9 @@ def test_run_from_threads_matches_onnxruntime():
     assert not wrong, f"{len(wrong)} of {n_threads * rounds} concurrent runs were wrong"
     # Concurrent calls needed arenas of their own; one thread alone reuses one.
     assert 1 <= len(cm.session._free) <= n_threads
+    pool = cm.session.pool
+    if pool is not None:  # every run that held compilerkit's pool let go of it
+        assert ctypes.c_int32.from_address(pool._address("hold")).value == 0
 
 
 def test_one_thread_reuses_one_arena():
