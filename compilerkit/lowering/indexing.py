@@ -66,8 +66,9 @@ def _reduction(op):
     return red
 
 
-def _combine(b: KernelBuilder, red: str, old, new):
-    return new if red == "none" else b.binary(red, old, new)
+def _combine(b: KernelBuilder, red: str, out, dst, new):
+    """The value to store at out[dst]: `new`, or the reduction of the old value with it."""
+    return new if red == "none" else b.binary(red, b.load(out, dst), new)
 
 
 def lower_gather_elements(b: KernelBuilder, op, ins):
@@ -131,7 +132,7 @@ def lower_scatter_elements(b: KernelBuilder, op, ins):
     with b.nest(idims) as ivs:
         dst = list(ivs)
         dst[axis] = _safe(b, b.load(indices, ivs), d)
-        b.store(_combine(b, red, b.load(out, dst), b.load(updates, ivs)), out, dst)
+        b.store(_combine(b, red, out, dst, b.load(updates, ivs)), out, dst)
     return [out]
 
 
@@ -157,7 +158,7 @@ def lower_scatter_nd(b: KernelBuilder, op, ins):
         at, tail = list(ivs[:len(lead)]), list(ivs[len(lead):])
         dst = [_safe(b, b.load(indices, at + [b.index(c)]), dd[c]) for c in range(k)] + tail
         new = b.load(b.view(updates, lead + rest), ivs)
-        b.store(_combine(b, red, b.load(out, dst), new), out, dst)
+        b.store(_combine(b, red, out, dst, new), out, dst)
     return [out]
 
 

@@ -62,6 +62,11 @@ def lower_space_to_depth(b: KernelBuilder, op, ins):
     return [out]
 
 
+def _scalar(b: KernelBuilder, mem):
+    """The one element of a scalar (rank 0) or one-element tensor."""
+    return b.load(mem, [b.index(0) for _ in shape(mem)])
+
+
 def lower_trilu(b: KernelBuilder, op, ins):
     x = ins[0]
     dims = shape(x)
@@ -70,8 +75,7 @@ def lower_trilu(b: KernelBuilder, op, ins):
     upper = onnx_d.get_attr(op, "upper", 1)
     elem = x.type.element_type
     out = b.alloc(dims, elem)
-    k = b.cast(b.load(ins[1], [b.index(0)] * len(shape(ins[1]))), i64) if len(ins) > 1 \
-        else b.const(0, i64)
+    k = b.cast(_scalar(b, ins[1]), i64) if len(ins) > 1 else b.const(0, i64)
     zero = b.const(0, elem)
     with b.nest(dims) as ivs:
         diff = b.cast(b.affine([(ivs[-1], 1), (ivs[-2], -1)]), i64)  # column - row
@@ -84,8 +88,7 @@ def lower_range(b: KernelBuilder, op, ins):
     start, _limit, delta = ins
     elem = op.results[0].type.element_type
     out = b.alloc(onnx_d.shape_of(op.results[0]), elem)
-    s = b.load(start, [b.index(0)] * len(shape(start)))
-    d = b.load(delta, [b.index(0)] * len(shape(delta)))
+    s, d = _scalar(b, start), _scalar(b, delta)
     with b.nest(shape(out)) as (i,):
         b.store(b.add_(s, b.mul(b.cast(b.cast(i, i64), elem), d)), out, [i])
     return [out]

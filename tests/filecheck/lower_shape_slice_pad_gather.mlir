@@ -2,7 +2,8 @@
 // Data movement, part 2 (lowering/shape_ops.py). Slice reads x at first + i * step on each
 // sliced axis (first clamped as numpy's slice.indices does). Pad reads x at i - pad_begin:
 // mode constant through a guarded load that yields the pad value outside x, mode edge at the
-// index clamped into x. Gather first checks every index once (krnl.check, wrapping negative
+// index clamped into x, mode reflect at the index reflected about both ends (period 2 (d - 1)),
+// mode wrap at the index modulo d. Gather first checks every index once (krnl.check, wrapping negative
 // indices by the axis size), then copies data with the indices' value on the axis, clamped so a
 // failed check never reads outside data.
 
@@ -185,3 +186,60 @@ func.func @gather_axis1_2d_indices(%d: tensor<3x4xf32>, %i: tensor<2x2xi32>) -> 
 // CHECK-NEXT:      [[V:%[0-9]+]] = "krnl.load"([[D]], [[I]], [[KC]])
 // CHECK-NEXT:      "krnl.store"([[V]], [[Y]], [[I]], [[J]], [[L]])
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 3 : i64], [0 : i64, 2 : i64], [0 : i64, 2 : i64]]
+
+// -----
+// Pad-13, mode reflect, pads [2, 2] on [3] -> [7]: r = i - 2, m = |r| mod 4 (period 2 (3 - 1)),
+// y[i] = x[m < 3 ? m : 4 - m], i.e. x2 x1 x0 x1 x2 x1 x0 (the edge is not repeated). The final
+// clamp changes nothing; it shows the verifier the bound.
+func.func @pad_reflect(%x: tensor<3xf32>) -> tensor<7xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
+  %none = "onnx.NoValue"() : () -> none
+  %p = "onnx.Constant"() {value = dense<[2, 2]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %y = "onnx.Pad"(%x, %p, %none, %none) {mode = "reflect", onnx_node_name = "pad"} : (tensor<3xf32>, tensor<2xi64>, none, none) -> tensor<7xf32>
+  func.return %y : tensor<7xf32>
+}
+// CHECK-LABEL: func.func @pad_reflect(
+// CHECK-SAME:    [[X:%[0-9]+]]: memref<3xf32>, [[Y:%[0-9]+]]: memref<7xf32>)
+// CHECK:         ^bb0([[I:%[0-9]+]]: index):
+// CHECK-NEXT:      [[M2:%[0-9]+]] = arith.constant -2 : index
+// CHECK-NEXT:      [[R:%[0-9]+]] = arith.addi [[I]], [[M2]] : index
+// CHECK-NEXT:      [[Z:%[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:      [[NEG:%[0-9]+]] = arith.cmpi slt, [[R]], [[Z]] : index
+// CHECK-NEXT:      [[M1:%[0-9]+]] = arith.constant -1 : index
+// CHECK-NEXT:      [[NR:%[0-9]+]] = arith.muli [[R]], [[M1]] : index
+// CHECK-NEXT:      [[ABS:%[0-9]+]] = arith.select [[NEG]], [[NR]], [[R]] : index
+// CHECK-NEXT:      [[P4:%[0-9]+]] = arith.constant 4 : index
+// CHECK-NEXT:      [[M:%[0-9]+]] = arith.remsi [[ABS]], [[P4]] : index
+// CHECK-NEXT:      [[M1B:%[0-9]+]] = arith.constant -1 : index
+// CHECK-NEXT:      [[NM:%[0-9]+]] = arith.muli [[M]], [[M1B]] : index
+// CHECK-NEXT:      [[P4B:%[0-9]+]] = arith.constant 4 : index
+// CHECK-NEXT:      [[BACK:%[0-9]+]] = arith.addi [[NM]], [[P4B]] : index
+// CHECK-NEXT:      [[D3:%[0-9]+]] = arith.constant 3 : index
+// CHECK-NEXT:      [[PAST:%[0-9]+]] = arith.cmpi sge, [[M]], [[D3]] : index
+// CHECK-NEXT:      [[SRC:%[0-9]+]] = arith.select [[PAST]], [[BACK]], [[M]] : index
+// CHECK:           [[SAFE:%[0-9]+]] = arith.minsi {{%[0-9]+}}, {{%[0-9]+}} : index
+// CHECK-NEXT:      [[V:%[0-9]+]] = "krnl.load"([[X]], [[SAFE]])
+// CHECK-NEXT:      "krnl.store"([[V]], [[Y]], [[I]])
+// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 7 : i64]]
+
+// -----
+// Pad-13, mode wrap, pads [4, 2] on [3] -> [9]: y[i] = x[(i - 4 + 6) mod 3], the 6 (a multiple
+// of 3 at least the pad) keeping the remainder's operand non-negative: x2 x0 x1 x2 x0 x1 x2 x0 x1.
+func.func @pad_wrap(%x: tensor<3xf32>) -> tensor<9xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
+  %none = "onnx.NoValue"() : () -> none
+  %p = "onnx.Constant"() {value = dense<[4, 2]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %y = "onnx.Pad"(%x, %p, %none, %none) {mode = "wrap", onnx_node_name = "pad"} : (tensor<3xf32>, tensor<2xi64>, none, none) -> tensor<9xf32>
+  func.return %y : tensor<9xf32>
+}
+// CHECK-LABEL: func.func @pad_wrap(
+// CHECK-SAME:    [[X:%[0-9]+]]: memref<3xf32>, [[Y:%[0-9]+]]: memref<9xf32>)
+// CHECK:         ^bb0([[I:%[0-9]+]]: index):
+// CHECK-NEXT:      [[M4:%[0-9]+]] = arith.constant -4 : index
+// CHECK-NEXT:      [[R:%[0-9]+]] = arith.addi [[I]], [[M4]] : index
+// CHECK-NEXT:      [[C6:%[0-9]+]] = arith.constant 6 : index
+// CHECK-NEXT:      [[RS:%[0-9]+]] = arith.addi [[R]], [[C6]] : index
+// CHECK-NEXT:      [[D3:%[0-9]+]] = arith.constant 3 : index
+// CHECK-NEXT:      [[M:%[0-9]+]] = arith.remsi [[RS]], [[D3]] : index
+// CHECK:           [[SAFE:%[0-9]+]] = arith.minsi {{%[0-9]+}}, {{%[0-9]+}} : index
+// CHECK-NEXT:      [[V:%[0-9]+]] = "krnl.load"([[X]], [[SAFE]])
+// CHECK-NEXT:      "krnl.store"([[V]], [[Y]], [[I]])
+// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 9 : i64]]
