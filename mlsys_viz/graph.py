@@ -187,6 +187,37 @@ def _label_point(start, end):
     return x0 + (x1 - x0) * t, y0 + (y1 - y0) * t
 
 
+# Text widths for the fit test: about 0.55 em per character in a sans-serif font, plus a gap.
+_CHAR_PX = {LABEL_PX: 8.0, EDGE_LABEL_PX: 7.0}
+# Plot widths (pixels) the fit test assumes: a notebook's output area less the legend.
+PLOT_PX, PANEL_PX = 780, 380
+
+
+def _fits(points, texts, side: str, px_per_unit: float, size: int) -> list[bool]:
+    """Which labels fit beside their point without running into the next point on the same
+    row on that side (``side`` "left" or "right"): a crowded layer keeps its text for hovering
+    instead of printing words over each other."""
+    rows = defaultdict(list)
+    for index, (x, y) in enumerate(points):
+        rows[round(y, 6)].append((x, index))
+    fits = [True] * len(points)
+    for row in rows.values():
+        row.sort()
+        for k, (x, index) in enumerate(row):
+            near = row[k - 1] if side == "left" and k > 0 else (
+                row[k + 1] if side == "right" and k + 1 < len(row) else None)
+            if near is None:
+                continue
+            need = _CHAR_PX[size] * len(texts[index]) + 14
+            fits[index] = abs(x - near[0]) * px_per_unit >= need
+    return fits
+
+
+def _px_per_unit(pos, plot_px: int) -> float:
+    xs = [x for x, _ in pos.values()] or [0.0]
+    return plot_px / (max(xs) - min(xs) + 1.0)
+
+
 def _use_labels(labels, nodes) -> bool:
     if labels not in ("auto", "always", "never"):
         raise ValueError(f"labels must be 'auto', 'always' or 'never', got {labels!r}")
@@ -195,11 +226,13 @@ def _use_labels(labels, nodes) -> bool:
 
 
 def graph_traces(nodes, edges, pos, *, highlight=None, scatter=None, showlegend=True,
-                 labels: bool = False):
+                 labels: bool = False, plot_px: int = PLOT_PX):
     """The traces of a graph drawing at positions ``pos`` (edges first, then one node trace per
     group). Edges touching an aside node form their own trace, hidden until its legend entry
     is clicked (a toggle that works in the browser without a kernel). ``labels``: write the
-    nodes' labels (op types) and the edges' shapes beside them."""
+    nodes' labels (op types) and the edges' shapes beside them, where they fit in a plot
+    ``plot_px`` pixels wide."""
+    px_per_unit = _px_per_unit(pos, plot_px)
     scatter = scatter or (go.Scattergl if len(nodes) > WEBGL_ABOVE else go.Scatter)
     highlight = set(highlight or ())
     aside = {n["id"] for n in nodes if n.get("aside")}
@@ -226,14 +259,22 @@ def graph_traces(nodes, edges, pos, *, highlight=None, scatter=None, showlegend=
     hover_edges = [e for e in edges if e.get("hover") or (labels and _shape_text(e))]
     if hover_edges:  # midpoints carry the edge hover and, when labelled, the tensor's shape
         mid = [_label_point(pos[e["source"]], pos[e["target"]]) for e in hover_edges]
+        shapes = [_shape_text(e) for e in hover_edges]
+        fit = _fits(mid, shapes, "right", px_per_unit, EDGE_LABEL_PX)
+        shapes = [text if ok else "" for text, ok in zip(shapes, fit, strict=True)]
         traces.append(scatter(x=[m[0] for m in mid], y=[m[1] for m in mid],
                               mode="markers+text" if labels else "markers",
                               marker={"size": 6, "color": "rgba(0,0,0,0)"}, name="tensors",
-                              text=[_shape_text(e) for e in hover_edges] if labels else None,
+                              text=shapes if labels else None,
                               textposition="middle right",
                               textfont={"size": EDGE_LABEL_PX, "color": "#555555"},
                               hovertext=[e.get("hover") or _shape_text(e) for e in hover_edges],
                               hoverinfo="text", showlegend=False))
+    # Aside nodes (weights, variable reads) stay unlabelled: their names are hover detail.
+    names = [("" if n.get("aside") else str(n.get("label", n["id"]))) for n in nodes]
+    fit = _fits([pos[n["id"]] for n in nodes], names, "left", px_per_unit, LABEL_PX)
+    label_of = {n["id"]: (name if ok else "")
+                for n, name, ok in zip(nodes, names, fit, strict=True)}
     groups = list(dict.fromkeys(node.get("group", "op") for node in nodes))
     colours = _colour_map(groups)
     by_group = defaultdict(list)
@@ -242,8 +283,7 @@ def graph_traces(nodes, edges, pos, *, highlight=None, scatter=None, showlegend=
     for group in groups:
         members = by_group[group]
         opacity = [1.0 if not highlight or n["id"] in highlight else 0.2 for n in members]
-        # Aside nodes (weights, variable reads) stay unlabelled: their names are hover detail.
-        text = [("" if n.get("aside") else str(n.get("label", n["id"]))) for n in members]
+        text = [label_of[n["id"]] for n in members]
         traces.append(scatter(
             x=[pos[n["id"]][0] for n in members], y=[pos[n["id"]][1] for n in members],
             mode="markers+text" if labels else "markers", name=group,
@@ -334,10 +374,12 @@ def rewrite_figure(before, after, highlight=(), *, title: str = "Before and afte
     scatter = go.Scattergl if len(an) > WEBGL_ABOVE else go.Scatter
     labelled = _use_labels(labels, an)
     for trace in graph_traces(bn, be, pos, highlight=highlight & {n["id"] for n in bn},
-                              scatter=scatter, showlegend=False, labels=labelled):
+                              scatter=scatter, showlegend=False, labels=labelled,
+                              plot_px=PANEL_PX):
         trace.showlegend = False
         fig.add_trace(trace, row=1, col=1)
-    for trace in graph_traces(an, ae, pos, highlight=highlight, scatter=scatter, labels=labelled):
+    for trace in graph_traces(an, ae, pos, highlight=highlight, scatter=scatter, labels=labelled,
+                              plot_px=PANEL_PX):
         fig.add_trace(trace, row=1, col=2)
     depth = 1 + max((-y for _, y in pos.values()), default=0)
     row = LABELLED_ROW_PX if labelled else ROW_PX
