@@ -10,11 +10,12 @@ Engines (`ENGINES`): `compilerkit` (the default pipeline), `compilerkit-auto`
 (`conv_algorithm="auto"`), `onnxruntime` (CPU provider, intra-op threads n, inter-op 1),
 `openvino` (CPU plugin, `INFERENCE_NUM_THREADS` n, `INFERENCE_PRECISION_HINT=f32`: it would
 run bfloat16 on CPUs that have it, latency hint, one stream, its own pinning off), `iree`
-(`iree-import-onnx`, upgraded to opset 17 where older, `llvm-cpu` for the host CPU, the
-`local-task` driver with n task groups) and `tvm` (Relax's ONNX frontend, the "zero" pipeline,
-LLVM for the host CPU, no tuning; its thread pool set to n). The peers are benchmark-only
-dependencies, the `peers` extra (`pip install -e .[peers]`); one that is not installed is
-listed under "absent" with the reason, and one that cannot compile a model under "skipped".
+(`iree-import-onnx`, upgraded to opset 17 where older, `llvm-cpu` for the host CPU; 1 thread:
+the `local-sync` driver, n: `local-task` with n task groups) and `tvm` (Relax's ONNX
+frontend, the "zero" pipeline, LLVM for the host CPU, no tuning; its thread pool set to n).
+The peers are benchmark-only dependencies, the `peers` extra (`pip install -e .[peers]`); one
+that is not installed is listed under "absent" with the reason, and one that cannot compile a
+model under "skipped".
 
 Models: the CNN set and the 3D U-Net are `mlsys_datasets.real_weight_model(name, "full")`
 (built and cached on first use, never downloaded; batch 1). The modern set is built here from
@@ -280,8 +281,15 @@ class IREE:
         graph_name = onnx.load(path, load_external_data=False).graph.name
 
         def load():
-            rt.flags.parse_flags(f"--task_topology_group_count={threads}")
-            ctx = rt.SystemContext(config=rt.Config("local-task"))
+            # IREE creates a driver once per process, its task topology with it: 1 thread is
+            # the local-sync driver (on the calling thread), n the local-task driver, its
+            # group count set before its first use (this script asks for one n > 1 only).
+            if threads == 1:
+                config = rt.Config("local-sync")
+            else:
+                rt.flags.parse_flags(f"--task_topology_group_count={threads}")
+                config = rt.Config("local-task")
+            ctx = rt.SystemContext(config=config)
             ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, cache["vmfb"]))
             return ctx.modules.module[graph_name]
 
