@@ -510,6 +510,8 @@ class Emitter:
             fn = b.icmp_signed if p[0] == "s" else b.icmp_unsigned
             return fn(sym[p[1:]], v[0], v[1])
         t = llvm_type(op.results[0].type)
+        if n == "bitcast":
+            return b.bitcast(v[0], t)
         if n == "sitofp":
             return b.sitofp(v[0], t)
         if n == "fptosi":

@@ -213,6 +213,8 @@ class MathLib:
         powf, whose function works in f64, on the values widened; every other function is
         compilerkit's f32 code, applied to f64 through f32."""
         t = args[0].type
+        if name == "copysign":  # exact in every precision
+            return b.call(copysign(self.module, t), args)
         if name == "powf":
             wide = [a if a.type == F64 else b.fpext(a, F64) for a in args]
             y = b.call(self.get(name), wide)

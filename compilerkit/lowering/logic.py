@@ -12,8 +12,10 @@ Semantics follow onnxruntime, which is what the tests compare with:
 - BitShift (signed types, opset 28): the right shift is arithmetic; a shift amount that is
   negative or at least the width gives what the sign extension alone gives (0, or -1 for a
   right shift of a negative x), so LLVM's shift never sees an amount it leaves undefined.
+- Mod on f32 is exact (_float_mod: integer arithmetic on the mantissas): fmod=1 C's fmod,
+  fmod=0 numpy's mod (ONNX's reference; onnxruntime refuses float Mod with fmod=0).
 What the code generator cannot compute exactly is refused here as UnsupportedOpError naming the
-attribute or dtype: float Mod (fmod needs an exact remainder the math library does not have).
+attribute or dtype: f64 Mod (its 53-bit mantissas overflow the i64 products _float_mod uses).
 Not registered yet: Not (its every ONNX node test is opset 1, below the opsets compilerkit
 compiles, and every lowered op must pass one; `NOT` below is its lowering, ready for when old
 opsets are upgraded on import). ONNX's unsigned BitShift is refused with the unsigned types.
@@ -22,7 +24,8 @@ opsets are upgraded on import). ONNX's unsigned BitShift is refused with the uns
 from __future__ import annotations
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import i1
+from xdsl.dialects import math as math_d
+from xdsl.dialects.builtin import IntegerType, f64, i1
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, is_float
@@ -82,8 +85,63 @@ def _bitshift(b, op, x, y):
     return b.add(arith.ShRSIOp(x, b.select(fits, y, b.const(width - 1, t))))
 
 
+def _float_mod(b, op, x, y):
+    """f32 Mod, exact: |x| = mx 2^ex, |y| = my 2^ey (24-bit integer mantissas), so
+    |x| mod |y| = ((mx mod my) (2^(ex - ey) mod my) mod my) 2^ey, the power of two by
+    square-and-multiply over the 8 bits of ex - ey: every product stays below 2^48, in i64.
+    fmod=1 is C's fmod (the sign of x); fmod=0 numpy's mod (a non-zero remainder whose sign
+    differs from y's moves by y, rounded; a zero one takes y's sign)."""
+    i32, i64 = IntegerType(32), IntegerType(64)
+    f32 = x.type
+
+    def parts(v):  # (24-bit mantissa, effective biased exponent) of |v|, as i64
+        bits = b.cast(b.add(arith.BitcastOp(v, i32)), i64)
+        e = b.add(arith.ShRSIOp(b.and_(bits, b.const(0x7FFFFFFF, i64)), b.const(23, i64)))
+        frac = b.and_(bits, b.const(0x7FFFFF, i64))
+        normal = b.cmpi("sgt", e, b.const(0, i64))
+        m = b.select(normal, _ori(b, frac, b.const(0x800000, i64)), frac)
+        return m, b.binary("max", e, b.const(1, i64))
+
+    mx, ex = parts(x)
+    my, ey = parts(y)
+    my1 = b.select(b.cmpi("eq", my, b.const(0, i64)), b.const(1, i64), my)  # y = 0: NaN below
+
+    def rem(v):
+        return b.add(arith.RemSIOp(v, my1))
+
+    d = b.binary("sub", ex, ey)
+    d0 = b.binary("max", d, b.const(0, i64))
+    power, base = rem(b.const(1, i64)), rem(b.const(2, i64))
+    for k in range(8):  # ex - ey <= 253
+        bit = b.cmpi("ne", b.and_(d0, b.const(1 << k, i64)), b.const(0, i64))
+        power = b.select(bit, rem(b.mul(power, base)), power)
+        base = rem(b.mul(base, base))
+    r = rem(b.mul(rem(mx), power))
+    # r 2^(ey - 150) in f64 (exact: the remainder is a float32, maybe subnormal), then f32.
+    scale = b.add(arith.BitcastOp(b.add(arith.ShLIOp(
+        b.binary("add", ey, b.const(1023 - 150, i64)), b.const(52, i64))), f64))
+    r = b.cast(b.mul(b.cast(r, f64), scale), f32)
+    ax, ay = b.unary("abs", x), b.unary("abs", y)
+    r = b.select(b.cmpi("slt", d, b.const(0, i64)), ax, r)
+    r = b.select(b.cmpf("olt", ax, ay), ax, r)
+    r = b.add(math_d.CopySignOp(r, x))
+    # NaN for a NaN, an infinite x or a zero y; x itself for an infinite y.
+    bad = _ori(b, _ori(b, b.cmpf("uno", x, y), b.cmpf("oeq", ax, b.const(float("inf"), f32))),
+               b.cmpf("oeq", ay, b.const(0.0, f32)))
+    r = b.select(bad, b.const(float("nan"), f32), r)
+    if onnx_d.get_attr(op, "fmod", 0):
+        return r
+    zero = b.const(0.0, f32)
+    moved = b.and_(b.cmpf("one", r, zero),
+                   b.cmpi("ne", b.cmpf("olt", r, zero), b.cmpf("olt", y, zero)))
+    r = b.select(moved, b.add_(r, y), r)
+    return b.select(b.cmpf("oeq", r, zero), b.add(math_d.CopySignOp(zero, y)), r)
+
+
 def _mod(b, op, x, y):
     t = x.type
+    if is_float(t):
+        return _float_mod(b, op, x, y)
     zero, one = b.const(0, t), b.const(1, t)
     # x % -1 is 0: dividing by 1 instead gives it and keeps INT_MIN / -1 out of the remainder.
     y1 = b.select(b.cmpi("eq", y, b.const(-1, t)), one, y)
@@ -129,9 +187,9 @@ def _refuse(op, what: str):
 def _check(op, ins):
     kind = onnx_d.op_type(op)
     elem = ins[0].type.element_type
-    if kind == "Mod" and is_float(elem):
+    if kind == "Mod" and is_float(elem) and elem.bitwidth != 32:
         _refuse(op, f"Mod on {elem} (fmod={onnx_d.get_attr(op, 'fmod', 0)}) is not supported: "
-                    "only integer Mod is lowered")
+                    "integer and f32 Mod are lowered")
     if kind in ("IsNaN", "IsInf") and not is_float(elem):
         _refuse(op, f"{kind} on {elem}: ONNX defines it on floating-point inputs")
     if kind.startswith("Bit") and (is_float(elem) or elem == i1):

@@ -130,3 +130,18 @@ func.func @shift_left(%a: tensor<3xi8>, %b: tensor<3xi8>) -> tensor<3xi8> attrib
 // CHECK:         [[OK:%[0-9]+]] = arith.andi
 // CHECK:         [[SH:%[0-9]+]] = arith.shli
 // CHECK:         arith.select [[OK]], [[SH]], {{%[0-9]+}} : i8
+
+// -----
+// Mod on f32 (fmod = 1), exact: the mantissas as integers (bitcast), remainders in i64, the
+// result scaled back in f64 and given x's sign.
+func.func @fmod_f32(%a: tensor<3xf32>, %b: tensor<3xf32>) -> tensor<3xf32> attributes {input_names = ["a", "b"], output_names = ["y"], onnx_opset = 13 : i64} {
+  %y = "onnx.Mod"(%a, %b) {onnx_node_name = "m", fmod = 1 : i64} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  func.return %y : tensor<3xf32>
+}
+// CHECK-LABEL: func.func @fmod_f32(
+// CHECK:         [[X:%[0-9]+]] = "krnl.load"
+// CHECK:         arith.bitcast [[X]] : f32 to i32
+// CHECK:         arith.remsi {{%[0-9]+}}, {{%[0-9]+}} : i64
+// CHECK:         arith.bitcast {{%[0-9]+}} : i64 to f64
+// CHECK:         math.copysign {{%[0-9]+}}, [[X]] : f32
+// CHECK-NOT:     arith.cmpf one
