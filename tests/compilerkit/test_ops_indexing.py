@@ -272,3 +272,23 @@ def test_emulated_s390x_gather_nd_and_scatter():
     got = ck.compile(model, target="s390x", asm=False).run(x, i, u)
     for g, r in zip(got, ort_run(model, [x, i, u]), strict=True):
         np.testing.assert_array_equal(g, r)
+
+
+def test_gpu_ptx_and_scatter_order_kept_on_threads():
+    # No GPU is needed to generate PTX text. The scatter nest may run its update columns on
+    # threads (GPU: loops = [1]; host: krnl.parallel on the column loop) but never its
+    # index rows, whose order decides duplicates.
+    x = np.zeros((64, 512), np.float32)
+    i = np.zeros((256, 512), np.int64)
+    model = make_model([N("ScatterElements", ["x", "i", "u"], ["y"], axis=0, reduction="add")],
+                       [("x", x), ("i", i), ("u", x[:1])], ["y"], opset=18)
+    model.graph.input[2].type.tensor_type.shape.dim[0].dim_value = 256
+    kir = str(ck.compile_to("kernel-ir", model, target="gpu"))
+    assert kir.rstrip().count("gpu_map<flat, loops = [1]") == 1, kir[-3000:]
+    ptx = ck.compile_to("ptx", model, target="gpu")
+    assert ptx.count(".entry") >= 3
+    rng = np.random.default_rng(3)
+    i = rng.integers(-8, 8, (256, 512)).astype(np.int64)  # many duplicates per column
+    u = rng.standard_normal((256, 512)).astype(np.float32)
+    got = ck.compile(model, asm=False).run(x, i, u)[0]
+    np.testing.assert_allclose(got, ort_run(model, [x, i, u])[0], rtol=1e-5, atol=1e-5)

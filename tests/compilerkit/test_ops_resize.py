@@ -180,3 +180,10 @@ def test_emulated_s390x_bilinear():
     model = _resize(x, scales=[1, 1, 2, 1.5], mode="linear")
     got = ck.compile(model, target="s390x", asm=False).run(x)[0]
     np.testing.assert_allclose(got, ort_run(model, [x])[0], rtol=1e-5, atol=1e-6)
+
+
+def test_gpu_ptx_text():
+    # No GPU is needed to generate PTX: the tables become globals, the nest one kernel.
+    model = _resize(X, scales=[1, 1, 2, 2], mode="cubic")
+    ptx = ck.compile_to("ptx", model, target="gpu")
+    assert ptx.count(".entry") == 1 and ".global" in ptx
