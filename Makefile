@@ -12,7 +12,7 @@ ROOT_ARGS := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 PYTEST_ARGS ?=
 FIGURES_DIR ?= figures
 
-.PHONY: venv lab test figures bench fuzz lint clean
+.PHONY: venv lab test figures docs bench fuzz lint clean
 
 venv: $(STAMP)
 
@@ -44,6 +44,20 @@ test: $(STAMP)
 figures: $(STAMP)
 	$(BIN)/python -m mlsys_workbench.figures --out $(FIGURES_DIR) $(if $(filter 1,$(SMOKE)),--smoke) \
 	  $(if $(ONLY),--only $(ONLY)) $(if $(COMPARE),--compare $(COMPARE))
+
+# The documentation site into docs/_build/html (open index.html): the docs/ pages, the API
+# reference from the docstrings, and every notebook executed at SMOKE=1 (about 15 minutes).
+# NOTEBOOKS=00,03 executes only those and shows the others unexecuted (NOTEBOOKS=none: none).
+# Installs the `docs` extra (Sphinx, myst-nb, furo) on first use.
+NOTEBOOKS ?= all
+DOCS_STAMP := $(VENV)/.installed-docs
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
+	@touch $@
+
+docs: $(DOCS_STAMP)
+	DOCS_NOTEBOOKS=$(NOTEBOOKS) $(BIN)/sphinx-build -E -b html docs docs/_build/html \
+	  -d docs/_build/doctrees
 
 # Every benchmark; each writes JSON into benchmarks/results/.
 bench: $(STAMP)

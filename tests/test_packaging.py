@@ -21,7 +21,8 @@ def requirements(lines):
 
 def test_environment_yml_matches_pyproject():
     project = pyproject()["project"]
-    wanted = requirements(project["dependencies"] + project["optional-dependencies"]["dev"])
+    extras = project["optional-dependencies"]
+    wanted = requirements(project["dependencies"] + extras["dev"] + extras["docs"])
     env = yaml.safe_load((REPO / "environment.yml").read_text())
     pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
     assert "-e .[dev]" in pip_section, "environment.yml must install the project itself"
