@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.installed-docs
 LAB_ARGS ?=
 # JupyterLab refuses to run as root (containers, CI) unless told it may.
 ROOT_ARGS := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
@@ -33,8 +34,9 @@ lab: $(STAMP)
 	$(BIN)/python -m mlsys_workbench.labcopy notebooks $(LAB_DIR)
 	$(BIN)/jupyter lab --ServerApp.root_dir=$(LAB_DIR) $(ROOT_ARGS) $(LAB_ARGS)
 
-# The whole suite: unit, property, snapshot (lit), notebook and browser tests.
-test: $(STAMP)
+# The whole suite: unit, property, snapshot (lit), notebook and browser tests (the docs site's
+# browser test needs the docs extra).
+test: $(STAMP) $(DOCS_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The paper-figure notebooks at full size into $(FIGURES_DIR)/ (PNG, HTML, manifest.json,
@@ -50,7 +52,6 @@ figures: $(STAMP)
 # NOTEBOOKS=00,03 executes only those and shows the others unexecuted (NOTEBOOKS=none: none).
 # Installs the `docs` extra (Sphinx, myst-nb, furo) on first use.
 NOTEBOOKS ?= all
-DOCS_STAMP := $(VENV)/.installed-docs
 $(DOCS_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
 	@touch $@

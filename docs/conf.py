@@ -89,12 +89,6 @@ nb_merge_streams = True
 # require.js first (embed-amd.js is an AMD module).
 nb_ipywidgets_js = {"widgets/require.js": {}, "widgets/embed-amd.js": {}}
 
-# Kernels inherit this process's environment: the notebooks that read SMOKE from it (those run
-# in the browser tests) run small too, and nobody watches progress bars in a docs build.
-os.environ["SMOKE"] = "1"
-os.environ.setdefault("TQDM_DISABLE", "1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
 # Run first in every executed notebook, and not shown: plotly figures become HTML that draws
 # with the page's one copy of plotly.js (plotly's own notebook renderers embed 4.8 MB of it per
 # notebook, or load it and MathJax from a CDN).
@@ -212,8 +206,13 @@ def copy_vendor_files(app, exception) -> None:
 
 
 def setup(app):
-    # Figures that the notebooks record for `make figures` go into the build folder, not
+    # Kernels inherit this process's environment: the notebooks that read SMOKE from it (those
+    # run in the browser tests) run small too; nobody watches progress bars in a docs build; and
+    # the figures that notebooks record for `make figures` go into the build folder, not into
     # notebooks/figures/.
+    os.environ["SMOKE"] = "1"
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     os.environ["MLSYS_FIGURES_DIR"] = str(Path(app.doctreedir) / "notebook-figures")
     app.connect("source-read", prepare_notebook)
     app.connect("html-page-context", add_page_assets)
