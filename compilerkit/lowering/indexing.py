@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import i1, i64
 
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
+from compilerkit.frontend import ModelError
 from compilerkit.lowering.builder import KernelBuilder, shape
 from compilerkit.lowering.shape_ops import wrapped_index
 
@@ -29,10 +30,22 @@ def _name(op) -> str:
     return a.data if a is not None else "?"
 
 
+def fail(op, what: str, value, expected: str):
+    """A model ONNX's shape inference let through but onnxruntime refuses: ModelError naming the
+    node, what is wrong and what was expected (validate.py's wording)."""
+    raise ModelError(f"node {_name(op)!r} ({onnx_d.op_type(op)}): {what} is {value}; expected "
+                     f"{expected}")
+
+
+def _same_shape(op, what, got, want, expected):
+    if tuple(got) != tuple(want):
+        fail(op, f"the shape of {what}", list(got), f"{list(want)} ({expected})")
+
+
 def _axis(op, rank: int) -> int:
     axis = onnx_d.get_attr(op, "axis", 0)
     if not -rank <= axis < rank:
-        raise NotImplementedError(f"axis {axis} is outside [{-rank}, {rank - 1}]")
+        fail(op, "attribute axis", axis, f"a value in [{-rank}, {rank - 1}]")
     return axis + rank if axis < 0 else axis
 
 
@@ -75,6 +88,8 @@ def lower_gather_elements(b: KernelBuilder, op, ins):
     """out[i] = data[i with i[axis] replaced by indices[i]]; out has the indices' shape."""
     data, indices = ins
     dd, idims = shape(data), shape(indices)
+    if len(idims) != len(dd):
+        fail(op, "the rank of indices", len(idims), f"the rank of data, {len(dd)}")
     axis = _axis(op, len(dd))
     d = dd[axis]
     out = b.alloc(onnx_d.shape_of(op.results[0]), data.type.element_type)
@@ -97,8 +112,9 @@ def lower_gather_nd(b: KernelBuilder, op, ins):
     nb = onnx_d.get_attr(op, "batch_dims", 0)
     k = idims[-1]
     if nb + k > len(dd):
-        raise NotImplementedError(f"GatherND: batch_dims {nb} plus the indices' last dim {k} "
-                                  f"exceed the data's rank {len(dd)}")
+        fail(op, "batch_dims plus the last dim of indices", nb + k,
+             f"at most the rank of data, {len(dd)}")
+    _same_shape(op, "indices' batch dims", idims[:nb], dd[:nb], "data's first batch_dims dims")
     out = b.alloc(onnx_d.shape_of(op.results[0]), data.type.element_type)
     lead = list(idims[:-1])
     with b.nest(lead) as ivs:
@@ -121,6 +137,9 @@ def lower_scatter_elements(b: KernelBuilder, op, ins):
     out[i with i[axis] = indices[i]] = reduce(that element, updates[i])."""
     data, indices, updates = ins
     dd, idims = shape(data), shape(indices)
+    if len(idims) != len(dd):
+        fail(op, "the rank of indices", len(idims), f"the rank of data, {len(dd)}")
+    _same_shape(op, "updates", shape(updates), idims, "the shape of indices")
     axis = _axis(op, len(dd))
     red = _reduction(op)
     d = dd[axis]
@@ -143,8 +162,9 @@ def lower_scatter_nd(b: KernelBuilder, op, ins):
     dd, idims = shape(data), shape(indices)
     k = idims[-1]
     if k > len(dd):
-        raise NotImplementedError(f"ScatterND: the indices' last dim {k} exceeds the data's "
-                                  f"rank {len(dd)}")
+        fail(op, "the last dim of indices", k, f"at most the rank of data, {len(dd)}")
+    _same_shape(op, "updates", shape(updates), list(idims[:-1]) + list(dd[k:]),
+                "indices' shape without its last dim, then data's dims after the indexed ones")
     red = _reduction(op)
     out = _copy(b, data, data.type.element_type)
     lead = list(idims[:-1])
@@ -176,9 +196,7 @@ def lower_one_hot(b: KernelBuilder, op, ins, module=None):
     axis = axis + len(out_dims) if axis < 0 else axis
     elem = op.results[0].type.element_type
     out = b.alloc(out_dims, elem)
-    if shape(values) != (2,):
-        raise NotImplementedError(f"OneHot values of shape {list(shape(values))} (it must be "
-                                  "[off, on], shape [2])")
+    _same_shape(op, "values", shape(values), [2], "[off, on]")
     off, on = b.load(values, [b.index(0)]), b.load(values, [b.index(1)])
     with b.nest(out_dims) as ivs:
         raw = b.load(indices, list(ivs[:axis]) + list(ivs[axis + 1:]))

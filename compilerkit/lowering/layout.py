@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import i64
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, shape
+from compilerkit.lowering.indexing import fail
 
 
 def _block_args(op, x):
@@ -25,6 +26,8 @@ def _block_args(op, x):
         raise NotImplementedError(f"{onnx_d.op_type(op)} on a rank-{len(dims)} input "
                                   "(ONNX defines it for [N, C, H, W])")
     bs = onnx_d.get_attr(op, "blocksize")
+    if bs is None or int(bs) < 1:
+        fail(op, "attribute blocksize", bs, "a positive integer")
     mode = onnx_d.get_attr(op, "mode", "DCR")
     if mode not in ("DCR", "CRD"):
         raise NotImplementedError(f"{onnx_d.op_type(op)} mode {mode!r} (DCR or CRD)")
@@ -41,6 +44,8 @@ def _channel(b: KernelBuilder, mode, c, i, j, bs: int, small_c: int):
 def lower_depth_to_space(b: KernelBuilder, op, ins):
     x = ins[0]
     (n, ch, h, w), bs, mode = _block_args(op, x)
+    if ch % (bs * bs):
+        fail(op, "the input's channel count", ch, f"a multiple of blocksize^2 = {bs * bs}")
     small_c = ch // (bs * bs)
     out = b.alloc(onnx_d.shape_of(op.results[0]), x.type.element_type)
     ov = b.view(out, [n, small_c, h, bs, w, bs])
@@ -53,6 +58,8 @@ def lower_depth_to_space(b: KernelBuilder, op, ins):
 def lower_space_to_depth(b: KernelBuilder, op, ins):
     x = ins[0]
     (n, c_in, hb, wb), bs, mode = _block_args(op, x)
+    if hb % bs or wb % bs:
+        fail(op, "the input's [height, width]", [hb, wb], f"multiples of blocksize {bs}")
     h, w = hb // bs, wb // bs
     out = b.alloc(onnx_d.shape_of(op.results[0]), x.type.element_type)
     xv = b.view(x, [n, c_in, h, bs, w, bs])

@@ -37,6 +37,7 @@ from xdsl.dialects.builtin import i64
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import INDEX, KernelBuilder, is_float, shape
+from compilerkit.lowering.indexing import fail
 
 F = np.float32
 MODES = ("nearest", "linear", "cubic")
@@ -89,6 +90,12 @@ def _params(op, module, opset, in_dims, out_dims):
         raise NotImplementedError(f"Resize nearest_mode {nearest!r}")
     axes = list(range(rank)) if axes is None else [a + rank if a < 0 else a for a in axes]
     full = [F(1)] * rank
+    if scales is not None and len(scales) and not all(float(v) > 0 for v in scales):
+        fail(op, "scales", [float(v) for v in scales], "values above 0")
+    if kind == "Upsample" and scales is not None and not all(float(v) >= 1 for v in scales):
+        fail(op, "scales", [float(v) for v in scales], "values of at least 1 (Upsample)")
+    if sizes is not None and len(sizes) and any(in_dims[a] == 0 for a in axes):
+        raise NotImplementedError(f"{kind} of an empty input to a non-empty output")
     if scales is not None and len(scales):
         for a, s in zip(axes, scales, strict=True):
             full[a] = F(s)

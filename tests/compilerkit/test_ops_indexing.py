@@ -143,6 +143,37 @@ def test_out_of_range_indices_raise_run_error(op, arrays, attrs, message):
     cm.run(*good)  # the session stays usable after a failed run
 
 
+F = np.float32
+INVALID = [  # models ONNX's shape inference lets through and onnxruntime refuses
+    ("DepthToSpace", [("x", np.zeros((1, 6, 2, 2), F))], {"blocksize": 2},
+     r"channel count is 6; expected a multiple of blocksize\^2 = 4"),
+    ("SpaceToDepth", [("x", np.zeros((1, 2, 3, 4), F))], {"blocksize": 2},
+     r"\[height, width\] is \[3, 4\]; expected multiples of blocksize 2"),
+    ("GatherElements", [("x", np.zeros((2, 3), F)), ("i", np.zeros(2, np.int64))], {},
+     r"the rank of indices is 1; expected the rank of data, 2"),
+    ("GatherElements", [("x", np.zeros((2, 3), F)), ("i", np.zeros((2, 3), np.int64))],
+     {"axis": 5}, r"attribute axis is 5; expected a value in \[-2, 1\]"),
+    ("ScatterElements", [("x", np.zeros((2, 3), F)), ("i", np.zeros((2, 3), np.int64)),
+                         ("u", np.zeros((2, 2), F))], {}, r"the shape of updates is \[2, 2\]"),
+    ("GatherND", [("x", np.zeros((2, 3), F)), ("i", np.zeros((3, 1), np.int64))],
+     {"batch_dims": 1}, r"indices' batch dims is \[3\]; expected \[2\]"),
+    ("ScatterND", [("x", np.zeros((2, 3), F)), ("i", np.zeros((2, 1), np.int64)),
+                   ("u", np.zeros((2, 2), F))], {}, r"the shape of updates is \[2, 2\]; "
+                                                    r"expected \[2, 3\]"),
+]
+
+
+@pytest.mark.parametrize(("op", "inputs", "attrs", "message"), INVALID,
+                         ids=[f"{c[0]}-{k}" for k, c in enumerate(INVALID)])
+def test_invalid_models_refused_naming_node(op, inputs, attrs, message):
+    model = make_model([N(op, [n for n, _ in inputs], ["y"], name="bad", **attrs)], inputs,
+                       ["y"])
+    with pytest.raises(Exception):  # noqa: B017 - onnxruntime refuses too
+        ort_run(model, [a for _, a in inputs])
+    with pytest.raises(ck.ModelError, match=rf"node 'bad' \({op}\): .*{message}"):
+        ck.compile(model, asm=False)
+
+
 def test_scatter_reduction_on_bool_refused():
     x = np.zeros((2, 2), bool)
     i = np.zeros((1, 2), np.int64)

@@ -163,6 +163,16 @@ def test_spec_and_reference_disagree_refused(transform):
         ck.compile(model, asm=False)
 
 
+def test_scales_onnxruntime_refuses_are_refused():
+    with pytest.raises(ck.ModelError, match=r"node 'r' \(Resize\): scales is \[1.0, 1.0, 0.0, "
+                                            r"2.0\]; expected values above 0"):
+        ck.compile(_resize(X, scales=[1, 1, 0, 2]), asm=False)
+    up = make_model([N("Upsample", ["x", "s"], ["y"], name="u")], [("x", X)], ["y"],
+                    inits=[("s", np.array([1, 1, 0.5, 2], np.float32))], opset=9)
+    with pytest.raises(ck.ModelError, match=r"node 'u' \(Upsample\): scales .* at least 1"):
+        ck.compile(up, asm=False)
+
+
 def test_non_constant_scales_refused():
     model = make_model([N("Resize", ["x", "", "s"], ["y"], name="r")],
                        [("x", X), ("s", np.ones(4, np.float32))], ["y"], opset=13)
