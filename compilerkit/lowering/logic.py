@@ -12,10 +12,8 @@ Semantics follow onnxruntime, which is what the tests compare with:
 - BitShift (signed types, opset 28): the right shift is arithmetic; a shift amount that is
   negative or at least the width gives what the sign extension alone gives (0, or -1 for a
   right shift of a negative x), so LLVM's shift never sees an amount it leaves undefined.
-- Mod on f32 is exact (_float_mod: integer arithmetic on the mantissas): fmod=1 C's fmod,
+- float Mod is exact (_float_mod: integer arithmetic on the mantissas): fmod=1 C's fmod,
   fmod=0 numpy's mod (ONNX's reference; onnxruntime refuses float Mod with fmod=0).
-What the code generator cannot compute exactly is refused here as UnsupportedOpError naming the
-attribute or dtype: f64 Mod (its 53-bit mantissas overflow the i64 products _float_mod uses).
 Not registered yet: Not (its every ONNX node test is opset 1, below the opsets compilerkit
 compiles, and every lowered op must pass one; `NOT` below is its lowering, ready for when old
 opsets are upgraded on import). ONNX's unsigned BitShift is refused with the unsigned types.
@@ -85,21 +83,48 @@ def _bitshift(b, op, x, y):
     return b.add(arith.ShRSIOp(x, b.select(fits, y, b.const(width - 1, t))))
 
 
-def _float_mod(b, op, x, y):
-    """f32 Mod, exact: |x| = mx 2^ex, |y| = my 2^ey (24-bit integer mantissas), so
-    |x| mod |y| = ((mx mod my) (2^(ex - ey) mod my) mod my) 2^ey, the power of two by
-    square-and-multiply over the 8 bits of ex - ey: every product stays below 2^48, in i64.
-    fmod=1 is C's fmod (the sign of x); fmod=0 numpy's mod (a non-zero remainder whose sign
-    differs from y's moves by y, rounded; a zero one takes y's sign)."""
-    i32, i64 = IntegerType(32), IntegerType(64)
-    f32 = x.type
+# Per float width: (mantissa bits, exponent mask, exponent bias + mantissa bits, bits of the
+# largest exponent difference).
+_FLOAT_LAYOUT = {32: (23, 0xFF, 150, 8), 64: (52, 0x7FF, 1075, 11)}
 
-    def parts(v):  # (24-bit mantissa, effective biased exponent) of |v|, as i64
-        bits = b.cast(b.add(arith.BitcastOp(v, i32)), i64)
-        e = b.add(arith.ShRSIOp(b.and_(bits, b.const(0x7FFFFFFF, i64)), b.const(23, i64)))
-        frac = b.and_(bits, b.const(0x7FFFFF, i64))
+
+def _pow2_f64(b, e):
+    """2^e as an f64 for an i64 e in [-1022, 1023]: the biased exponent shifted into place."""
+    i64 = IntegerType(64)
+    bits = b.add(arith.ShLIOp(b.binary("add", e, b.const(1023, i64)), b.const(52, i64)))
+    return b.add(arith.BitcastOp(bits, f64))
+
+
+def _mulmod(b, u, v, m):
+    """u v mod m for i64 u, v in [0, m), m < 2^53: q estimates u v / m in f64 (within 3 of
+    the quotient), u v - q m is computed wrapping in i64 (exact: the true value is small), then
+    moved into [0, m) by up to three additions or subtractions of m."""
+    i64 = IntegerType(64)
+    uf, vf, mf = (b.cast(w, f64) for w in (u, v, m))
+    q = b.cast(b.unary("floor", b.binary("div", b.mul(uf, vf), mf)), i64)
+    r = b.binary("sub", b.mul(u, v), b.mul(q, m))
+    zero = b.const(0, i64)
+    for _ in range(3):
+        r = b.select(b.cmpi("slt", r, zero), b.binary("add", r, m), r)
+        r = b.select(b.cmpi("sge", r, m), b.binary("sub", r, m), r)
+    return r
+
+
+def _float_mod(b, op, x, y):
+    """Float Mod, exact: |x| = mx 2^ex, |y| = my 2^ey (integer mantissas), so
+    |x| mod |y| = ((mx mod my) (2^(ex - ey) mod my) mod my) 2^ey, the power of two by
+    square-and-multiply over the bits of ex - ey, in i64 (f32: every product is below 2^48;
+    f64: `_mulmod`). fmod=1 is C's fmod (the sign of x); fmod=0 numpy's mod (a non-zero
+    remainder whose sign differs from y's moves by y, rounded; a zero one takes y's sign)."""
+    i64, t = IntegerType(64), x.type
+    frac_bits, exp_mask, shift, d_bits = _FLOAT_LAYOUT[t.bitwidth]
+
+    def parts(v):  # (integer mantissa, effective biased exponent) of |v|, as i64
+        bits = b.cast(b.add(arith.BitcastOp(v, IntegerType(t.bitwidth))), i64)
+        e = b.and_(b.add(arith.ShRSIOp(bits, b.const(frac_bits, i64))), b.const(exp_mask, i64))
+        frac = b.and_(bits, b.const((1 << frac_bits) - 1, i64))
         normal = b.cmpi("sgt", e, b.const(0, i64))
-        m = b.select(normal, _ori(b, frac, b.const(0x800000, i64)), frac)
+        m = b.select(normal, _ori(b, frac, b.const(1 << frac_bits, i64)), frac)
         return m, b.binary("max", e, b.const(1, i64))
 
     mx, ex = parts(x)
@@ -109,29 +134,35 @@ def _float_mod(b, op, x, y):
     def rem(v):
         return b.add(arith.RemSIOp(v, my1))
 
+    def mulmod(u, v):  # u v mod my, for u, v in [0, my)
+        return rem(b.mul(u, v)) if t.bitwidth == 32 else _mulmod(b, u, v, my1)
+
     d = b.binary("sub", ex, ey)
     d0 = b.binary("max", d, b.const(0, i64))
     power, base = rem(b.const(1, i64)), rem(b.const(2, i64))
-    for k in range(8):  # ex - ey <= 253
+    for k in range(d_bits):
         bit = b.cmpi("ne", b.and_(d0, b.const(1 << k, i64)), b.const(0, i64))
-        power = b.select(bit, rem(b.mul(power, base)), power)
-        base = rem(b.mul(base, base))
-    r = rem(b.mul(rem(mx), power))
-    # r 2^(ey - 150) in f64 (exact: the remainder is a float32, maybe subnormal), then f32.
-    scale = b.add(arith.BitcastOp(b.add(arith.ShLIOp(
-        b.binary("add", ey, b.const(1023 - 150, i64)), b.const(52, i64))), f64))
-    r = b.cast(b.mul(b.cast(r, f64), scale), f32)
+        power = b.select(bit, mulmod(power, base), power)
+        if k < d_bits - 1:
+            base = mulmod(base, base)
+    r = mulmod(rem(mx), power)
+    # r 2^(ey - shift), in f64 by two normal powers of two (exact: the remainder is a float of
+    # x's type, maybe subnormal), then x's type.
+    e = b.binary("sub", ey, b.const(shift, i64))
+    half = b.add(arith.ShRSIOp(e, b.const(1, i64)))
+    r = b.mul(b.mul(b.cast(r, f64), _pow2_f64(b, half)), _pow2_f64(b, b.binary("sub", e, half)))
+    r = b.cast(r, t)
     ax, ay = b.unary("abs", x), b.unary("abs", y)
     r = b.select(b.cmpi("slt", d, b.const(0, i64)), ax, r)
     r = b.select(b.cmpf("olt", ax, ay), ax, r)
     r = b.add(math_d.CopySignOp(r, x))
     # NaN for a NaN, an infinite x or a zero y; x itself for an infinite y.
-    bad = _ori(b, _ori(b, b.cmpf("uno", x, y), b.cmpf("oeq", ax, b.const(float("inf"), f32))),
-               b.cmpf("oeq", ay, b.const(0.0, f32)))
-    r = b.select(bad, b.const(float("nan"), f32), r)
+    bad = _ori(b, _ori(b, b.cmpf("uno", x, y), b.cmpf("oeq", ax, b.const(float("inf"), t))),
+               b.cmpf("oeq", ay, b.const(0.0, t)))
+    r = b.select(bad, b.const(float("nan"), t), r)
     if onnx_d.get_attr(op, "fmod", 0):
         return r
-    zero = b.const(0.0, f32)
+    zero = b.const(0.0, t)
     moved = b.and_(b.cmpf("one", r, zero),
                    b.cmpi("ne", b.cmpf("olt", r, zero), b.cmpf("olt", y, zero)))
     r = b.select(moved, b.add_(r, y), r)
@@ -187,9 +218,6 @@ def _refuse(op, what: str):
 def _check(op, ins):
     kind = onnx_d.op_type(op)
     elem = ins[0].type.element_type
-    if kind == "Mod" and is_float(elem) and elem.bitwidth != 32:
-        _refuse(op, f"Mod on {elem} (fmod={onnx_d.get_attr(op, 'fmod', 0)}) is not supported: "
-                    "integer and f32 Mod are lowered")
     if kind in ("IsNaN", "IsInf") and not is_float(elem):
         _refuse(op, f"{kind} on {elem}: ONNX defines it on floating-point inputs")
     if kind.startswith("Bit") and (is_float(elem) or elem == i1):

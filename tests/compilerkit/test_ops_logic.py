@@ -161,28 +161,24 @@ def test_mod_by_zero_is_a_run_error(fmod):
                           ort_run(model, [x, np.array([2, 5, 3], np.int32)])[0])
 
 
-@pytest.mark.parametrize("fmod", [0, 1])
-def test_mod_float64_refused_naming_node_and_dtype(fmod):
-    x = np.array([1.5, -2.5], np.float64)
-    model = make_model([N("Mod", ["x", "y"], ["z"], fmod=fmod, name="fm")],
-                       [("x", x), ("y", x)], ["z"])
-    with pytest.raises(ck.UnsupportedOpError, match=r"node 'fm'.*Mod on f64 \(fmod="):
-        ck.compile(model, asm=False)
-
-
 MOD_EDGE = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.5, -2.5, 0.1, 7.3, -7.3,
-                     1e-45, -1e-45, 3e-39, 1e-38, 1e10, -1e30, 3.4e38, 16777217.0], np.float32)
+                     1e-45, -1e-45, 3e-39, 1e-38, 1e10, -1e30, 3.4e38, 16777217.0])
+MOD_EDGE_F64 = np.array([5e-324, -5e-324, 1e-310, 1e-300, 1.7e308, -1.7e308, 2.0 ** 53 + 2])
+MOD_SCALES = {np.float32: ([1e-30, 1.0, 1e20, 1e38], [1e-30, 1e-3, 1.0, 1e3]),
+              np.float64: ([1e-300, 1.0, 1e100, 1e300], [1e-300, 1e-3, 1.0, 1e30])}
 
 
 @pytest.mark.parametrize("fmod", [0, 1])
-def test_mod_float32_exact_on_edges_and_huge_quotients(fmod):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_mod_float_exact_on_edges_and_huge_quotients(fmod, dtype):
     # numpy is the reference (its fmod is exact; its mod is ONNX's fmod=0): every pair of the
-    # edge values, and random pairs whose quotients reach 2^250 (the remainder stays exact).
-    x = np.concatenate([np.repeat(MOD_EDGE, MOD_EDGE.size),
-                        (R.standard_normal(500) * R.choice([1e-30, 1.0, 1e20, 1e38], 500))])
-    y = np.concatenate([np.tile(MOD_EDGE, MOD_EDGE.size),
-                        (R.standard_normal(500) * R.choice([1e-30, 1e-3, 1.0, 1e3], 500))])
-    x, y = x.astype(np.float32), y.astype(np.float32)
+    # edge values, and random pairs whose quotients reach 2^250 (f32) and 2^2000 (f64).
+    edge = MOD_EDGE if dtype == np.float32 else np.concatenate([MOD_EDGE, MOD_EDGE_F64])
+    edge = edge.astype(dtype)
+    sx, sy = MOD_SCALES[dtype]
+    x = np.concatenate([np.repeat(edge, edge.size), R.standard_normal(500) * R.choice(sx, 500)])
+    y = np.concatenate([np.tile(edge, edge.size), R.standard_normal(500) * R.choice(sy, 500)])
+    x, y = x.astype(dtype), y.astype(dtype)
     model = _model("Mod", ["x", "y"], [x, y], fmod=fmod)
     got = ck.compile(model, asm=False).run(x, y)[0]
     with np.errstate(all="ignore"):
@@ -251,10 +247,10 @@ def test_bitshift_unsigned_refused_naming_the_dtype():
 
 
 # ONNX's node tests for these ops: every selected case passes or is refused at compile time
-# (uint and float16 inputs, f64 Mod), never wrong; per op, the floor of passing cases.
+# (uint and float16 inputs), never wrong; per op, the floor of passing cases.
 NODE_FLOORS = {"And": 8, "BitShift": 20, "BitwiseAnd": 2, "BitwiseNot": 1, "BitwiseOr": 2,
                "BitwiseXor": 2, "Equal": 4, "Greater": 4, "GreaterOrEqual": 4, "IsInf": 3,
-               "IsNaN": 1, "Less": 4, "LessOrEqual": 4, "Mod": 9, "Or": 8, "Sign": 1,
+               "IsNaN": 1, "Less": 4, "LessOrEqual": 4, "Mod": 12, "Or": 8, "Sign": 1,
                "Where": 2, "Xor": 8}
 
 
