@@ -15,8 +15,8 @@ Semantics follow onnxruntime, which is what the tests compare with:
 - float Mod is exact (_float_mod: integer arithmetic on the mantissas): fmod=1 C's fmod,
   fmod=0 numpy's mod (ONNX's reference; onnxruntime refuses float Mod with fmod=0).
 Not registered yet: Not (its every ONNX node test is opset 1, below the opsets compilerkit
-compiles, and every lowered op must pass one; `NOT` below is its lowering, ready for when old
-opsets are upgraded on import). ONNX's unsigned BitShift is refused with the unsigned types.
+compiles, and every lowered op must pass one; once old opsets are upgraded on import it is one
+UNARY entry, x == false). ONNX's unsigned BitShift is refused with the unsigned types.
 """
 
 from __future__ import annotations
@@ -203,9 +203,6 @@ BINARY = {
     "Mod": _mod,
     "BitShift": _bitshift,
 }
-
-# Not, for when it can be registered (see the module docstring).
-NOT = {"Not": lambda b, op, x: b.cmpi("eq", x, b.const(0, i1))}
 
 OPS = (*UNARY, *BINARY, "Where")
 
