@@ -60,8 +60,6 @@ def _params(op, module, opset, in_dims, out_dims):
     kind = onnx_d.op_type(op)
     rank = len(in_dims)
     mode = onnx_d.get_attr(op, "mode", "nearest")
-    if mode in ("bilinear", "trilinear"):  # Upsample-7 spelled linear so
-        mode = "linear"
     if mode not in MODES or (kind == "Upsample" or opset < 11) and mode == "cubic":
         raise NotImplementedError(f"{kind} mode {mode!r} (supported: nearest, linear"
                                   f"{', cubic' if kind == 'Resize' and opset >= 11 else ''})")
@@ -94,7 +92,8 @@ def _params(op, module, opset, in_dims, out_dims):
         fail(op, "scales", [float(v) for v in scales], "values above 0")
     if kind == "Upsample" and scales is not None and not all(float(v) >= 1 for v in scales):
         fail(op, "scales", [float(v) for v in scales], "values of at least 1 (Upsample)")
-    if sizes is not None and len(sizes) and any(in_dims[a] == 0 for a in axes):
+    if sizes is not None and len(sizes) and any(
+            in_dims[a] == 0 and s > 0 for a, s in zip(axes, sizes, strict=True)):
         raise NotImplementedError(f"{kind} of an empty input to a non-empty output")
     if scales is not None and len(scales):
         for a, s in zip(axes, scales, strict=True):
