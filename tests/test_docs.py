@@ -157,20 +157,18 @@ def test_site_pages_load_without_errors(site, browser):
 @pytest.mark.browser
 def test_executed_notebook_shows_a_plotly_figure_and_a_widget(site, browser):
     page, problems = open_page(browser, site + "notebooks/00_tour.html")
-    # The pipelines figure (a cell's own output) and the one in the widget: plotly.js drew
-    # every figure on the page (an svg in each .plotly-graph-div).
+    # The pipelines figures: plotly.js drew every figure on the page (an svg in each
+    # .plotly-graph-div).
     page.wait_for_selector(".cell_output .plotly-graph-div .main-svg", timeout=30_000)
     # The stage picker: the widget manager built it from the stored state, with the value the
-    # notebook left it at, and the Output widget beside it holds the highlighted figure.
+    # notebook left it at, and the caption beside it.
     picker = page.locator(".cell_output .widget-dropdown select")
     picker.wait_for(timeout=60_000)
     assert picker.input_value() == "Kernel IR"
-    page.wait_for_selector(".cell_output .widget-output .plotly-graph-div .main-svg",
-                           timeout=30_000)
-    assert "Kernel IR: explicit loops" in page.locator(".cell_output .widget-html").inner_text()
+    assert "Kernel IR" in page.locator(".cell_output .widget-html").inner_text()
     drawn = page.eval_on_selector_all(
         ".plotly-graph-div", "divs => divs.map(d => d.querySelector('.main-svg') !== null)")
-    assert len(drawn) >= 2 and all(drawn), f"figures drawn: {drawn}"
+    assert drawn and all(drawn), f"figures drawn: {drawn}"
     # The injected SMOKE = 1 shows, and the hidden plotly set-up cell does not.
     text = page.locator("article").inner_text()
     assert "SMOKE = 1" in text and "_SiteRenderer" not in text
