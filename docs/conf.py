@@ -10,7 +10,8 @@ widget state from docs/_static/widgets/ (see VENDORED.txt there), and intersphin
 
 ``DOCS_NOTEBOOKS`` picks the notebooks to execute: ``all`` (the default), ``none``, or their
 number prefixes, ``00,03``. The others are shown as stored, without outputs, with a note saying
-so. (``make docs NOTEBOOKS=00,03`` sets it.)
+so. (``make docs NOTEBOOKS=00,03`` sets it.) ``DOCS_API`` picks the packages whose API pages
+are built (``all``, the default, or names: ``mlsys_workbench,mlsys_viz``).
 """
 
 from __future__ import annotations
