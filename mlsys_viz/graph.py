@@ -213,6 +213,35 @@ def _fits(points, texts, side: str, px_per_unit: float, size: int) -> list[bool]
     return fits
 
 
+def _place_node_labels(points, texts, px_per_unit: float) -> list[str | None]:
+    """Per node, "middle left", "middle right" or None (no room): along each layer from the
+    left, a label goes left of its node if it clears the previous node and label, else right
+    if it clears the next node, else it is left to the hover text."""
+    rows = defaultdict(list)
+    for index, (x, y) in enumerate(points):
+        rows[round(y, 6)].append((x * px_per_unit, index))
+    side: list[str | None] = [None] * len(points)
+    marker = 8.0   # half a marker and a little air, in pixels
+    # The plot ends a little right of the rightmost node: a label must not run off it.
+    right_edge = max((x * px_per_unit for x, _ in points), default=0.0) + 40
+    for row in rows.values():
+        row.sort()
+        free_from = float("-inf")   # everything left of this pixel is taken
+        for k, (x, index) in enumerate(row):
+            if not texts[index]:
+                free_from = x + marker
+                continue
+            need = _CHAR_PX[LABEL_PX] * len(texts[index]) + 6
+            next_x = row[k + 1][0] if k + 1 < len(row) else right_edge + marker
+            if x - marker - need >= free_from:
+                side[index], free_from = "middle left", x + marker
+            elif x + marker + need <= next_x - marker:
+                side[index], free_from = "middle right", x + marker + need
+            else:
+                free_from = x + marker
+    return side
+
+
 def _px_per_unit(pos, plot_px: int) -> float:
     xs = [x for x, _ in pos.values()] or [0.0]
     return plot_px / (max(xs) - min(xs) + 1.0)
@@ -272,9 +301,9 @@ def graph_traces(nodes, edges, pos, *, highlight=None, scatter=None, showlegend=
                               hoverinfo="text", showlegend=False))
     # Aside nodes (weights, variable reads) stay unlabelled: their names are hover detail.
     names = [("" if n.get("aside") else str(n.get("label", n["id"]))) for n in nodes]
-    fit = _fits([pos[n["id"]] for n in nodes], names, "left", px_per_unit, LABEL_PX)
-    label_of = {n["id"]: (name if ok else "")
-                for n, name, ok in zip(nodes, names, fit, strict=True)}
+    where = _place_node_labels([pos[n["id"]] for n in nodes], names, px_per_unit)
+    label_of = {n["id"]: (name if side else "", side or "middle left")
+                for n, name, side in zip(nodes, names, where, strict=True)}
     groups = list(dict.fromkeys(node.get("group", "op") for node in nodes))
     colours = _colour_map(groups)
     by_group = defaultdict(list)
@@ -283,13 +312,14 @@ def graph_traces(nodes, edges, pos, *, highlight=None, scatter=None, showlegend=
     for group in groups:
         members = by_group[group]
         opacity = [1.0 if not highlight or n["id"] in highlight else 0.2 for n in members]
-        text = [label_of[n["id"]] for n in members]
+        text = [label_of[n["id"]][0] for n in members]
         traces.append(scatter(
             x=[pos[n["id"]][0] for n in members], y=[pos[n["id"]][1] for n in members],
             mode="markers+text" if labels else "markers", name=group,
             customdata=[n["id"] for n in members],
             legendgroup=group, showlegend=showlegend,
-            text=text if labels else None, textposition="middle left",
+            text=text if labels else None,
+            textposition=[label_of[n["id"]][1] for n in members],
             textfont={"size": LABEL_PX, "color": "#222222"},
             marker={"size": [16 if n.get("cluster") else 12 for n in members],
                     "color": colours[group], "opacity": opacity,
