@@ -302,6 +302,8 @@ class IREE:
 
 
 class TVM:
+    threads = None  # the count TVM's pool was last set to
+
     def version(self):
         import tvm
 
@@ -326,7 +328,10 @@ class TVM:
         config = tvm.get_global_func("runtime.config_threadpool")
 
         def call(a):
-            config(0, threads)  # TVM's pool is process-wide: set before each call
+            # TVM's pool is process-wide: set when the count changes (it restarts its threads)
+            if TVM.threads != threads:
+                config(0, threads)
+                TVM.threads = threads
             y = vm["main"](tvm.runtime.tensor(a))
             return (y if hasattr(y, "numpy") else y[0]).numpy()
         return call, cache["compile_s"]
