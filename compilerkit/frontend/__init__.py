@@ -226,7 +226,15 @@ def inference_message(e: Exception) -> str:
                        r"(?= \(op_type:|$)", text)
     if not found:
         return f"the model is not valid ONNX: {text}"
-    return "; ".join(f"node {name!r} ({op}): {msg}" for op, name, msg in found)
+    # An op defined by a function body (MeanVarianceNormalization) reports its body's errors
+    # nested, without node names: the first of them is the reason.
+    nested = re.findall(r"\(op_type:(\w+)\): (?:\[\w+\] )?(.*?)(?= \(op_type:|$)", text)
+    parts = []
+    for op, name, msg in found:
+        if msg.rstrip().endswith("Inference error(s):") and nested:
+            msg = "in its function body, {}: {}".format(*nested[0])
+        parts.append(f"node {name!r} ({op}): {msg}")
+    return "; ".join(parts)
 
 
 def _mlir_type(t):

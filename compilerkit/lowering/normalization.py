@@ -19,8 +19,10 @@ from __future__ import annotations
 import math
 
 from compilerkit.dialects import onnx as onnx_d
+from compilerkit.frontend import ModelError
 from compilerkit.lowering.builder import KernelBuilder, is_float, shape
 from compilerkit.lowering.matmul import fill
+from compilerkit.onnx_passes.single_node import node_label
 
 
 def normalize(b: KernelBuilder, x, keep, red, eps, affine, want_mean=False):
@@ -213,7 +215,9 @@ def lower_group_norm(b: KernelBuilder, op, ins):
     eps = onnx_d.get_attr(op, "epsilon", 1e-5)
     n, ch = xs[0], xs[1]
     if groups < 1 or ch % groups:
-        raise NotImplementedError(f"num_groups={groups} does not divide the {ch} channels")
+        # onnxruntime refuses it too: an invalid model, not a missing feature
+        raise ModelError(f"node {node_label(op)!r} (GroupNormalization): num_groups is "
+                         f"{groups}; expected a divisor of the {ch} channels")
     per = ch // groups
     keep, red = [n, groups], [per, math.prod(xs[2:])]
     for p, name in ((scale, "scale"), (bias, "bias")):

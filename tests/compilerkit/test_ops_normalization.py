@@ -172,3 +172,22 @@ def test_mvn_constant_group_and_large_mean_follow_the_spec():
     ref = (x64 - mean) / (np.sqrt(((x64 - mean) ** 2).mean((0, 2, 3), keepdims=True)) + 1e-9)
     np.testing.assert_array_equal(got[0, 0], 0.0)
     np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-6)
+
+
+def test_group_norm_groups_not_dividing_channels_is_a_model_error():
+    x = R.standard_normal((3, 4)).astype(np.float32)
+    o = np.ones(4, np.float32)
+    model = make_model([N("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3,
+                          name="g")], [("x", x), ("s", o), ("b", o)], ["y"], opset=21)
+    with pytest.raises(ck.ModelError, match=r"node 'g'.*num_groups is 3; expected a divisor"):
+        ck.compile(model, asm=False)
+
+
+def test_mvn_axes_outside_the_rank_named():
+    # ONNX reports the error inside MVN's function body (nested, without a node name): the
+    # message carries that reason, not an empty "Inference error(s):".
+    x = R.standard_normal((3, 4)).astype(np.float32)
+    model = make_model([N("MeanVarianceNormalization", ["x"], ["y"], name="m")], [("x", x)],
+                       ["y"])
+    with pytest.raises(ck.ModelError, match=r"node 'm'.*ReduceMean: axis must be in"):
+        ck.compile(model, asm=False)
