@@ -164,7 +164,7 @@ def test_mod_by_zero_is_a_run_error(fmod):
 MOD_EDGE = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.5, -2.5, 0.1, 7.3, -7.3,
                      1e-45, -1e-45, 3e-39, 1e-38, 1e10, -1e30, 3.4e38, 16777217.0])
 MOD_EDGE_F64 = np.array([5e-324, -5e-324, 1e-310, 1e-300, 1.7e308, -1.7e308, 2.0 ** 53 + 2])
-MOD_SCALES = {np.float32: ([1e-30, 1.0, 1e20, 1e38], [1e-30, 1e-3, 1.0, 1e3]),
+MOD_SCALES = {np.float32: ([1e-30, 1.0, 1e20, 1e37], [1e-30, 1e-3, 1.0, 1e3]),
               np.float64: ([1e-300, 1.0, 1e100, 1e300], [1e-300, 1e-3, 1.0, 1e30])}
 
 
