@@ -56,13 +56,16 @@ def onnx_pipeline() -> list[ModulePass]:
             DeadCodePass(), ValidatePass()]
 
 
-def kernel_pipeline(target, opt_level: int, schedule=None) -> list[ModulePass]:
+def kernel_pipeline(target, opt_level: int, schedule=None,
+                    conv_algorithm: str = "classic") -> list[ModulePass]:
     """Optimised ONNX IR -> planned Kernel IR for `target` (a backends.Target) at -O`opt_level`:
-    lowering, the blocked-layout fold (a no-op without conv_algorithm="pznet"), the target's
-    schedule (Target.schedule_passes, or the passes `schedule` when given), buffer planning."""
+    lowering (Convs by `conv_algorithm`, constant matrices in strips of the target's lanes),
+    the blocked-layout fold (a no-op without conv_algorithm="pznet"), the target's schedule
+    (Target.schedule_passes, or the passes `schedule` when given), buffer planning."""
     if schedule is None:
         schedule = target.schedule_passes(opt_level)
-    return [LowerToKrnlPass(), FoldLayoutPass(), *schedule, PlanBuffersPass()]
+    lowering = LowerToKrnlPass(conv_algorithm=conv_algorithm, lanes=target.vector_width)
+    return [lowering, FoldLayoutPass(), *schedule, PlanBuffersPass()]
 
 
 def parse_pipeline(spec: str, option: str = "pass pipeline") -> list[ModulePass]:

@@ -346,22 +346,19 @@ class Compilation:
     def lower(self, module) -> ModuleOp:
         """ONNX IR -> a new, scheduled and planned Kernel IR module (`module` is unchanged)."""
         from compilerkit.lowering import LowerToKrnlPass, lower_to_krnl
-        from compilerkit.lowering.conv_algorithm import using
-        from compilerkit.lowering.matmul import vector_lanes
 
         schedule = self.options.schedule
         if isinstance(schedule, str) and schedule in NAMED_SCHEDULES:
             schedule = NAMED_SCHEDULES[schedule](self.target, self.opt_level)
         elif isinstance(schedule, str):
             schedule = parse_pipeline(schedule)
-        lowering, *rest = kernel_pipeline(self.target, self.opt_level, schedule)
+        lowering, *rest = kernel_pipeline(self.target, self.opt_level, schedule,
+                                          self.options.conv_algorithm)
         assert isinstance(lowering, LowerToKrnlPass)
         t = time.perf_counter()
         # The lowering pass's out-of-place form: `module` stays ONNX IR, so the "onnx-ir"
         # stage can still be printed from it after this.
-        # constant B operands go in strips of the target's micro-kernel width (matmul.py)
-        with using(self.options.conv_algorithm), vector_lanes(self.target.vector_width):
-            kmodule = lower_to_krnl(module)
+        kmodule = lower_to_krnl(module, lowering.conv_algorithm, lowering.lanes)
         if not rest:
             verify_ir(kmodule, f"pass {lowering.name!r}")
         self.pass_timings.append(("kernel-ir", lowering.name, time.perf_counter() - t))

@@ -40,6 +40,7 @@ from compilerkit.lowering import (
     trig,
 )
 from compilerkit.lowering.builder import KernelBuilder, memref_type, shape
+from compilerkit.lowering.conv_algorithm import check_algorithm
 from compilerkit.onnx_passes.single_node import main_func
 from compilerkit.onnx_passes.validate import check_result_types, validate_op
 from mlsys_viz.units import human_bytes
@@ -170,8 +171,11 @@ def _names(src, key):
     return [x.data for x in a.data] if a is not None else []
 
 
-def lower_to_krnl(module: ModuleOp) -> ModuleOp:
-    """A new module holding the Kernel IR of `module` (which is left unchanged)."""
+def lower_to_krnl(module: ModuleOp, conv_algorithm: str = "classic",
+                  lanes: int = 16) -> ModuleOp:
+    """A new module holding the Kernel IR of `module` (which is left unchanged); Convs lowered
+    by `conv_algorithm` (conv_algorithm.ALGORITHMS), constant matrices stored in strips for a
+    target of `lanes` f32 lanes (matmul.strip_width)."""
     from compilerkit.onnx_passes.single_node import opset_of
 
     src = main_func(module)
@@ -189,7 +193,7 @@ def lower_to_krnl(module: ModuleOp) -> ModuleOp:
     budget = budget_of(module)
     const_bytes = 0
     block = Block(arg_types=in_types + out_types)
-    b = KernelBuilder(block)
+    b = KernelBuilder(block, check_algorithm(conv_algorithm), check_lanes(lanes))
     # The block takes the inputs, then the output buffers: map the inputs only.
     values = {a: m for a, m in zip(src.body.block.args, block.args, strict=False)}
     new = ModuleOp([])
@@ -285,15 +289,31 @@ def lower_to_krnl(module: ModuleOp) -> ModuleOp:
     return new
 
 
+def check_lanes(lanes) -> int:
+    """`lanes` if it is a power of two from 1 to 64 (f32 lanes of a vector), else ValueError."""
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1 or lanes > 64 or (
+            lanes & (lanes - 1)):
+        raise ValueError(f"lower-to-krnl: lanes={lanes!r} is not a power of two from 1 to 64 "
+                         "(the target's f32 lanes: 16 on AVX-512, 8 on AVX2, 4 on the emulated "
+                         "targets, 1 on the GPU)")
+    return lanes
+
+
 @dataclass(frozen=True)
 class LowerToKrnlPass(ModulePass):
-    """`lower-to-krnl`: ONNX IR -> Kernel IR, replacing the module's body in place (the
-    resource table and compile budget belong to the module object, so they carry over)."""
+    """`lower-to-krnl{conv_algorithm=classic lanes=16}`: ONNX IR -> Kernel IR, replacing the
+    module's body in place (the resource table and compile budget belong to the module
+    object, so they carry over). The options are the lowering's compile choices: the Conv
+    algorithm (lowering/conv_algorithm.py) and the target's f32 lanes (matmul.strip_width);
+    a compile sets them from its options and target."""
 
     name = "lower-to-krnl"
 
+    conv_algorithm: str = "classic"
+    lanes: int = 16
+
     def apply(self, ctx, op) -> None:
-        new = lower_to_krnl(op)
+        new = lower_to_krnl(op, self.conv_algorithm, self.lanes)
         op.body.detach_block(0)  # the old function goes; the new one takes its place
         op.body.add_block(new.body.detach_block(0))
 

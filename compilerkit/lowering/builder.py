@@ -44,8 +44,15 @@ def strides(dims) -> list[int]:
 
 
 class KernelBuilder:
-    def __init__(self, block: Block):
+    """Emits Kernel IR into `block`. `conv_algorithm` and `lanes` are the lowering's compile
+    choices (the options of the `lower-to-krnl` pass): the Conv algorithm asked for
+    (lowering/conv_algorithm.py) and the target's f32 lanes, which set the width of the strips
+    constant matrices are stored in (matmul.strip_width)."""
+
+    def __init__(self, block: Block, conv_algorithm: str = "classic", lanes: int = 16):
         self.block = block
+        self.conv_algorithm = conv_algorithm
+        self.lanes = lanes
 
     def add(self, op):
         self.block.add_op(op)

@@ -146,7 +146,7 @@ def lower_conv(b: KernelBuilder, op, ins):
     st, dil, pads = conv_geometry(op, in_sp, k_sp, out_sp)
     if math.prod(out_dims) == 0 or xs[1] == 0:
         return [_empty_conv(b, op, out_dims, bias)]
-    algo = choose(op)  # compile(conv_algorithm=...): lowering/conv_algorithm.py
+    algo = choose(op, b.conv_algorithm)  # lower-to-krnl{conv_algorithm=...}
     if algo not in ("classic", "direct", "im2col"):
         return [lower_chosen(b, op, ins, algo, pads)]
     conv = _Conv(x, w, bias, out_dims, groups, st, dil, pads, fused_activation(op))
@@ -158,7 +158,7 @@ def lower_conv(b: KernelBuilder, op, ins):
         _shifted_gemm(b, conv, out)
     elif _transposed_pays(conv, op):
         w_np, module = weights_array(op)
-        strip = matmul.strip_width(conv.oc)
+        strip = matmul.strip_width(conv.oc, b.lanes)
         wt = b.constant(_columns_weights(conv, w_np, strip), module, f"wt_{node_label(op)}",
                         conv.elem)
         _transposed_gemm(b, conv, out, wt, strip)

@@ -37,14 +37,12 @@ wrong sign; the fuzz suite's corrupted 3D U-Net (one weight 1.8e16, another 3.9e
 at 1 thread: 1.37x over "classic", 1.19x onnxruntime) and within 4e-5 of onnxruntime: ask for
 it.
 
-The option travels as a context variable that `Compilation.lower` sets around the lowering
-(`using`), so lower_conv's signature, and every other lowering's, stays as it is.
+The option is the `conv_algorithm` option of the `lower-to-krnl` pass
+(`lower-to-krnl{conv_algorithm=auto}`), which the lowering's KernelBuilder carries to `choose`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
 
 import numpy as np
@@ -72,9 +70,6 @@ FFT = tuple(f"fft{t}{s}" for s in ("", "-fused")
             for t in ("",) + tuple(f"-t{t}" for t in fft.TILES))
 ALGORITHMS = BASIC + WINOGRAD + FFT + ("pznet",)
 
-_CHOSEN = contextvars.ContextVar("conv_algorithm", default="classic")
-
-
 def check_algorithm(name) -> str:
     """`name` if it is one of ALGORITHMS, else a ValueError listing them."""
     if name not in ALGORITHMS:
@@ -83,19 +78,9 @@ def check_algorithm(name) -> str:
     return name
 
 
-@contextlib.contextmanager
-def using(name: str):
-    """Lower Convs with `name` (ALGORITHMS) inside the `with` block."""
-    token = _CHOSEN.set(check_algorithm(name))
-    try:
-        yield
-    finally:
-        _CHOSEN.reset(token)
-
-
-def choose(op) -> str:
+def choose(op, asked: str = "classic") -> str:
     """The algorithm for the Conv `op` (ONNX IR): the node's `conv_algorithm` attribute, else
-    the compile option, falling back to "classic" where it does not apply."""
+    `asked` (the compile option), falling back to "classic" where it does not apply."""
     attr = op.attributes.get("conv_algorithm")
     if attr is not None:
         name = getattr(attr, "data", None)
@@ -103,7 +88,7 @@ def choose(op) -> str:
             raise ModelError(f"node {node_label(op)!r}: conv_algorithm attribute {attr} is not "
                              f"one of {', '.join(ALGORITHMS)}")
     else:
-        name = _CHOSEN.get()
+        name = check_algorithm(asked)
     if name == "auto":
         return auto_choice(op)
     if name.startswith("winograd"):

@@ -328,7 +328,7 @@ def lower_fft(b: KernelBuilder, op, ins, pads, t: int | None = None, fused: bool
     p = _Plan(op, ins, pads, t, fused)
     wt, module = weights_array(op)
     u_np = transformed_weights(wt, p.ts, p.real).astype(onnx_d.numpy_dtype(p.elem))
-    u_np, width = batched_weights(u_np)
+    u_np, width = batched_weights(u_np, b.lanes)
     hint = f"fft_t{p.t}_{node_label(op)}"
     u = b.constant(u_np, module, hint, p.elem)
     out = p.out = b.alloc(p.out_dims, p.elem)

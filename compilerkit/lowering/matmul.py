@@ -12,14 +12,12 @@ are stored at compile time in strips (`in_strips`) one micro-kernel register blo
 vectors of the target (`strip_width`: 32 columns on AVX-512, 16 on AVX2, 8 on the 4-lane
 emulated targets), and multiplied strip by strip (`emit_strip_matmul`): the kernel reads each
 strip in place instead of packing it on every call (codegen/microkernel.py: `ldb == NR`).
-The compile sets the target's lanes around the lowering (`vector_lanes`); without one (the
-opt driver) strips are AVX-512's. Same sums in the same order as B read whole: same bits.
+The lanes are the `lanes` option of the `lower-to-krnl` pass (the compile sets the target's;
+`python -m compilerkit.opt -p lower-to-krnl` without it stores AVX-512's). Same sums in the
+same order as B read whole: same bits.
 """
 
 from __future__ import annotations
-
-import contextlib
-import contextvars
 
 import numpy as np
 
@@ -40,24 +38,10 @@ def emit_matmul(b: KernelBuilder, a, bm, c, m, n, k, offs, a_strides, ldb, ldc):
                                      strides=[a_strides[0], a_strides[1], ldb, ldc], simd=1))
 
 
-# f32 lanes of the target the lowering is for (Target.vector_width), set by the compile
-_LANES = contextvars.ContextVar("vector_lanes", default=16)
-
-
-@contextlib.contextmanager
-def vector_lanes(lanes: int):
-    """Lower for a target with `lanes` f32 lanes inside the `with` block (`strip_width`)."""
-    token = _LANES.set(lanes)
-    try:
-        yield
-    finally:
-        _LANES.reset(token)
-
-
-def strip_width(n: int) -> int:
-    """Columns per strip of a constant B of `n` columns: the micro-kernel's NR, two vectors of
-    the target; a target without vectors (the GPU, 1 lane) keeps B whole, one strip of n."""
-    lanes = _LANES.get()
+def strip_width(n: int, lanes: int) -> int:
+    """Columns per strip of a constant B of `n` columns on a target with `lanes` f32 lanes: the
+    micro-kernel's NR, two vectors; a target without vectors (the GPU, 1 lane) keeps B whole,
+    one strip of n."""
     return 2 * lanes if lanes > 1 else max(n, 1)  # a strip of no columns would divide by 0
 
 

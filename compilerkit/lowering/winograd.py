@@ -372,7 +372,7 @@ def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = DEFAULT_M, fused: b
     p = _Plan(op, ins, pads, m, fused)
     wt, module = weights_array(op)
     u_np = transformed_weights(wt, p.ms).astype(onnx_d.numpy_dtype(p.elem))
-    u_np, width = batched_weights(u_np)
+    u_np, width = batched_weights(u_np, b.lanes)
     hint = f"winograd_f{m}_{node_label(op)}"
     u = b.constant(u_np, module, hint, p.elem)
     out = p.out = b.alloc(p.out_dims, p.elem)
@@ -411,13 +411,13 @@ def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = DEFAULT_M, fused: b
     return out
 
 
-def batched_weights(u: np.ndarray) -> tuple[np.ndarray, int | None]:
+def batched_weights(u: np.ndarray, lanes: int) -> tuple[np.ndarray, int | None]:
     """(U as stored, its strip width or None) for `batched_products`: U [A, depth, cols] goes
     in strips (matmul.in_strips, the target's width) when its columns are whole strips, so
     the micro-kernel reads each strip in place instead of packing a panel of U per group and
     position. Other widths keep U as it is: padding M's rows to whole strips would add
     products on 16-channel layers. Shared with fft.py."""
-    width = matmul.strip_width(u.shape[-1])
+    width = matmul.strip_width(u.shape[-1], lanes)
     if u.shape[-1] % width == 0:
         return in_strips(u, width), width
     return u, None

@@ -12,7 +12,6 @@ from onnx import helper
 
 import compilerkit as ck
 from compilerkit.lowering import blocked3d, lower_to_krnl
-from compilerkit.lowering.conv_algorithm import using
 from compilerkit.pipeline import compile_to
 
 N = helper.make_node
@@ -115,8 +114,7 @@ def test_transforms_only_at_chain_edges():
     assert ir.count('layout = "to_nchw8c"') == 1
     assert ir.count('layout = "from_nchw8c"') == 2
     # the lowering alone (before fold-layout) has a pair around every Conv
-    with using("pznet"):
-        unfolded = str(lower_to_krnl(compile_to("onnx-ir", model)))
+    unfolded = str(lower_to_krnl(compile_to("onnx-ir", model), conv_algorithm="pznet"))
     assert unfolded.count('layout = "to_nchw8c"') == 4
     assert unfolded.count('layout = "from_nchw8c"') == 1 + 1 + 1 + 2
 

@@ -18,7 +18,7 @@ from onnx import helper
 import compilerkit as ck
 from compilerkit.backends.host import host_target
 from compilerkit.lowering import fft
-from compilerkit.lowering.conv_algorithm import ALGORITHMS, FFT, choose, fft_variant, using
+from compilerkit.lowering.conv_algorithm import ALGORITHMS, FFT, choose, fft_variant
 from compilerkit.pipeline import compile_to
 
 N = helper.make_node
@@ -211,10 +211,8 @@ def test_kernel_as_long_as_the_tile_falls_back():
     model, x = conv_model((1, 2, 20, 20), wt, pads=[4, 1, 4, 1])
     op = _conv_op(model)
     assert "larger than 8" in fft.applies(op, 8) and fft.applies(op, 16) is None
-    with using("fft-t8"):
-        assert choose(op) == "classic"
-    with using("fft-t16"):
-        assert choose(op) == "fft-t16"
+    assert choose(op, "fft-t8") == "classic"
+    assert choose(op, "fft-t16") == "fft-t16"
     assert scaled_error(model, x, "fft-t8") < 1e-5
 
 
@@ -228,8 +226,7 @@ def test_auto_takes_fft_by_the_roofline(outlier, attrs, expected):
     if outlier is not None:
         wt[3, 2, 1, 1, 1] = outlier
     model, _ = conv_model((1, 16, 32, 32, 32), wt, pads=[2] * 6, **attrs)
-    with using("auto"):
-        assert choose(_conv_op(model)) == expected
+    assert choose(_conv_op(model), "auto") == expected
 
 
 def test_kernel_ir_is_fft_and_pruned():

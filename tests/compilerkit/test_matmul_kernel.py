@@ -170,13 +170,18 @@ def test_in_strips_by_hand():
 def test_strip_width_follows_the_target():
     """Two vectors of the target the lowering is for: AVX-512 32 columns, AVX2 16, the 4-lane
     emulated targets 8; the GPU (1 lane) keeps B whole; the opt driver's default is 32."""
-    from compilerkit.lowering.matmul import strip_width, vector_lanes
-    assert strip_width(100) == 32
+    from compilerkit.backends import get_backend
+    from compilerkit.backends.emulated import emulated_target
+    from compilerkit.lowering import LowerToKrnlPass
+    from compilerkit.lowering.matmul import strip_width
+    from compilerkit.passes import kernel_pipeline
+
     for lanes, want in [(16, 32), (8, 16), (4, 8), (1, 100)]:
-        with vector_lanes(lanes):
-            assert strip_width(100) == want
-    with vector_lanes(1):
-        assert strip_width(0) == 1  # never a width of 0 to divide by
+        assert strip_width(100, lanes) == want
+    assert strip_width(0, 1) == 1  # never a width of 0 to divide by
+    assert strip_width(100, LowerToKrnlPass().lanes) == 32
+    for t in (get_backend("host").target, emulated_target("s390x")):
+        assert kernel_pipeline(t, 3)[0].lanes == t.vector_width
 
 
 @pytest.mark.parametrize("op,x_shape,w_shape,extra", [

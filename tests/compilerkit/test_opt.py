@@ -57,6 +57,23 @@ def test_target_pipelines():
     assert [p.name for p in kernel_pipeline(host, 0)] == ["lower-to-krnl", "fold-layout",
                                                           "plan-buffers"]
     assert kernel_pipeline(host, 3)[2].simd == host.vector_width
+    # The lowering's compile choices are its options, shown in the pipeline's spec.
+    lowering = kernel_pipeline(host, 3, conv_algorithm="auto")[0]
+    assert (lowering.conv_algorithm, lowering.lanes) == ("auto", host.vector_width)
+    lanes = host.vector_width
+    assert str(lowering.pipeline_pass_spec()) == \
+        f'lower-to-krnl{{conv_algorithm="auto" lanes={lanes}}}'
+
+
+def test_lowering_options_are_checked():
+    (p,) = parse_pipeline("lower-to-krnl{conv_algorithm=winograd-f2 lanes=4}")
+    assert (p.conv_algorithm, p.lanes) == ("winograd-f2", 4)
+    m = parse_ir(RELU % {"name": "main_graph"})
+    for bad, words in [("conv_algorithm=fast", "unknown conv_algorithm 'fast'"),
+                       ("lanes=3", "lanes=3 is not a power of two")]:
+        (p,) = parse_pipeline(f"lower-to-krnl{{{bad}}}")
+        with pytest.raises(ValueError, match=words):
+            run_passes(m.clone(), [p])
     assert [p.name for p in onnx_pipeline()][0] == "shape-inference"
 
 

@@ -129,7 +129,8 @@ def test_products_on_strips_are_bit_identical(monkeypatch, algo, c, k, size, bia
     model, x = conv_model((1, c, size, size), wt, b, [ks // 2] * 4, "Relu")
     outs = {}
     # n + 1 columns never divide n: U read whole
-    for name, width in [("32", lambda n: 32), ("16", lambda n: 16), ("whole", lambda n: n + 1)]:
+    for name, width in [("32", lambda n, lanes: 32), ("16", lambda n, lanes: 16),
+                        ("whole", lambda n, lanes: n + 1)]:
         monkeypatch.setattr(matmul, "strip_width", width)
         outs[name] = ck.compile(model, conv_algorithm=algo).run(x)[0]
     np.testing.assert_array_equal(outs["32"], outs["whole"])
@@ -238,7 +239,7 @@ def test_auto_choice(c, k, hw, kernel, expected):
     """"auto" takes Winograd only for the class it measured faster on (conv_algorithm.py):
     3x3 (3x3x3 up to 64 channels), >= 16 channels, >= 4 tiles (F(4,3) before F(2,3)),
     fused up to 64 channels; kernels of 5 and more go to the roofline (FFT or classic)."""
-    from compilerkit.lowering.conv_algorithm import choose, using
+    from compilerkit.lowering.conv_algorithm import choose
 
     sp = hw if isinstance(hw, tuple) else (hw, hw)
     model, _ = conv_model((1, c) + sp, np.zeros((k, c) + (kernel,) * len(sp), np.float32),
@@ -246,8 +247,7 @@ def test_auto_choice(c, k, hw, kernel, expected):
     module = compile_to("onnx-ir", model)
     conv = next(op for op in module.walk() if op.name == "onnx.Conv")
     assert choose(conv) == "classic"  # the default
-    with using("auto"):
-        assert choose(conv) == expected
+    assert choose(conv, "auto") == expected
 
 
 @pytest.mark.parametrize("outlier, expected", [
@@ -258,15 +258,14 @@ def test_auto_keeps_winograd_away_from_badly_scaled_weights(outlier, expected):
     Winograd's error in every output of a tile scales with the largest weight. The bound is
     1000 x the median |weight|; a trained layer's largest weight is tens of medians at most.
     All-zero weights are well scaled (Winograd is exact on them)."""
-    from compilerkit.lowering.conv_algorithm import choose, using
+    from compilerkit.lowering.conv_algorithm import choose
 
     wt = np.random.default_rng(5).standard_normal((16, 16, 3, 3)).astype(np.float32)
     if outlier is not None:
         wt[3, 2, 1, 1] = outlier
     model, _ = conv_model((1, 16, 56, 56), wt, pads=[1, 1, 1, 1])
     conv = next(op for op in compile_to("onnx-ir", model).walk() if op.name == "onnx.Conv")
-    with using("auto"):
-        assert choose(conv) == expected
+    assert choose(conv, "auto") == expected
 
 
 def test_threads_give_the_same_answer():
