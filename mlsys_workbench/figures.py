@@ -142,7 +142,8 @@ def save_figure(fig, name: str, *, claim: str | None = None, value=None,
         raise TypeError("timings: a dict of wall-clock measurements, e.g. {'compile_s': 0.6}")
     out = figures_dir(out_dir)
     files = [f"{name}.html"]
-    fig.write_html(out / files[0], include_plotlyjs=True, full_html=True)
+    # An animation waits for its Play button (plotly's default plays it on opening the page).
+    fig.write_html(out / files[0], include_plotlyjs=True, full_html=True, auto_play=False)
     if png and _write_png(fig, out / f"{name}.png"):
         files.append(f"{name}.png")
     entry = {"claim": claim, "value": value, "summary": summary, "timings": timings or {},

@@ -23,7 +23,9 @@ STATE = """() => {
 def test_exported_animation_plays(page, tmp_path):
     fig = lifetime_animation(INTERVALS, DEVICE, max_frames=46, frame_ms=30)
     path = tmp_path / "step.html"
-    fig.write_html(path, include_plotlyjs=True)
+    # auto_play=False as save_figure writes it: plotly's default starts the animation on
+    # load, and on a busy machine it has moved on before the first look below.
+    fig.write_html(path, include_plotlyjs=True, auto_play=False)
     page.goto(path.as_uri())
     page.wait_for_selector(".js-plotly-plot .main-svg")
     before = page.evaluate(STATE)
