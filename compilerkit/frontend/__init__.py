@@ -9,9 +9,10 @@ Every dynamic dimension of a real input must be fixed, either by the model or by
 those are the only types taken as given. ONNX's own shape inference (strict, with data
 propagation, on the model with its declared `value_info`/output types removed) then types the
 intermediate values, and compilerkit's shape-inference pass finishes the job after constant
-folding. A declared type that disagrees with the inferred one is a `ModelError` (checks.py). The
-graph is checked first: one producer per tensor, topological order, every output produced and
-named once.
+folding. A declared element type that disagrees with the inferred one is a `ModelError`; a
+declared shape that disagrees is overridden with a `DeclaredShapeWarning` (onnxruntime's rule,
+checks.py). The graph is checked first: one producer per tensor, topological order, every output
+produced and named once.
 """
 
 from __future__ import annotations
@@ -45,14 +46,14 @@ from compilerkit.frontend.arguments import (
 )
 from compilerkit.frontend.checks import (
     DEFAULT_MAX_BYTES,
+    DeclaredShapeWarning,
     ModelError,
     UnsupportedOpError,
     check_bytes,
+    compare_declared,
     dtype_name,
-    mismatch_error,
     record_declared,
     set_budget,
-    types_disagree,
 )
 from compilerkit.frontend.hygiene import (
     MAX_OPSET,
@@ -65,8 +66,8 @@ from compilerkit.frontend.hygiene import (
 )
 from compilerkit.frontend.tensors import sparse_to_dense, to_array
 
-__all__ = ["ModelError", "UnsupportedOpError", "OptionError", "load_model", "import_model",
-           "to_array", "MIN_OPSET", "MAX_OPSET"]
+__all__ = ["ModelError", "UnsupportedOpError", "OptionError", "DeclaredShapeWarning",
+           "load_model", "import_model", "to_array", "MIN_OPSET", "MAX_OPSET"]
 
 
 def load_model(model) -> tuple[ModelProto, str | None]:
@@ -314,8 +315,11 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
     deferred = {}
     for name, decl in declared.items():
         got = inferred.get(name)
-        if got is not None and types_disagree(decl, got):
-            raise mismatch_error(name, producers.get(name, "<graph input>"), decl, got)
+        # A disagreeing element type is refused; a disagreeing shape is warned about once and
+        # the inferred one compiled (checks.compare_declared: onnxruntime's rule).
+        if got is not None and compare_declared(name, producers.get(name, "<graph input>"),
+                                                decl, got):
+            continue
         if got is None or got[1] is None or any(d < 0 for d in got[1]):
             deferred[name] = decl  # not static yet: checked when compilerkit types it
     init_names = {t.name for t in proto.graph.initializer}

@@ -7,15 +7,25 @@ the machine code). It is checked before anything is allocated, so a 150-byte mod
 10^10 floats gets a `ModelError` instead of an out-of-memory kill or an LLVM abort.
 
 Declared types (`value_info`, graph outputs) are never used as types: they are compared with
-what the operands and the op's definition give. Where ONNX's whole-model inference could not yet
-give a static type (a shape computed by a subgraph that only folding resolves), the declared
-type is kept here and checked when compilerkit's own shape inference or folding types the value.
-Both tables are side tables keyed by the module, like the constants' resource table.
+what the operands and the op's definition give, and the rule is onnxruntime's (graph.cc's
+MergeShapeInfo): a declared element type that disagrees is refused (a `ModelError`; onnxruntime
+refuses the model too), a declared shape that disagrees (dims or rank) is overridden by the
+inferred one, with a `DeclaredShapeWarning` naming the tensor, its node and both types
+(onnxruntime logs "Error merging shape info ... Falling back to lenient merge" and runs with
+the computed shapes). Overriding is safe because the compile never reads a declared shape. A
+graph input's declared shape is not a declaration of this kind but the contract with the
+caller's data: it is fixed (or `input_shapes` fixes it) and every run checks it.
+
+Where ONNX's whole-model inference could not yet give a static type (a shape computed by a
+subgraph that only folding resolves), the declared type is kept here and compared when
+compilerkit's own shape inference or folding types the value. Both tables are side tables keyed
+by the module, like the constants' resource table.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 import weakref
 
 import numpy as np
@@ -31,6 +41,12 @@ class ModelError(ValueError):
 
 class UnsupportedOpError(NotImplementedError):
     """An ONNX node whose operator compilerkit cannot compile (a valid model it declines)."""
+
+
+class DeclaredShapeWarning(UserWarning):
+    """A model's value_info or graph output declares a shape that disagrees with the one its
+    operands and ops give; the model was compiled with the inferred shape, as onnxruntime runs
+    it. `warnings.simplefilter("error", DeclaredShapeWarning)` makes it a refusal."""
 
 
 # Default budget: large enough for any model a laptop can run, small enough that LLVM can still
@@ -91,12 +107,7 @@ def _np_of(elem: int):
     return tensor_dtype_to_np_dtype(elem)
 
 
-def types_disagree(declared, inferred) -> bool:
-    """declared/inferred: (elem or 0, dims list with -1/None for unknown, or None for unranked).
-    Unknown parts agree with anything."""
-    (de, dd), (ie, idims) = declared, inferred
-    if de and ie and de != ie:
-        return True
+def _shapes_disagree(dd, idims) -> bool:
     if dd is None or idims is None:
         return False
     if len(dd) != len(idims):
@@ -105,12 +116,39 @@ def types_disagree(declared, inferred) -> bool:
                for a, b in zip(dd, idims, strict=True))
 
 
+def types_disagree(declared, inferred) -> bool:
+    """declared/inferred: (elem or 0, dims list with -1/None for unknown, or None for unranked).
+    Unknown parts agree with anything."""
+    (de, dd), (ie, idims) = declared, inferred
+    return bool(de and ie and de != ie) or _shapes_disagree(dd, idims)
+
+
 def mismatch_error(name, node, declared, inferred) -> ModelError:
+    """The refusal of a declared element type that disagrees with the inferred one."""
     return ModelError(
         f"tensor {name!r} (output of node {node!r}): the model declares "
         f"{onnx_type_str(*declared)} but the node's operands and definition give "
-        f"{onnx_type_str(*inferred)}; declared types are not trusted, fix the model's "
-        "value_info/outputs")
+        f"{onnx_type_str(*inferred)}; a declared element type that disagrees is refused "
+        "(onnxruntime refuses it too), fix the model's value_info/outputs")
+
+
+def compare_declared(name, node, declared, inferred) -> bool:
+    """Compare what the model declares for tensor `name` (output of `node`) with the inferred
+    type, as onnxruntime does: another element type is a `ModelError`; another shape is
+    overridden by the inferred one, with a `DeclaredShapeWarning` saying so. Returns whether
+    they disagreed (the declaration needs no further check then)."""
+    (de, dd), (ie, idims) = declared, inferred
+    if de and ie and de != ie:
+        raise mismatch_error(name, node, declared, inferred)
+    if not _shapes_disagree(dd, idims):
+        return False
+    shown = onnx_type_str(de or ie, idims)
+    warnings.warn(DeclaredShapeWarning(
+        f"tensor {name!r} (output of node {node!r}): the model declares "
+        f"{onnx_type_str(*declared)} but the node's operands and definition give "
+        f"{onnx_type_str(*inferred)}; compiled as {shown}, the declared shape is ignored (as "
+        "onnxruntime does); fix the model's value_info/outputs to silence this"), stacklevel=2)
+    return True
 
 
 def record_declared(module, value, name: str, node: str, declared) -> None:
@@ -119,13 +157,15 @@ def record_declared(module, value, name: str, node: str, declared) -> None:
 
 
 def check_declared(module, value, elem_code: int, dims) -> None:
-    """Compare a newly inferred type of `value` with what the model declared for it, if any."""
-    entry = _DECLARED.get(module, {}).get(value)
+    """Compare a newly inferred type of `value` with what the model declared for it, if any
+    (compare_declared: a ModelError or a warning, once)."""
+    table = _DECLARED.get(module, {})
+    entry = table.get(value)
     if entry is None:
         return
     name, node, declared = entry
-    if types_disagree(declared, (elem_code, list(dims))):
-        raise mismatch_error(name, node, declared, (elem_code, list(dims)))
+    if compare_declared(name, node, declared, (elem_code, list(dims))):
+        del table[value]  # warned: a later, finer type of the same value says nothing new
 
 
 def move_declared(module, old, new) -> None:

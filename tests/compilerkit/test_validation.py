@@ -1,11 +1,13 @@
 """Issue 10, compile-time half: compilerkit refuses at compile time, with a ModelError naming the
 culprit, what onnxruntime refuses (checked here too, where cheap), matches onnxruntime where it
-accepts, never trusts a declared type, bounds what the compile allocates and verifies the IR.
+accepts, never trusts a declared type (a disagreeing declared shape is overridden with a
+warning, as onnxruntime does), bounds what the compile allocates and verifies the IR.
 
 One section per class: declared types, op validation, the compile budget and external data,
 graph hygiene, the IR verifier. Models are tiny hand-built ONNX graphs."""
 
 import time
+import warnings
 
 import numpy as np
 import onnx
@@ -53,44 +55,96 @@ def relu_chain(value_info=(), out_type=None):
 
 
 # ---- 1. declared types are checked, never trusted --------------------------------------------
+# onnxruntime's rule: a declared element type that disagrees is refused; a declared shape that
+# disagrees (value_info or graph output) is overridden by the inferred one, with a warning.
 
-def test_value_info_shape_that_disagrees_is_refused():
+def overridden(model, arrays, *fragments):
+    """compilerkit compiles `model`, warning once with a DeclaredShapeWarning that holds every
+    fragment, and answers as onnxruntime does (with the inferred shapes)."""
+    with pytest.warns(ck.DeclaredShapeWarning) as record:
+        out = check(model, arrays)
+    msgs = [str(w.message) for w in record if w.category is ck.DeclaredShapeWarning]
+    assert len(msgs) == 1, msgs
+    for f in fragments:
+        assert f in msgs[0], f"{f!r} not in {msgs[0]!r}"
+    return out
+
+
+X23 = np.arange(-3, 3, dtype=F32).reshape(2, 3)
+
+
+def test_value_info_shape_that_disagrees_is_overridden_like_onnxruntime():
     m = relu_chain([helper.make_tensor_value_info("t", TensorProto.FLOAT, [3, 2])])
-    # onnxruntime only warns ("falling back to lenient merge"); the issue asks for a refusal
-    # naming the tensor, the node and both types instead of compiling the declared shape.
+    # onnxruntime warns ("falling back to lenient merge") and runs with the computed shape.
     assert not ort_refuses(m)
-    refused(m, "'t'", "'r1'", "float32[3, 2]", "float32[2, 3]")
+    overridden(m, [X23], "'t'", "'r1'", "float32[3, 2]", "float32[2, 3]", "compiled as")
 
 
 def test_value_info_dtype_that_disagrees_is_refused_like_onnxruntime():
     m = relu_chain([helper.make_tensor_value_info("t", TensorProto.INT64, [2, 3])])
     assert ort_refuses(m)
-    refused(m, "'t'", "'r1'", "int64[2, 3]", "float32[2, 3]")
+    refused(m, "'t'", "'r1'", "int64[2, 3]", "float32[2, 3]", "element type")
 
 
-def test_declared_output_shape_that_disagrees_is_refused():
+def test_declared_output_dtype_that_disagrees_is_refused_like_onnxruntime():
+    m = relu_chain(out_type=helper.make_tensor_value_info("y", TensorProto.INT64, [2, 3]))
+    assert ort_refuses(m)
+    refused(m, "'y'", "'n2'", "int64[2, 3]", "float32[2, 3]")
+
+
+@pytest.mark.parametrize("declared", [[4, 4], [6], [2, 3, 1]])
+def test_declared_output_shape_that_disagrees_is_overridden_like_onnxruntime(declared):
+    m = relu_chain(out_type=helper.make_tensor_value_info("y", TensorProto.FLOAT, declared))
+    assert not ort_refuses(m)
+    shown = ", ".join(map(str, declared))
+    (y,) = overridden(m, [X23], "'y'", "'n2'", f"float32[{shown}]", "float32[2, 3]")
+    assert y.shape == (2, 3)
+    with pytest.warns(ck.DeclaredShapeWarning):
+        cm = ck.compile(m, asm=False)
+    assert cm.outputs[0][1] == (2, 3)  # the signature is the inferred one
+
+
+def test_the_override_can_be_made_a_refusal():
     m = relu_chain(out_type=helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4]))
-    refused(m, "'y'", "'n2'", "float32[4, 4]", "float32[2, 3]")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ck.DeclaredShapeWarning)
+        with pytest.raises(ck.DeclaredShapeWarning, match="'y'"):
+            ck.compile(m, asm=False)
+
+
+def test_declared_input_shape_stays_a_contract_with_the_data():
+    m = relu_chain()
+    with pytest.raises(ck.InputError):
+        ck.compile(m, asm=False).run(np.zeros((3, 2), F32))
 
 
 def test_declared_types_that_agree_or_leave_dims_open_compile():
     m = relu_chain([helper.make_tensor_value_info("t", TensorProto.FLOAT, ["a", 3])],
                    helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, None]))
-    x = np.arange(-3, 3, dtype=F32).reshape(2, 3)
-    check(m, [x])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ck.DeclaredShapeWarning)
+        check(m, [X23])
 
 
 def test_declared_type_is_checked_once_folding_makes_the_shape_known():
     # ONNX's data propagation does not go through Abs: the Reshape's type stays unknown until
-    # compilerkit folds Abs; then the declared [9, 9] must still be caught.
+    # compilerkit folds Abs; then the declared [9, 9] must still be caught (and said once).
     m = make_model([N("Abs", ["c"], ["s"]), N("Reshape", ["x", "s"], ["t"], name="rs"),
                     N("Relu", ["t"], ["y"])], [("x", np.zeros((2, 3), F32))], ["y"],
                    [("c", np.array([-3, 2], np.int64))])
     m.graph.value_info.append(helper.make_tensor_value_info("t", TensorProto.FLOAT, [9, 9]))
-    refused(m, "'t'", "'rs'", "float32[9, 9]", "float32[3, 2]")
+    x = np.arange(6, dtype=F32).reshape(2, 3) - 3
+    assert not ort_refuses(m)
+    overridden(m, [x], "'t'", "'rs'", "float32[9, 9]", "float32[3, 2]")
+    del m.graph.value_info[:]
+    m.graph.value_info.append(helper.make_tensor_value_info("t", TensorProto.INT64, [3, 2]))
+    assert ort_refuses(m)
+    refused(m, "'t'", "'rs'", "int64[3, 2]", "float32[*]")  # refused before folding
     del m.graph.value_info[:]
     m.graph.value_info.append(helper.make_tensor_value_info("t", TensorProto.FLOAT, [3, 2]))
-    check(m, [np.arange(6, dtype=F32).reshape(2, 3) - 3])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ck.DeclaredShapeWarning)
+        check(m, [x])
 
 
 # ---- 2. each op is validated as the ONNX spec and onnxruntime do -----------------------------

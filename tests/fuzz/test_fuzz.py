@@ -24,12 +24,6 @@ TIMEOUT_S = 60
 # Found by the fuzzer, not fixed yet: name -> (source or "*", result class, regex on the case's
 # description + " :: " + detail). Each names the bug; reproducers are in the fuzz report.
 KNOWN_BUGS = {
-    # compilerkit refuses a model whose declared output/value_info shape disagrees with the
-    # inferred one; onnxruntime warns and runs it
-    "declared-shape-mismatch-refused": (
-        "graph", "false_refusal", r"declared types are not trusted"),
-    "declared-shape-mismatch-refused (datasets models)": (
-        "mutation", "false_refusal", r"declared types are not trusted"),
     # schedule='parallelize{min-work=1}' with codegen='loopnest': IndexError in loopnest
     "loopnest-parallel-min-work-IndexError": ("schedule", "unclear", r"IndexError"),
     # compile_to('lib', model, out=<the model's own path>) writes over the model (and a
