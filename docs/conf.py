@@ -16,6 +16,7 @@ are built (``all``, the default, or names: ``mlsys_workbench,mlsys_viz``).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -177,11 +178,30 @@ def vendor_files() -> dict[str, Path]:
     }
 
 
+# The modules embed-amd.js defines: each finds its fonts beside the URL require.js gives its
+# name, so those URLs must lead to _static/widgets/ (by default they lead next to the page).
+WIDGET_MODULES = [
+    "@jupyter-widgets/base", "@jupyter-widgets/base7", "@jupyter-widgets/controls",
+    "@jupyter-widgets/controls7", "@jupyter-widgets/html-manager",
+    "@jupyter-widgets/html-manager/dist/libembed-amd",
+]
+
+
+def requirejs_paths(pathto) -> str:
+    """require.js configuration, set before require.js loads (embed-amd.js starts rendering as
+    soon as it loads): anywidget from _static/vendor/, the widget modules' URLs in
+    _static/widgets/."""
+    widgets = pathto("_static/widgets", 1)
+    paths = {name: f"{widgets}/{name.rsplit('/', 1)[-1]}" for name in WIDGET_MODULES}
+    paths["anywidget"] = pathto("_static/vendor/anywidget", 1)
+    return f"var require = {{paths: {json.dumps(paths)}}};"
+
+
 def add_page_assets(app, pagename, templatename, context, doctree) -> None:
     """plotly.js in the head of pages that draw plotly figures (furo puts script files at the
     end of the body, after the figures' own scripts that call it, and before require.js it
     would register as an anonymous AMD module, leaving `Plotly` undefined); and where widgets
-    are, the path require.js loads anywidget from."""
+    are, require.js's configuration (before require.js, priority 500)."""
     body = context.get("body", "")
     pathto = context["pathto"]
     if "plotly-graph-div" in body or "widget-view+json" in body:
@@ -189,9 +209,7 @@ def add_page_assets(app, pagename, templatename, context, doctree) -> None:
         context["metatags"] = (context.get("metatags") or "") + (
             f'\n<script src="{plotly_js}"></script>')
     if "widget-view+json" in body:
-        anywidget = pathto("_static/vendor/anywidget", 1)
-        app.add_js_file(None, priority=510,
-                        body=f'requirejs.config({{paths: {{anywidget: "{anywidget}"}}}});')
+        app.add_js_file(None, priority=490, body=requirejs_paths(pathto))
 
 
 def copy_vendor_files(app, exception) -> None:

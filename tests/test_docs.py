@@ -169,6 +169,11 @@ def test_executed_notebook_shows_a_plotly_figure_and_a_widget(site, browser):
     drawn = page.eval_on_selector_all(
         ".plotly-graph-div", "divs => divs.map(d => d.querySelector('.main-svg') !== null)")
     assert drawn and all(drawn), f"figures drawn: {drawn}"
+    # require.js was configured before it loaded: the widget modules find their fonts in
+    # _static/widgets/, and anywidget (plotly's FigureWidget) loads from _static/vendor/.
+    assert "_static/widgets/base" in page.evaluate("() => require.toUrl('@jupyter-widgets/base')")
+    anywidget = page.evaluate("() => fetch(require.toUrl('anywidget') + '.js').then(r => r.status)")
+    assert anywidget == 200
     # The injected SMOKE = 1 shows, and the hidden plotly set-up cell does not.
     text = page.locator("article").inner_text()
     assert "SMOKE = 1" in text and "_SiteRenderer" not in text
