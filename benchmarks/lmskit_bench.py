@@ -646,7 +646,8 @@ def calibration():
     held = [r for r in rows.values() if r.get("role", "calibrate") != "calibrate"]
     loads = [x for r in rows.values() for x in (r.get("load_average") or [])]
     return {"model": "per op type: a x compute roofline + b x memory roofline + c, fitted at "
-                     "two batches per model (lmskit.calibrate)",
+                     "two batches per model (lmskit.calibrate); measured_s: the step's least "
+                     "CPU time on one thread (its quiet wall time)",
             "cpu": rows, "held_out_within_20pct": [sum(abs(r["error"]) <= 0.2 for r in held),
                                                    len(held)],
             "load_average": [min(loads), max(loads)] if loads else None,
@@ -663,8 +664,10 @@ def run_calibration(profiles=None):
     CALIBRATION.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     out = calibration()
     for label, r in out["cpu"].items():
+        line = (f"  (line through its two fitted batches: {r['linear_in_batch_error']:+.1%})"
+                if "linear_in_batch_error" in r else "")
         print(f"  {label:20s} {r['role']:24s} measured {r['measured_s'] * 1e3:8.1f} ms  "
-              f"predicted {r['predicted_s'] * 1e3:8.1f} ms  {r['error']:+.1%}", flush=True)
+              f"predicted {r['predicted_s'] * 1e3:8.1f} ms  {r['error']:+.1%}{line}", flush=True)
     print(f"  held out within 20%: {out['held_out_within_20pct']}", flush=True)
     return out
 

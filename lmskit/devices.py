@@ -19,7 +19,9 @@ Limits (what a real run keeps back):
 A step fits when its device peak <= memory - reserve and its host peak <= host_memory_bytes.
 
 Time: a compute op is a roofline (FLOPs at peak x compute_efficiency, bytes at bandwidth x
-bandwidth_efficiency) scaled by a per-op-type factor from calibration, plus a launch overhead.
+bandwidth_efficiency) scaled by a per-op-type factor from calibration, plus a launch overhead;
+the CPU preset weighs the two roofline terms separately (a x compute + b x memory + c, fitted per
+op type), since on a CPU neither bound hides the other.
 A copy takes copy_latency_s + bytes / link bandwidth, and only duplex_efficiency of it while the
 other direction is busy too (contention on the link and the host's memory). The efficiencies are
 calibrated against measured step times (lmskit.calibrate; the numbers are in calibration.json).
@@ -86,12 +88,17 @@ def check_device_fields(dev) -> None:
     for entry in dev.type_factor:
         try:
             op_type, v = entry
-            factor, per_op = (v, 0.0) if isinstance(v, numbers.Real) else v
+            coefs = (v,) if isinstance(v, numbers.Real) else tuple(v)
+            if not 1 <= len(coefs) <= 3:
+                raise ValueError
         except (TypeError, ValueError):
-            raise ValueError(f"device {dev.name!r}: type_factor entries must be (op type, factor) "
-                             f"or (op type, (factor, seconds per op)), got {entry!r}") from None
-        _number(dev.name, f"type_factor[{op_type!r}] factor", factor, 0, low_open=False)
-        _number(dev.name, f"type_factor[{op_type!r}] seconds per op", per_op, 0, low_open=False)
+            raise ValueError(f"device {dev.name!r}: type_factor entries must be (op type, factor), "
+                             f"(op type, (factor, seconds per op)) or (op type, (compute factor, "
+                             f"memory factor, seconds per op)), got {entry!r}") from None
+        names = {1: ("factor",), 2: ("factor", "seconds per op"),
+                 3: ("compute factor", "memory factor", "seconds per op")}[len(coefs)]
+        for what, x in zip(names, coefs, strict=True):
+            _number(dev.name, f"type_factor[{op_type!r}] {what}", x, 0, low_open=False)
 
 
 @dataclass(frozen=True)
@@ -111,8 +118,10 @@ class Device:
     allocator_rounding: int = 1       # every buffer rounded up to a multiple of this
     copy_latency_s: float = 0.0       # per copy (DMA set-up, synchronisation)
     duplex_efficiency: float = 1.0    # share of a copy's bandwidth while the other way is busy
-    # ((op type, (factor, per-op seconds)), ...) from calibration: the op takes
-    # roofline x factor + per-op seconds (+ launch overhead); a bare float is (factor, 0).
+    # ((op type, coefficients), ...) from calibration. Two forms: (factor, per-op seconds): the
+    # op takes max(compute, memory roofline) x factor + per-op seconds, a bare float being
+    # (factor, 0); or (a, b, c), the CPU's three-coefficient form: a x compute roofline +
+    # b x memory roofline + c seconds. Launch overhead comes on top of either.
     type_factor: tuple = ()
     calibrated: str = ""              # what the efficiencies were fitted to
     # How long an allocation that does not fit may wait for frees before the step fails (TF's
@@ -128,9 +137,18 @@ class Device:
         return int(self.memory_bytes - self.reserve_bytes)
 
     def factor(self, op_type: str) -> tuple[float, float]:
-        """(time factor on the roofline, extra seconds per op) for an op type."""
+        """(time factor on the roofline, extra seconds per op) for an op type (for a
+        three-coefficient entry: its compute factor and its seconds per op)."""
         v = _factors(self.type_factor).get(op_type, 1.0)
-        return (float(v), 0.0) if isinstance(v, (int, float)) else (float(v[0]), float(v[1]))
+        return (float(v), 0.0) if isinstance(v, (int, float)) else (float(v[0]), float(v[-1]))
+
+    def split_factors(self, op_type: str) -> tuple[float, float, float] | None:
+        """(a, b, c) when the op type has a three-coefficient entry (time = a x compute
+        roofline + b x memory roofline + c), else None."""
+        v = _factors(self.type_factor).get(op_type)
+        if v is None or isinstance(v, (int, float)) or len(v) != 3:
+            return None
+        return float(v[0]), float(v[1]), float(v[2])
 
     def with_memory(self, memory_bytes: int, reserve_bytes: int | None = None) -> Device:
         """The same device with another memory size (e.g. an H100 capped at 16 GiB). The reserve

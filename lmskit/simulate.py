@@ -6,7 +6,8 @@ Model (simple enough to check by hand):
   schedule order; an op starts when its stream is free and every op it waits for (data and
   control) has ended.
 - A compute op takes max(FLOPs / (peak x efficiency), bytes moved / (bandwidth x efficiency)),
-  times the device's calibrated factor for its type, + launch overhead (roofline); bookkeeping
+  times the device's calibrated factor for its type, + launch overhead (roofline), or, with a
+  three-coefficient calibration (the CPU's), a x the FLOP term + b x the byte term + c; bookkeeping
   ops (Const, Shape, variable reads, aliases) are free. A copy takes latency + bytes / link
   bandwidth, stretched by 1 / duplex_efficiency when the other direction's stream is busy as
   it starts (contention; one pass in schedule order, so of two copies that start together the
@@ -109,10 +110,14 @@ def op_time(graph: Graph, name: str, batch: int, device: Device, costs=None) -> 
     if op.type in FREE_TYPES:
         return 0.0
     fa, fc, ba, bc = (costs or _linear_costs(graph))[name]
-    roof = max((fa * batch + fc) / (device.flops * device.compute_efficiency),
-               (ba * batch + bc) / (device.memory_bandwidth * device.bandwidth_efficiency))
+    compute = (fa * batch + fc) / (device.flops * device.compute_efficiency)
+    memory = (ba * batch + bc) / (device.memory_bandwidth * device.bandwidth_efficiency)
+    split = device.split_factors(op.type)
+    if split is not None:   # the CPU's three-coefficient form (Device.type_factor)
+        a, b, c = split
+        return a * compute + b * memory + c + device.launch_overhead_s
     factor, per_op = device.factor(op.type)
-    return roof * factor + per_op + device.launch_overhead_s
+    return max(compute, memory) * factor + per_op + device.launch_overhead_s
 
 
 def check_batch(batch_size) -> int:
