@@ -7,8 +7,8 @@ Presets are the papers' machines and the one measured here:
   (75 each way); IBM's Keras ResNet-50 example ran on the 16 GB one (2.88x the pixels of one
   image at batch 1 with v1: 2300^2 -> 3900^2, TF 1.12).
 - "h100-80gb-pcie": H100 PCIe 80 GB, PCIe Gen5, 54 GB/s each way (pinned copies measured here).
-- "cpu-here" (when lmskit/data/calibration.json has it): this machine's CPU, calibrated by
-  lmskit.calibrate from TF's profiler.
+- "cpu-here" (when lmskit/data/calibration.json has it): one core of this machine's CPU,
+  calibrated by lmskit.calibrate from TF's profiler (three coefficients per op type).
 
 Limits (what a real run keeps back):
 - host_memory_bytes: the pinned host memory LMS may use for swapped tensors. TFLMS v2 caps it
