@@ -60,6 +60,42 @@ def without_lsr():
                 llvm.set_option("compilerkit", "-disable-lsr=false")
 
 
+def run_default_pipeline(machine, opt_level: int, mod, vectorize: bool = True,
+                         run=None) -> None:
+    """LLVM's -O`opt_level` module pipeline for `machine` on `mod`, in place. `vectorize`:
+    the CPU backends' tuning (loop and SLP vectorisation from -O2; LLVM's unroller off: short
+    loops are unrolled in Kernel IR, krnl_passes/unroll_small.py). `run(mpm, mod, pb)`
+    replaces llvmlite's locked `mpm.run(mod, pb)` (split.unlocked).
+
+    The pass manager is freed here, explicitly: llvmlite 0.50's ModulePassManager never frees
+    itself (its bases are (ObjectRef, NewPassManager), so ObjectRef's empty `_dispose` hides
+    the one that deletes it), and the built pipeline, about 50 KB, stayed behind after every
+    compile. What still stays is the PassBuilder's instrumentation callbacks (about 1.5 KB:
+    llvmlite allocates them with the builder and never deletes them); sharing one builder
+    across compiles would not save them, since llvmlite registers a new set of callbacks on
+    the builder at each run (3,200 runs on one builder took over 600 s, against 1.4 ms each
+    with a builder per run)."""
+    from llvmlite.binding.newpassmanagers import NewPassManager
+
+    pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+    if vectorize:
+        pto.loop_vectorization = opt_level >= 2
+        pto.slp_vectorization = opt_level >= 2
+        # LLVM's unroller fully unrolled every short constant-trip nest of a model and
+        # dominated -O3 compile time; the micro-kernel is register-blocked by hand.
+        pto.loop_unrolling = False
+    pb = llvm.create_pass_builder(machine, pto)
+    mpm = pb.getModulePassManager()
+    try:
+        if run is None:
+            mpm.run(mod, pb)
+        else:
+            run(mpm, mod, pb)
+    finally:
+        NewPassManager._dispose(mpm)
+        mpm.detach()
+
+
 @dataclass(frozen=True)
 class Target:
     name: str

@@ -27,7 +27,7 @@ import threading
 import llvmlite.binding as llvm
 import numpy as np
 
-from compilerkit.backends.base import Backend, Target, init_llvm, without_lsr
+from compilerkit.backends.base import Backend, Target, init_llvm, run_default_pipeline, without_lsr
 from compilerkit.backends.emulator import (  # noqa: F401
     EmulatedMachine,
     EmulationFault,
@@ -86,12 +86,7 @@ class EmulatedBackend(Backend):
         mod.verify()
         if opt_level > 0:
             # The host pipeline (host.py), for the target machine: same passes, same options.
-            pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-            pto.loop_vectorization = opt_level >= 2
-            pto.slp_vectorization = opt_level >= 2
-            pto.loop_unrolling = False
-            pb = llvm.create_pass_builder(self.machine(opt_level), pto)
-            pb.getModulePassManager().run(mod, pb)
+            run_default_pipeline(self.machine(opt_level), opt_level, mod)
         return str(mod), mod
 
     def assembly(self, mod, opt_level: int = 3) -> str:

@@ -20,7 +20,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from compilerkit.backends import cuda_driver
-from compilerkit.backends.base import Backend, Target, init_llvm
+from compilerkit.backends.base import Backend, Target, init_llvm, run_default_pipeline
 from compilerkit.codegen.gpu import STATUS, GpuEmitter, emit_gpu
 from compilerkit.runtime import RunError, check_inputs
 
@@ -95,9 +95,7 @@ class GpuBackend(Backend):
         mod = llvm.parse_assembly(llvm_ir)
         mod.verify()
         if opt_level > 0:
-            pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-            pb = llvm.create_pass_builder(self.machine(opt_level), pto)
-            pb.getModulePassManager().run(mod, pb)
+            run_default_pipeline(self.machine(opt_level), opt_level, mod, vectorize=False)
         return str(mod), mod
 
     def assembly(self, mod, opt_level: int = 3) -> str:

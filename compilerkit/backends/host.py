@@ -17,7 +17,13 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from compilerkit import threadpool
-from compilerkit.backends.base import Backend, Target, init_llvm, without_lsr
+from compilerkit.backends.base import (
+    Backend,
+    Target,
+    init_llvm,
+    run_default_pipeline,
+    without_lsr,
+)
 from compilerkit.backends.lifetimes import NativeOwner
 from compilerkit.backends.split import (  # noqa: F401 (Partitions: the JIT path's module)
     Partitions,
@@ -102,20 +108,8 @@ class HostBackend(Backend):
         if opt_level <= 0:
             return
         _llvm_headroom(f"LLVM's -O{opt_level} pipeline")
-        tm = self.machine(opt_level)
-        pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-        pto.loop_vectorization = opt_level >= 2
-        pto.slp_vectorization = opt_level >= 2
-        # LLVM's unroller fully unrolled every short constant-trip nest of a model and
-        # dominated -O3 compile time; short loops are unrolled in Kernel IR instead
-        # (krnl_passes/unroll_small.py), the micro-kernel is register-blocked by hand.
-        pto.loop_unrolling = False
-        pb = llvm.create_pass_builder(tm, pto)
-        mpm = pb.getModulePassManager()
-        if locked:
-            mpm.run(mod, pb)
-        else:
-            unlocked("LLVMPY_RunNewModulePassManager")(mpm, mod, pb)
+        run_default_pipeline(self.machine(opt_level), opt_level, mod, run=None if locked
+                             else unlocked("LLVMPY_RunNewModulePassManager"))
 
     def assembly(self, mod, opt_level: int = 3) -> str:
         with without_lsr():
