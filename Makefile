@@ -48,7 +48,7 @@ figures: $(STAMP)
 	  $(if $(ONLY),--only $(ONLY)) $(if $(COMPARE),--compare $(COMPARE))
 
 # The documentation site into docs/_build/html (open index.html): the docs/ pages, the API
-# reference from the docstrings, and every notebook executed at SMOKE=1 (about 15 minutes).
+# reference from the docstrings, and every notebook executed at SMOKE=1 (most of the build).
 # NOTEBOOKS=00,03 executes only those and shows the others unexecuted (NOTEBOOKS=none: none).
 # Installs the `docs` extra (Sphinx, myst-nb, furo) on first use.
 NOTEBOOKS ?= all
