@@ -101,7 +101,9 @@ def test_op_kinds_colour_the_figure_one_legend_entry_each():
     assert groups["lenet_1/conv1_1/Relu"] == "elementwise"
     assert groups["Shape__6"] == "shape" and groups["const__2"] == "constant"
     fig = graph_figure(nodes, edges, title="lenet")
-    names = {t.name for t in fig.data if t.mode == "markers" and t.showlegend is not False}
+    # markers+text: op types are written beside the nodes (small graphs)
+    names = {t.name for t in fig.data
+             if t.mode.startswith("markers") and t.showlegend is not False}
     assert {"conv / matmul", "elementwise", "pool / normalise", "shape", "constant",
             "input"} <= names
     tensors = next(t for t in fig.data if t.name == "tensors")  # edge hover: tensor shapes
