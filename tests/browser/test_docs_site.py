@@ -21,9 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from mlsys_viz.export import CHROMIUM_ARGS, INSTALL_HINT, find_chromium
-
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 DOCS_HINT = "install the docs extra: .venv/bin/pip install -e '.[docs]' (make docs does)"
 
@@ -95,12 +93,9 @@ def build_site(out: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """The built site, served on a free loopback port: its base URL."""
-    if find_chromium() is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"browser tests must run in CI, but no Chromium was found: {INSTALL_HINT}")
-        pytest.skip(f"no Chromium found: {INSTALL_HINT}")
+def site(tmp_path_factory, chromium):
+    """The built site, served on a free loopback port: its base URL (`chromium`: skip, or fail
+    in CI, before the build when there is no Chromium)."""
     html = build_site(tmp_path_factory.mktemp("docs"))
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(html))
     handler.log_message = lambda *args: None
@@ -114,16 +109,8 @@ def site(tmp_path_factory):
         thread.join()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(
-            executable_path=find_chromium(), headless=True, args=CHROMIUM_ARGS
-        )
-        yield instance
-        instance.close()
+# `browser` is the session's Chromium (tests/browser/conftest.py): a second Playwright in the same
+# process would find the first one's event loop running and refuse.
 
 
 def open_page(browser, url: str):
