@@ -161,14 +161,21 @@ def _asin_small(b, u):
     return fma(b, b.fmul(poly(b, z, ASIN_POLY), z), u, u)
 
 
+def _asin_reduction(module, b, x):
+    """|x|, whether |x| > 1/2, and sqrt((1 - |x|) / 2): the argument asin and acos take
+    above 1/2 (asin(|x|) = pi/2 - 2 asin of it)."""
+    ax = b.call(intrinsic(module, "fabs"), [x])
+    big = b.fcmp_ordered(">", ax, c(0.5))
+    s = b.call(intrinsic(module, "sqrt"), [b.fmul(c(0.5), b.fsub(c(1.0), ax))])
+    return ax, big, s
+
+
 def build_asin(module):
     """|x| <= 1/2: the polynomial; above, pi/2 - 2 asin(sqrt((1 - |x|) / 2)); |x| > 1 gives
     NaN (through the square root of a negative)."""
     f, b = fn(module, "ck_asinf")
     x = f.args[0]
-    ax = b.call(intrinsic(module, "fabs"), [x])
-    big = b.fcmp_ordered(">", ax, c(0.5))
-    s = b.call(intrinsic(module, "sqrt"), [b.fmul(c(0.5), b.fsub(c(1.0), ax))])
+    ax, big, s = _asin_reduction(module, b, x)
     p = _asin_small(b, b.select(big, s, ax))
     far = b.fadd(c(PIO2_HI), b.fsub(c(PIO2_LO), b.fadd(p, p)))
     y = b.select(big, far, p)
@@ -180,9 +187,7 @@ def build_acos(module):
     """x > 1/2: 2 asin(sqrt((1 - x) / 2)); x < -1/2: pi - that of -x; else pi/2 - asin(x)."""
     f, b = fn(module, "ck_acosf")
     x = f.args[0]
-    ax = b.call(intrinsic(module, "fabs"), [x])
-    big = b.fcmp_ordered(">", ax, c(0.5))
-    s = b.call(intrinsic(module, "sqrt"), [b.fmul(c(0.5), b.fsub(c(1.0), ax))])
+    _, big, s = _asin_reduction(module, b, x)
     p = _asin_small(b, b.select(big, s, x))
     twice = b.fadd(p, p)
     neg = b.fadd(c(2 * PIO2_HI), b.fsub(c(2 * PIO2_LO), twice))
