@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import OpRun
 from xdsl.dialects.builtin import NoneType
 from xdsl.passes import ModulePass
 
@@ -29,6 +30,29 @@ FOLD_LIMIT = 1 << 22
 _NEVER = {"Constant", "NoValue", "Dropout"}
 # Ops whose result may be far larger than their operands.
 _GROWING = {"Expand", "Tile", "Range", "Pad", "ConvTranspose", "Resize", "Upsample"}
+
+
+class BatchNormalization(OpRun):
+    """BatchNormalization as onnxruntime and the lowering compute it when only Y is used.
+
+    ONNX's reference evaluator runs opsets 7-13 in training mode (opset 7-8: `is_test` is gone,
+    so it reads as false; opset 9-13: `momentum` always has its default, which it takes for a
+    training request) and so folds a constant input with batch statistics, not the running
+    ones. Opsets 7-13 have no training attribute: one used output means inference."""
+
+    op_domain = ""
+
+    def _run(self, x, scale, bias, mean, var, epsilon=None, momentum=None, training_mode=None,
+             is_test=None, spatial=None):  # noqa: ARG002 - the schema's attributes
+        eps = 1e-5 if epsilon is None else epsilon
+        dims = (-1,) + (1,) * (x.ndim - 2)
+        y = (scale.reshape(dims) * (x - mean.reshape(dims)) / np.sqrt(var.reshape(dims) + eps)
+             + bias.reshape(dims))
+        return (y.astype(x.dtype),)
+
+
+# The reference evaluator's ops that disagree with the ONNX spec as onnxruntime runs it.
+_FIXED_OPS = [BatchNormalization]
 
 
 def _evaluate(op, module):
@@ -46,6 +70,9 @@ def _evaluate(op, module):
         return None
     if _divides_wild(kind, values):
         return None  # the run time's guard raises RunError naming the node
+    if kind == "BatchNormalization" and (len(op.results) > 1 and any(
+            r.uses for r in op.results[1:]) or onnx_d.get_attr(op, "training_mode", 0)):
+        return None  # batch statistics: lowering refuses training mode by name
     if kind == "ConstantOfShape":
         fill = onnx_d.get_attr(op, "value", np.zeros(1, np.float32))
         fill = np.asarray(fill).reshape(-1)[:1]
@@ -57,7 +84,7 @@ def _evaluate(op, module):
     feeds = {f"in{k}": np.array(onnx_d.constant_value(v, module), order="C")
              for k, v in enumerate(onnx_d.onnx_inputs(op)) if v is not None}
     try:
-        results = list(ReferenceEvaluator(model).run(None, feeds))
+        results = list(ReferenceEvaluator(model, new_ops=_FIXED_OPS).run(None, feeds))
     except Exception:  # noqa: BLE001 - not foldable here; lowering will compile it instead
         return None
     return [_compact(r) for r in results]
