@@ -34,6 +34,7 @@ from compilerkit.lowering import (
     norm,
     normalization,
     pool,
+    recurrent,
     reduction,
     resize,
     shape_ops,
@@ -128,6 +129,9 @@ LOWERINGS.update({
     "Resize": _with_ctx(resize.lower_resize, module=1, opset=1),
     "Upsample": _with_ctx(resize.lower_resize, module=1, opset=1),
 })
+
+for _name in recurrent.GATES:
+    LOWERINGS[_name] = _with_ctx(recurrent.lower_recurrent)
 
 SUPPORTED = sorted(LOWERINGS)
 
