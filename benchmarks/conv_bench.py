@@ -14,7 +14,7 @@ best of the calls is kept. Writes benchmarks/results/conv_bench.json: per case t
 compilerkit chose, both times and ratio = onnxruntime / compilerkit (> 1: compilerkit faster),
 and the geometric mean per model.
 
-`--section znni` (compilerkit.inference, compilerkit/inference_figures.py `bench`): a small
+`--section znni` (compilerkit.inference, mlsys_workbench/experiments/inference.py `bench`): a small
 ZNN-like valid 3-D net (Convs 3^3, 5^3, 3^3, 1^3 with 8 channels and a 2^3 max filter, seeded
 weights) compiled at output patches of side 1 to 128 under im2col and FFT, each patch timed
 (thread CPU time, best of `--repeat`, default 3 here); output voxels per second over a
@@ -24,7 +24,7 @@ alone (roofline + memory model), and with its 3 best predictions measured (`plan
 measure=3)`; the measurements are the sweep's own rows). Writes
 benchmarks/results/znni_bench.json (smoke: znni_bench_smoke.json).
 
-`--section pznet` (compilerkit/pznet_figures.py `bench`): the real-weight 3-D U-Net of
+`--section pznet` (mlsys_workbench/experiments/pznet.py `bench`): the real-weight 3-D U-Net of
 mlsys_datasets.real_weights ("full": 64^3 x 4 modalities, base 16 filters, depth 4; `--smoke`:
 "small", 32^3, base 8, depth 3) compiled at 1 thread under conv_algorithm "pznet"
 (lowering/blocked3d.py), "classic" (the default), "auto" and "winograd", against onnxruntime
@@ -202,7 +202,7 @@ def main():
 
 def znni(args):
     """ZNNi sliding-window throughput against patch size, and the planner vs best measured."""
-    from compilerkit import inference_figures as zf
+    from mlsys_workbench.experiments import inference as zf
 
     repeat = args.repeat if args.repeat != 20 else 3  # 20 is the layers section's default
     res = zf.bench(sides=zf.SMOKE_SIDES if args.smoke else None,
@@ -233,7 +233,7 @@ def znni(args):
 def pznet(args):
     """The 3-D U-Net at one thread: compilerkit (pznet, classic, auto, winograd) against
     onnxruntime and TensorFlow's Conv3D, whole net and per layer."""
-    from compilerkit import pznet_figures as pf
+    from mlsys_workbench.experiments import pznet as pf
 
     pf.tf_one_thread()  # before anything runs TensorFlow
     repeat = args.repeat if args.repeat != 20 else 3  # 20 is the layers section's default

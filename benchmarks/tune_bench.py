@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from compile_bench import write_results  # noqa: E402  (the merging JSON writer)
 
-from compilerkit.loopnest.bench import compare_model, compare_nest, nest_models  # noqa: E402
+from mlsys_workbench.experiments.loopnest import compare_model, compare_nest, nest_models  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results", "tune_bench.json")
 MODELS = ("light_resnet50", "light_squeezenet", "light_inception_v1", "resnet50")

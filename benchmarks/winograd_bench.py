@@ -27,7 +27,7 @@ with the issue's goal (FFT >= 2x direct/classic on 5^3 and up) per layer.
 
     python benchmarks/winograd_bench.py --section sweep [--repeat 5] [--only "2d k3 64@56"]
 
-Roofline sweep (compilerkit/fastconv_figures.py): the layers of fastconv_figures.SWEEP (2-D and
+Roofline sweep (mlsys_workbench/experiments/fastconv.py): the layers of fastconv.SWEEP (2-D and
 3-D, kernels 3/5/7, 8-256 channels), each with its candidate algorithms (im2col, Winograd
 F(2,3)/F(4,3)/F(4,3) L3-fused and FFT for 3x3, im2col and FFT three-stage/fused for 5 and 7)
 and onnxruntime, timed the same way; beside each, compilerkit.roofline's prediction with this
@@ -44,10 +44,10 @@ import os
 import numpy as np
 
 import compilerkit as ck
-from compilerkit.conformance import ort_session
-from compilerkit.fastconv_figures import best_cpu, compile_variants, conv_model
 from compilerkit.lowering.conv_algorithm import auto_choice
+from compilerkit.oracle import ort_session
 from compilerkit.pipeline import compile_to
+from mlsys_workbench.experiments.fastconv import best_cpu, compile_variants, conv_model
 
 # (name, C in, C out, H = W (= D)): ResNet-50's 3x3 layers, then layers of <= 64 channels,
 # then two 3x3x3 layers of a 3D U-Net
@@ -92,10 +92,11 @@ def model_row(name, repeat):
 
 def fft_section(args):
     """The FFT rows: every algorithm of FFT_ALGOS and onnxruntime on FFT_LAYERS, same run."""
-    from compilerkit import roofline, roofline_measure
+    from compilerkit import roofline
     from compilerkit.lowering import fft
+    from compilerkit.measure.machine import measured_machine
 
-    machine = roofline_measure.measured_machine()  # measured once, then cached
+    machine = measured_machine()  # measured once, then cached
     rows = []
     for name, c_in, c_out, hw, ks in FFT_LAYERS:
         m = conv_model(c_in, c_out, hw, 3, ks)
@@ -132,11 +133,11 @@ def fft_section(args):
 
 
 def sweep_section(args):
-    """The roofline sweep: fastconv_figures.sweep on SWEEP (or --only), same run."""
-    from compilerkit import fastconv_figures as fc
-    from compilerkit import roofline_measure
+    """The roofline sweep: fastconv.sweep on SWEEP (or --only), same run."""
+    from compilerkit.measure.machine import measured_machine
+    from mlsys_workbench.experiments import fastconv as fc
 
-    machine = roofline_measure.measured_machine()  # measured once, then cached
+    machine = measured_machine()  # measured once, then cached
     only = set(args.only.split(",")) if args.only else None
     specs = [s for s in fc.SWEEP if not only or fc.layer_name(s) in only]
     load_before = fc.load()

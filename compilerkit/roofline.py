@@ -2,7 +2,7 @@
 FLOP/s and the bandwidth of each memory level, measured by compilerkit's own generated
 kernels, and the time a Conv layer should take with each algorithm.
 
-    m = roofline.machine()            # the cached measurement (roofline_measure), else DEFAULT
+    m = roofline.machine()            # the cached measurement (measure.machine), else DEFAULT
     roofline.predict(Layer(64, 64, (56, 56)), "winograd-f4", m)   # seconds
     roofline.stages(layer, algorithm, m)                           # what the prediction sums
 
@@ -21,13 +21,13 @@ line). The algorithms modelled: im2col, Winograd F(m,3) three-stage / L3-fused
 batch 1, f32. "auto" asks `best_algorithm` between im2col and FFT for kernels of 5 and more
 (lowering/conv_algorithm.py).
 
-Measured by `compilerkit.roofline_measure` (apart, because it compiles kernels and the
+Measured by `compilerkit.measure.machine` (apart, because it compiles kernels and the
 compiler itself reads this module): the peak by a 384 x 384 x 384 MatMul (the micro-kernel),
 each level's bandwidth by a chain of y = x + 1 over an array whose x and y together fill about
 half that level (L1, L2, L3 as `detect_caches` reads them; DRAM: 64 MiB), all compiled by
 compilerkit and run on one thread, best of `repeat`; the f32 lanes of the micro-kernel's
 vectors from the host target (its column strips are NR = 2 vectors wide). The two transform
-rates are calibrated on the machine (`roofline_measure.CALIBRATION`: eight small Winograd and
+rates are calibrated on the machine (`measure.machine.CALIBRATION`: eight small Winograd and
 FFT layers, none of them in the sweep that checks the model): the rate whose predictions
 are nearest the measured times, in the median of |log(predicted / measured)|. Cached as JSON
 in $XDG_CACHE_HOME/compilerkit (or ~/.cache/compilerkit), keyed by the CPU's model name and
@@ -77,7 +77,7 @@ def detect_caches(root: str = _SYSFS_CACHE) -> dict:
     return {lv: found.get(lv, CACHES[lv]) for lv in CACHES}
 DRAM_TEST_BYTES = 64 * 1024 * 1024
 LEVELS = ("L1", "L2", "L3", "DRAM")
-TRANSFORM_RATES = ("transform_flops", "winograd_flops")  # calibrated by roofline_measure
+TRANSFORM_RATES = ("transform_flops", "winograd_flops")  # calibrated by measure.machine
 
 
 @dataclass
@@ -87,7 +87,7 @@ class Machine:
     caches: dict = field(default_factory=lambda: dict(CACHES))  # level -> bytes
     # FLOP/s of the FFT's unrolled butterflies (lowering/fft.py) and of Winograd's unrolled
     # transforms (lowering/winograd.py `_lincomb`), vectorised over channels: calibrated by
-    # roofline_measure where `transforms_measured`, else these (fitted on the AVX2 machine)
+    # measure.machine where `transforms_measured`, else these (fitted on the AVX2 machine)
     transform_flops: float = 24e9
     winograd_flops: float = 32e9
     lanes: int = 8  # f32 lanes of the micro-kernel's vectors (AVX2 8, AVX-512 16)
@@ -136,7 +136,7 @@ def cache_path() -> Path:
 
 
 def machine() -> Machine:
-    """This machine's measurement as `compilerkit.roofline_measure` cached it, or DEFAULT
+    """This machine's measurement as `compilerkit.measure.machine` cached it, or DEFAULT
     when nothing is cached (the compiler's "auto" reads this and never measures)."""
     path = cache_path()
     if path.is_file():

@@ -3,7 +3,7 @@ memory level's bandwidth and the transforms' rates, with kernels compilerkit its
 (roofline's docstring says which), cached per CPU model so the compiler's "auto" can read it
 without measuring.
 
-    m = roofline_measure.measured_machine()   # measures once (about a minute), then the cache
+    m = measure.machine.measured_machine()   # measures once (about a minute), then the cache
 
 It lives apart from compilerkit.roofline because it compiles models: the compiler reads the
 roofline while it lowers, so the roofline itself must not import the compiler.
@@ -12,12 +12,12 @@ roofline while it lowers, so the roofline itself must not import the compiler.
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
 import compilerkit as ck
 from compilerkit import roofline as rl
+from compilerkit.measure.timing import best_of
 
 
 def _compiled(model):
@@ -25,17 +25,35 @@ def _compiled(model):
 
 
 def _best(fn, repeat: int) -> float:
-    fn()
-    best = math.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+    # wall clock: the bandwidth kernels' time is the memory system's, not only this thread's
+    return best_of(fn, repeat, "wall")
+
+
+def to_layer(spec) -> rl.Layer:
+    """(C in, C out, spatial size, rank, kernel) -> the roofline's Layer."""
+    c, k, hw, rank, ks = spec
+    return rl.Layer(c, k, (hw,) * rank, ks)
+
+
+def conv_model(c_in, c_out, hw, rank=2, kernel=3, seed=0):
+    """ONNX: x [1, c_in, hw...] -> Relu(Conv(x, w, b)), 'same' pads, random weights."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((c_out, c_in) + (kernel,) * rank)
+         / math.sqrt(kernel ** rank * c_in)).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w"),
+             numpy_helper.from_array(rng.standard_normal(c_out).astype(np.float32), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[kernel // 2] * (2 * rank)),
+             helper.make_node("Relu", ["y"], ["z"])]
+    g = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info(
+        "x", 1, [1, c_in] + [hw] * rank)], [helper.make_tensor_value_info("z", 1, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
 # Calibration layers (C in, C out, spatial size, rank, kernel) for the transform rates: small,
-# 2-D and 3-D, 12-48 channels, none of them in fastconv_figures.SWEEP (which checks the model).
+# 2-D and 3-D, 12-48 channels, none of them in the fast-convolution experiment's SWEEP
+# (mlsys_workbench.experiments.fastconv, which checks the model).
 # The FFT's include 3x3(x3) kernels: "auto" and the sweep weigh the FFT on them too, and its
 # small tiles there run the butterflies slower than on 5^3 and 7^3 kernels' larger ones
 CALIBRATION = {
@@ -69,18 +87,16 @@ def fit_transform_rates(m: rl.Machine, measured) -> dict:
 def calibrate_transforms(m: rl.Machine, repeat: int = 7) -> rl.Machine:
     """`m` with Winograd's and the FFT's transform rates calibrated on CALIBRATION's layers,
     each compiled (1 thread, three-stage) and timed here (best of `repeat`)."""
-    from compilerkit import fastconv_figures as ff
-
     measured = []
     for name, (algo, specs) in CALIBRATION.items():
         for spec in specs:
             c, k, hw, rank, kernel = spec
-            cm = ck.compile(ff.conv_model(c, k, hw, rank, kernel), asm=False, num_threads=1,
+            cm = ck.compile(conv_model(c, k, hw, rank, kernel), asm=False, num_threads=1,
                             conv_algorithm=algo)
             x = np.random.default_rng(1).standard_normal((1, c) + (hw,) * rank).astype(
                 np.float32)
             seconds = _best(lambda cm=cm, x=x: cm.run(x, num_threads=1), repeat)
-            measured.append((name, algo, ff.to_layer(list(spec)), seconds))
+            measured.append((name, algo, to_layer(list(spec)), seconds))
     return rl.Machine(**{**m.__dict__, **fit_transform_rates(m, measured),
                          "transforms_measured": True})
 

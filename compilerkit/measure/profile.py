@@ -129,13 +129,13 @@ def profile_nodes(model, num_threads: int = 1, repeat: int = 5, input_shapes=Non
     context (see the module docstring). One row per ONNX node, in graph order:
     {"node", "op_type", "seconds" (median over `repeat` runs), "share" (of the nodes' sum)},
     then one row {"node": "(rest of the run)", "op_type": "untimed", ...}: the whole run minus
-    the nodes (median over the runs). `feeds`: [(name, array)]; default `conformance.random_inputs`.
+    the nodes (median over the runs). `feeds`: [(name, array)]; default `oracle.random_inputs`.
     `num_threads` is passed to the compiled model when compilerkit supports threads; a row
     field "threads" says what ran ("not supported" otherwise). `options` are compile's (e.g.
     conv_algorithm="auto")."""
     import time
 
-    from compilerkit import conformance as cf
+    from compilerkit.oracle import random_inputs
     from compilerkit.pipeline import compile_to
 
     proto = _load_model(model)
@@ -144,7 +144,7 @@ def profile_nodes(model, num_threads: int = 1, repeat: int = 5, input_shapes=Non
         raise ModelError(f"{where}: the graph has no nodes, nothing to profile")
     if repeat < 1:
         raise ValueError(f"repeat must be >= 1, got {repeat}")
-    feeds = list(feeds) if feeds is not None else cf.random_inputs(proto)
+    feeds = list(feeds) if feeds is not None else random_inputs(proto)
     shapes = input_shapes or {n: list(a.shape) for n, a in feeds}
     arrays = [a for _, a in feeds]
     _clock_symbol()

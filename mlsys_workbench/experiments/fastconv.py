@@ -21,14 +21,14 @@ candidate's. plotly is imported inside the figure functions, not with compilerki
 
 from __future__ import annotations
 
-import math
-import os
 import re
 import time
 
 import numpy as np
 
 from compilerkit import roofline as rl
+from compilerkit.measure.machine import conv_model, to_layer
+from compilerkit.measure.timing import best_of, load  # noqa: F401 (load: the sweep's record)
 
 # (C in, C out, spatial size, rank, kernel): 2-D and 3-D, kernels 3 / 5 / 7, 8-256 channels
 SWEEP = [
@@ -67,49 +67,17 @@ def candidates(spec) -> list[str]:
     return rl.distinct(to_layer(spec), names)
 
 
-def to_layer(spec) -> rl.Layer:
-    c, k, hw, rank, ks = spec
-    return rl.Layer(c, k, (hw,) * rank, ks)
-
-
-def conv_model(c_in, c_out, hw, rank=2, kernel=3, seed=0):
-    """ONNX: x [1, c_in, hw...] -> Relu(Conv(x, w, b)), 'same' pads, random weights."""
-    from onnx import helper, numpy_helper
-
-    rng = np.random.default_rng(seed)
-    w = (rng.standard_normal((c_out, c_in) + (kernel,) * rank)
-         / math.sqrt(kernel ** rank * c_in)).astype(np.float32)
-    inits = [numpy_helper.from_array(w, "w"),
-             numpy_helper.from_array(rng.standard_normal(c_out).astype(np.float32), "b")]
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[kernel // 2] * (2 * rank)),
-             helper.make_node("Relu", ["y"], ["z"])]
-    g = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info(
-        "x", 1, [1, c_in] + [hw] * rank)], [helper.make_tensor_value_info("z", 1, None)], inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-
-
 def best_cpu(fns: dict, repeat: int, seed: int = 0) -> dict:
     """{name: best thread CPU seconds} over `repeat` interleaved rounds after one warm-up,
     each round in a new random order (the module docstring says why)."""
-    for f in fns.values():
-        f()
-    times = {k: [] for k in fns}
-    order = list(fns)
-    rng = np.random.default_rng(seed)
-    for _ in range(repeat):
-        rng.shuffle(order)
-        for k in order:
-            t = time.thread_time()
-            fns[k]()
-            times[k].append(time.thread_time() - t)
-    return {k: min(v) for k, v in times.items()}
+    return best_of(fns, repeat, "thread", shuffle=seed)
 
 
 def measure_layer(spec, repeat: int = 5, machine: rl.Machine | None = None,
                   algorithms=None) -> dict:
     """One layer: every candidate compiled (1 thread), checked against onnxruntime, timed
     with onnxruntime in the same rounds; the roofline's predictions and pick beside."""
-    from compilerkit.conformance import ort_session
+    from compilerkit.oracle import ort_session
 
     machine = machine or rl.machine()
     c, k, hw, rank, ks = spec
@@ -185,11 +153,6 @@ def summary(rows) -> dict:
         "ratio_quartiles": [float(q) for q in np.quantile(ratios, [0.25, 0.5, 0.75])],
         "goal_pick_ge_80pct": sum(r["pick_ok"] for r in rows) / len(rows) >= 0.8,
     }
-
-
-def load() -> list[float]:
-    """`cat /proc/loadavg`'s three numbers (os.getloadavg)."""
-    return [round(v, 2) for v in os.getloadavg()]
 
 
 # ---- by hand ---------------------------------------------------------------------------------
@@ -276,8 +239,8 @@ def tile_figure(h: dict):
     for i, (_, a) in enumerate(panels, 1):
         fig.add_heatmap(z=a, text=np.round(a, 2), texttemplate="%{text}", showscale=False,
                         colorscale="RdBu", zmid=0, row=1, col=i)
-        fig.update_yaxes(autorange="reversed", showticklabels=False, row=1, col=i)
-        fig.update_xaxes(showticklabels=False, row=1, col=i)
+        fig.update_yaxes(autorange="reversed", showticklabels=False, title="row", row=1, col=i)
+        fig.update_xaxes(showticklabels=False, title="column", row=1, col=i)
     m = len(h["Y"])
     fig.update_layout(title=f"F({m},3) on one tile: {h['multiplies']} multiplies instead of "
                             f"{h['direct_multiplies']}; |Y - direct| = {h['max_abs_diff']:.1e}",
@@ -365,7 +328,8 @@ def picks_figure(rows):
                     marker={"symbol": "star", "size": 14, "color": "black"},
                     name="roofline's pick")
     ok = sum(r["pick_ok"] for r in rows)
-    fig.update_yaxes(type="log", title="measured time / fastest candidate's")
+    fig.update_xaxes(title="layer (rank, kernel, channels @ size)")
+    fig.update_yaxes(type="log", title="measured time / fastest candidate's (ratio)")
     fig.update_layout(barmode="group", height=520,
                       title=f"Which algorithm the roofline picks: within {PICK_SLACK:.0%} of "
                             f"the fastest on {ok} of {len(rows)} layers")
@@ -386,7 +350,9 @@ def fused_figure(rows):
                     name=name, marker_color=colour)
     fig.add_hline(y=1.3, line_dash="dash", annotation_text="issue's goal 1.3x (<= 64 channels)")
     fig.add_hline(y=1.0, line_color="grey")
-    fig.update_layout(barmode="group", height=450, yaxis_title="three-stage ms / fused ms",
+    fig.update_layout(barmode="group", height=450,
+                      yaxis_title="three-stage ms / fused ms (speed-up)",
+                      xaxis_title="layer (rank, kernel, channels @ size)",
                       title="L3-fused against three-stage Winograd F(4,3), 1 thread")
     return fig
 
@@ -416,7 +382,8 @@ def fft_figure(rows):
     fig.add_bar(x=names, y=speedup("ms", "onnxruntime"), name="over onnxruntime, measured",
                 marker_color="#9c755f")
     fig.add_hline(y=1.0, line_color="grey")
-    fig.update_yaxes(type="log", title="speed-up of the faster FFT schedule")
+    fig.update_xaxes(title="layer (rank, kernel, channels @ size)")
+    fig.update_yaxes(type="log", title="speed-up of the faster FFT schedule (ratio of ms)")
     fig.update_layout(barmode="group", height=450,
                       title="FFT convolution on tiles (ZNNi's pruning) for 5x5 / 7x7 kernels, "
                             "1 thread")

@@ -18,12 +18,12 @@ with (`inference.volume_throughput`). plotly is imported inside the figure funct
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import numpy as np
 
 from compilerkit import inference as inf
+from compilerkit.measure.timing import best_of, load
 
 # (C out, kernel) per Conv, after a one-channel input; "pool" is a 2^3 max filter (stride 1)
 ZNN_LAYERS = [(8, 3), (8, 5), "pool", (8, 3), (3, 1)]
@@ -63,13 +63,7 @@ def znn_net(layers=ZNN_LAYERS, seed: int = 0, name: str = "znn_like"):
 
 def best_cpu(fn, repeat: int) -> float:
     """Best thread CPU seconds of `repeat` calls after one warm-up."""
-    fn()
-    best = math.inf
-    for _ in range(repeat):
-        t = time.thread_time()
-        fn()
-        best = min(best, time.thread_time() - t)
-    return best
+    return best_of(fn, repeat, "thread")
 
 
 def measure_curve(model, sides: dict, volume_shape, repeat: int = 3, progress: bool = True,
@@ -153,7 +147,7 @@ def compare_plans(model, rows, volume_shape, caps, machine=None,
 def stitched_vs_whole(model, volume_shape, patch_out, algorithm="im2col", seed=0) -> dict:
     """The same model compiled at a patch and at the whole volume: the stitched output
     against the whole-volume run, and against onnxruntime on the whole volume."""
-    from compilerkit.conformance import ort_session
+    from compilerkit.oracle import ort_session
 
     net = inf.inspect(model)
     vol = np.random.default_rng(seed).standard_normal((1, *volume_shape)).astype(np.float32)
@@ -167,11 +161,6 @@ def stitched_vs_whole(model, volume_shape, patch_out, algorithm="im2col", seed=0
             "max_abs_vs_whole": float(np.abs(stitched - whole).max()),
             "max_abs_vs_onnxruntime": float(np.abs(stitched - ref).max()),
             "patches": len(inf.patch_grid(out_shape, patch_out))}
-
-
-def load() -> list[float]:
-    """`cat /proc/loadavg`'s three numbers."""
-    return [round(v, 2) for v in os.getloadavg()]
 
 
 # ---- figures -------------------------------------------------------------------------------
@@ -292,7 +281,8 @@ def stitch_figure(res, z: int = 0):
     for i, (_, a) in enumerate(panels, 1):
         fig.add_heatmap(z=a, showscale=i == 3, colorscale="Viridis" if i < 3 else "RdBu",
                         row=1, col=i)
-        fig.update_yaxes(autorange="reversed", row=1, col=i)
+        fig.update_yaxes(autorange="reversed", title="y (voxels)", row=1, col=i)
+        fig.update_xaxes(title="x (voxels)", row=1, col=i)
     fig.update_layout(title=f"Stitched from {res['patches']} patches == whole volume: "
                             f"max |diff| {res['max_abs_vs_whole']:.1e} (onnxruntime: "
                             f"{res['max_abs_vs_onnxruntime']:.1e})", height=380)

@@ -14,6 +14,8 @@ import time
 import numpy as np
 from onnx import helper, numpy_helper
 
+from compilerkit.measure.timing import best_of
+
 CODEGEN_STAGES = ("loopnest", "llvm-ir", "asm")  # Kernel IR -> runnable code
 
 
@@ -67,15 +69,9 @@ def _inputs(cm, seed: int = 0):
 
 
 def _best_run(cms: dict, arrays, repeat: int) -> dict:
-    for cm in cms.values():
-        cm.run(*arrays, num_threads=1)
-    best = {k: float("inf") for k in cms}
-    for _ in range(repeat):
-        for k, cm in cms.items():
-            t = time.perf_counter()
-            cm.run(*arrays, num_threads=1)
-            best[k] = min(best[k], time.perf_counter() - t)
-    return best
+    """Best wall seconds per compiled model at one thread, interleaved after a warm-up."""
+    return best_of({k: (lambda cm=cm: cm.run(*arrays, num_threads=1)) for k, cm in cms.items()},
+                   repeat, "wall")
 
 
 def compare_nest(model, repeat: int = 3, run_repeat: int = 5) -> dict:
@@ -115,9 +111,10 @@ def compare_model(path, input_shapes=None, run_repeat: int = 5) -> dict:
     seconds and stages, per-node codegen milliseconds, run time at one thread, agreement with
     onnxruntime (conformance's rtol, the absolute floor scaled by the largest output)."""
     from compilerkit import conformance as cf
+    from compilerkit.oracle import ort_outputs, random_inputs
     from compilerkit.pipeline import compile_to
 
-    feeds = cf.random_inputs(str(path))
+    feeds = random_inputs(str(path))
     shapes = input_shapes or {n: list(a.shape) for n, a in feeds}
     out = {"load_before": os.getloadavg()[0]}
     cms = {}
@@ -148,7 +145,7 @@ def compare_model(path, input_shapes=None, run_repeat: int = 5) -> dict:
     runs = _best_run(cms, arrays, run_repeat)
     out["loopnest_run_ms"], out["llvm_run_ms"] = runs["loopnest"] * 1e3, runs["llvm"] * 1e3
     out["run_ratio"] = runs["llvm"] / runs["loopnest"]
-    ref = cf.ort_outputs(str(path), dict(feeds))
+    ref = ort_outputs(str(path), dict(feeds))
     # A whole network's float error grows with its outputs' scale (ResNet-50's logits: 2e-4
     # against numbers near 10): the absolute floor is relative to the largest output, as the
     # real-model tests compare.

@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+from compilerkit.measure.timing import best_of
+
 LANES = 8
 IMPL_COLOURS = {"pznet": "#e15759", "classic": "#76b7b2", "auto": "#59a14f",
                 "winograd": "#edc948", "onnxruntime": "#4e79a7", "tensorflow": "#f28e2b"}
@@ -79,7 +81,7 @@ def tf_one_thread():
            tf.config.threading.get_inter_op_parallelism_threads())
     if got != (1, 1):
         raise RuntimeError(f"TensorFlow already runs with (intra, inter) threads {got}: call "
-                           "pznet_figures.tf_one_thread() before TensorFlow runs anything "
+                           "experiments.pznet.tf_one_thread() before TensorFlow runs anything "
                            "(restart the kernel)")
     return tf
 
@@ -105,15 +107,7 @@ def _tf_model(keras_model, shape, seed=0):
 def best_times(fns: dict, repeat: int) -> dict:
     """Best process CPU time of each callable, called in turn `repeat` times (after one
     untimed call each)."""
-    for f in fns.values():
-        f()
-    times = {k: [] for k in fns}
-    for _ in range(repeat):
-        for k, f in fns.items():
-            t = time.process_time()
-            f()
-            times[k].append(time.process_time() - t)
-    return {k: min(v) for k, v in times.items()}
+    return best_of(fns, repeat, "process")
 
 
 def _compiled(model, algorithms, x, ref, input_shapes=None):
@@ -138,7 +132,7 @@ def measure_layers(layers, algorithms=("pznet", "classic"), repeat=3, tensorflow
     onnxruntime and (if `tensorflow`) Keras Conv3D, GFLOP/s, and errors against onnxruntime."""
     from tqdm.auto import tqdm
 
-    from compilerkit.conformance import ort_session
+    from compilerkit.oracle import ort_session
 
     rows = []
     for name, c_in, c_out, side in tqdm(layers, desc="layers", disable=not progress):
@@ -164,7 +158,7 @@ def measure_net(onnx_model, keras_model=None, algorithms=("pznet", "classic"), r
     Keras model) TensorFlow, ratios against both references, errors and compile times."""
     import onnx
 
-    from compilerkit.conformance import ort_session
+    from compilerkit.oracle import ort_session
 
     proto = onnx_model if isinstance(onnx_model, onnx.ModelProto) else onnx.load(
         str(onnx_model))
@@ -236,6 +230,7 @@ def layers_figure(rows):
         fig.add_trace(go.Bar(name=impl, x=names, y=[r["gflops"][impl] for r in rows],
                              marker_color=IMPL_COLOURS.get(impl)))
     fig.update_layout(barmode="group", title="3-D U-Net Convs (3x3x3 + ReLU), one thread",
+                      xaxis_title="layer (C in -> C out @ cube side in voxels)",
                       yaxis_title="direct-Conv GFLOP/s (best process CPU time)")
     return fig
 
@@ -253,7 +248,8 @@ def net_figure(res):
     fig = go.Figure(go.Bar(x=impls, y=[1 / t[k] for k in impls], text=labels,
                            marker_color=[IMPL_COLOURS.get(k) for k in impls]))
     fig.update_layout(title=f"3-D U-Net {res['input']}, one thread: whole net",
-                      yaxis_title="volumes per second")
+                      xaxis_title="implementation",
+                      yaxis_title="volumes per second (1 / best process CPU s)")
     return fig
 
 

@@ -246,7 +246,7 @@ def test_planner_measures_by_compiling_when_no_timer_is_given():
 
 
 def test_compare_plans_scores_picks_against_the_best_that_fits():
-    from compilerkit import inference_figures as zf
+    from mlsys_workbench.experiments import inference as zf
 
     net = inf.inspect(SMALL)
     volume = (36, 36, 36)

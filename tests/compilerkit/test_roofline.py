@@ -1,6 +1,6 @@
 """compilerkit.roofline: the stages' FLOPs and bytes per level against hand-counted cases, the
 per-stage roofline summed, on made-up machines (no measurement: that is
-`roofline_measure.measured_machine()`, cached, and too slow for a test)."""
+`measure.machine.measured_machine()`, cached, and too slow for a test)."""
 
 import math
 
@@ -232,7 +232,7 @@ def test_calibrated_cache_keeps_its_rates_and_width(tmp_path, monkeypatch):
 def test_fit_recovers_the_rates_that_made_the_times():
     """Times predicted by a machine with known transform rates: the fit, starting from other
     rates, finds them again (to the grid's 5%), each from its own algorithm's layers."""
-    from compilerkit import roofline_measure as rm
+    from compilerkit.measure import machine as rm
 
     true = rl.Machine(1e11, {"L1": 1.5e11, "L2": 1e11, "L3": 6e10, "DRAM": 2.5e10},
                       transform_flops=5e10, winograd_flops=2.2e10, lanes=16)
@@ -271,7 +271,7 @@ def test_cache_sizes_come_from_sysfs(tmp_path):
 def test_calibration_compiles_and_times_its_layers(monkeypatch):
     """calibrate_transforms on one small layer per rate (the real list takes seconds): both
     rates come from the grid, at most the peak, and the machine says they were measured."""
-    from compilerkit import roofline_measure as rm
+    from compilerkit.measure import machine as rm
 
     monkeypatch.setattr(rm, "CALIBRATION", {
         "winograd_flops": ("winograd-f4", [(8, 8, 12, 2, 3)]),

@@ -1,5 +1,5 @@
-"""compilerkit.fastconv_figures (notebook 17's and the sweep's logic): the by-hand Winograd tile
-and overlap-save FFT against independent references, the pick and error bookkeeping on
+"""mlsys_workbench.experiments.fastconv (notebook 17's and the sweep's logic): the by-hand
+Winograd tile and overlap-save FFT against independent references, the pick and error bookkeeping on
 hand-made rows, the Kernel IR outline on a hand-written nest. No timing: the sweep itself
 runs in benchmarks/winograd_bench.py --section sweep and the notebook test."""
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 
-from compilerkit import fastconv_figures as fc
 from compilerkit import roofline as rl
+from mlsys_workbench.experiments import fastconv as fc
 
 
 @pytest.mark.parametrize("m", [2, 4])
