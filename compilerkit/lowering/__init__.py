@@ -133,6 +133,16 @@ LOWERINGS.update({
 for _name in recurrent.GATES:
     LOWERINGS[_name] = _with_ctx(recurrent.lower_recurrent)
 
+from compilerkit.lowering import attention  # noqa: E402 - transformer ops, registered here
+
+LOWERINGS.update({
+    "Einsum": _with_ctx(attention.lower_einsum),
+    "Attention": _with_ctx(attention.lower_attention),
+    "RotaryEmbedding": _with_ctx(attention.lower_rotary_embedding),
+    "Swish": _with_ctx(attention.lower_swish),
+    "SwiGLU": _with_ctx(attention.lower_swish),
+})
+
 SUPPORTED = sorted(LOWERINGS)
 
 
