@@ -183,7 +183,7 @@ class Session:
         self.inputs = inputs  # [(name, shape, dtype)]
         self.outputs = outputs
         self.keep_alive = keep_alive
-        self.pool = pool  # compilerkit.threadpool's Pool running the parallel loops, or None
+        self.pool = pool  # backends.threadpool's Pool running the parallel loops, or None
         self._free = [self._new_arena()]
         self._lock = threading.Lock()
         self._first = threading.Lock()  # the first call fills splat constants

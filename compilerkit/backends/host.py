@@ -16,7 +16,7 @@ import tempfile
 import llvmlite.binding as llvm
 import numpy as np
 
-from compilerkit import threadpool
+from compilerkit.backends import threadpool
 from compilerkit.backends.base import (
     Backend,
     Target,

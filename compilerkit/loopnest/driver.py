@@ -81,7 +81,7 @@ def _parallel_runtime(ops) -> tuple[dict | None, object]:
     the same answer)."""
     if not any(op.name == "krnl.parallel" for top in ops for op in top.walk()):
         return None, None
-    from compilerkit import threadpool
+    from compilerkit.backends import threadpool
 
     if threadpool.available():
         pool = threadpool.pool()
@@ -194,7 +194,7 @@ class Generated:
             gomp = next((fn for fn in self.llvm_module.functions
                          if fn.name == "GOMP_parallel"), None)
             if gomp is not None and self.pool is None:
-                from compilerkit import threadpool
+                from compilerkit.backends import threadpool
 
                 if threadpool.available():
                     self.pool = threadpool.pool()

@@ -17,7 +17,7 @@ CHILD = """
 import os, sys, numpy as np
 from onnx import TensorProto, helper, numpy_helper
 import compilerkit as ck
-from compilerkit import threadpool
+from compilerkit.backends import threadpool
 
 rng = np.random.default_rng(0)
 w = rng.standard_normal((96, 96)).astype(np.float32)
@@ -69,7 +69,7 @@ def test_run_in_a_forked_child_after_threads(codegen):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "child status 0" in r.stdout, r.stdout + r.stderr[-2000:]
     assert "parent ok True" in r.stdout
-    from compilerkit import threadpool
+    from compilerkit.backends import threadpool
 
     if threadpool.available():  # the child's loops ran on workers of its own, not serially
         assert "workers=2" in r.stdout, r.stdout

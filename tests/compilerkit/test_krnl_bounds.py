@@ -367,7 +367,7 @@ def test_a_refused_worker_thread_leaves_the_pool_working(monkeypatch):
     # the caller runs the loop (libgomp aborted the process instead).
     import threading
 
-    from compilerkit import threadpool
+    from compilerkit.backends import threadpool
 
     if not threadpool.available():
         pytest.skip("compilerkit's pool is not used here")

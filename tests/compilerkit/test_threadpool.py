@@ -1,4 +1,4 @@
-"""compilerkit's thread pool (compilerkit/threadpool.py): a job is done exactly once by the caller
+"""compilerkit's thread pool (backends/threadpool.py): a job is done exactly once by the caller
 and the partners that joined, never more partners than asked for, jobs that overlap run on
 their callers alone, and compiled models give the same bits on the pool as on libgomp."""
 
@@ -12,7 +12,7 @@ from ckhelpers import make_model, on_threads, ort_run
 from onnx import helper
 
 import compilerkit as ck
-from compilerkit import threadpool
+from compilerkit.backends import threadpool
 
 pytestmark = pytest.mark.skipif(not threadpool.available(), reason="the pool needs Linux")
 
