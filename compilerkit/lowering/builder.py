@@ -190,6 +190,10 @@ class KernelBuilder:
     def guarded_load(self, mem, idx, fill):
         """mem[idx] when idx is inside mem, else `fill` (padding)."""
         dims = shape(mem)
+        if 0 in dims:
+            # An empty buffer (a Slice that kept nothing) has no element to read: every index
+            # is outside it, and a clamped load would still address element 0 of nothing.
+            return self.const(fill, mem.type.element_type)
         cond = self.in_range(list(zip(idx, dims, strict=True)))
         safe = [self.clamp(i, d) for i, d in zip(idx, dims, strict=True)]
         value = self.load(mem, safe)
