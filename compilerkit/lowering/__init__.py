@@ -143,6 +143,23 @@ LOWERINGS.update({
     "SwiGLU": _with_ctx(attention.lower_swish),
 })
 
+from compilerkit.lowering import generators, lppool, scan, topk  # noqa: E402
+
+LOWERINGS.update({
+    "TopK": _with_ctx(topk.lower_topk, module=1),
+    "CumProd": _with_ctx(scan.lower_cumprod, module=1),
+    "ReverseSequence": _with_ctx(scan.lower_reverse_sequence),
+    "EyeLike": _with_ctx(generators.lower_eye_like),
+    "HannWindow": _with_ctx(generators.lower_window, module=1),
+    "HammingWindow": _with_ctx(generators.lower_window, module=1),
+    "BlackmanWindow": _with_ctx(generators.lower_window, module=1),
+    "Shape": _with_ctx(generators.lower_shape, module=1),
+    "Size": _with_ctx(generators.lower_shape, module=1),
+    "LpPool": _with_ctx(lppool.lower_lp_pool),
+    "GlobalLpPool": _with_ctx(lppool.lower_lp_pool),
+    "Not": _with_ctx(logic.lower_not),
+})
+
 SUPPORTED = sorted(LOWERINGS)
 
 

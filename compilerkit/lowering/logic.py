@@ -14,9 +14,9 @@ Semantics follow onnxruntime, which is what the tests compare with:
   right shift of a negative x), so LLVM's shift never sees an amount it leaves undefined.
 - float Mod is exact (_float_mod: integer arithmetic on the mantissas): fmod=1 C's fmod,
   fmod=0 numpy's mod (ONNX's reference; onnxruntime refuses float Mod with fmod=0).
-Not registered yet: Not (its every ONNX node test is opset 1, below the opsets compilerkit
-compiles, and every lowered op must pass one; once old opsets are upgraded on import it is one
-UNARY entry, x == false). ONNX's unsigned BitShift is refused with the unsigned types.
+Not (lower_not, x == false) is registered apart from OPS: its own ONNX node tests are opset 1,
+run once old opsets are upgraded on import; the expanded Attention cases use it too. ONNX's
+unsigned BitShift is refused with the unsigned types.
 """
 
 from __future__ import annotations
@@ -235,4 +235,11 @@ def lower_logic(b: KernelBuilder, op, ins):
         _map(b, ins[:1], out, lambda v: UNARY[kind](b, op, v[0]))
     else:
         _map(b, ins[:2], out, lambda v: BINARY[kind](b, op, v[0], v[1]))
+    return [out]
+
+
+def lower_not(b: KernelBuilder, op, ins):
+    """Not: x == false, one elementwise nest (ONNX defines it on bool only)."""
+    out = b.alloc(onnx_d.shape_of(op.results[0]), i1)
+    _map(b, ins[:1], out, lambda v: b.cmpi("eq", v[0], b.const(0, i1)))
     return [out]
