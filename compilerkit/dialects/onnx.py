@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     ModuleOp,
     NoneType,
+    Signedness,
     StringAttr,
     TensorType,
     f32,
@@ -69,11 +70,15 @@ def create(op_type_: str, operands, result_types, attributes=None) -> IRDLOperat
 # ---- element types -------------------------------------------------------------------------
 
 # ONNX TensorProto data type <-> MLIR element type <-> numpy dtype.
-# Signed integers and floats only: MLIR integers are signless and arith picks signed division,
-# comparison and widening, so unsigned types would need their own lowering rules.
-_ELEM = {1: f32, 11: f64, 7: i64, 6: i32, 5: IntegerType(16), 3: IntegerType(8), 9: i1}
+# MLIR integers are signless and arith picks signed division, comparison and widening, so the
+# unsigned types (ui8, ui16: quantised tensors) are lowered only by the ops whose lowerings
+# widen them explicitly (lowering/quant.py); every other lowering refuses them
+# (quant.refuse_unsigned).
+UI8, UI16 = IntegerType(8, Signedness.UNSIGNED), IntegerType(16, Signedness.UNSIGNED)
+_ELEM = {1: f32, 11: f64, 7: i64, 6: i32, 5: IntegerType(16), 3: IntegerType(8), 9: i1,
+         2: UI8, 4: UI16}
 _NP = {1: np.float32, 11: np.float64, 7: np.int64, 6: np.int32, 5: np.int16, 3: np.int8,
-       9: np.bool_}
+       9: np.bool_, 2: np.uint8, 4: np.uint16}
 
 
 def elem_type(onnx_dtype: int) -> Attribute:

@@ -54,6 +54,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     NoneType,
+    Signedness,
     StringAttr,
     TensorType,
     UnrankedTensorType,
@@ -342,7 +343,8 @@ def onnx_inputs(op) -> list:
 @cache
 def _elem_name(elem) -> str:
     if isinstance(elem, IntegerType) and elem.width.data in _INT_NAME:
-        return f"tensor({_INT_NAME[elem.width.data]})"
+        unsigned = elem.signedness.data == Signedness.UNSIGNED
+        return f"tensor({'u' if unsigned else ''}{_INT_NAME[elem.width.data]})"
     name = _ONNX_TYPE.get(type(elem))
     return f"tensor({name})" if name else f"tensor({elem})"
 

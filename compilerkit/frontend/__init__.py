@@ -328,7 +328,7 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
         if i.name not in init_names and dt not in onnx_d._ELEM:
             name = dtype_name(dt) if dt else "no tensor type"
             raise UnsupportedOpError(f"input {i.name!r}: element type {name} is not supported "
-                                     f"(supported: float, double, int8/16/32/64, bool)")
+                                     f"(supported: float, double, int8/16/32/64, uint8/16, bool)")
     for k, node in enumerate(proto.graph.node):
         for name in node.output:
             elem = inferred.get(name, (0, None))[0]
@@ -336,7 +336,7 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
                 raise UnsupportedOpError(
                     f"node {node_label(node, k)!r} ({node.op_type}): output {name!r} has "
                     f"element type {dtype_name(elem)}, which is not "
-                    "supported (supported: float, double, int8/16/32/64, bool)")
+                    "supported (supported: float, double, int8/16/32/64, uint8/16, bool)")
     types = {name: t for name, t in ((n, _mlir_type(t)) for n, t in inferred.items())
              if t is not None}
     g = proto.graph
@@ -350,7 +350,7 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
             dt = i.type.tensor_type.elem_type
             name = dtype_name(dt) if dt else "no tensor type"
             raise UnsupportedOpError(f"input {i.name!r}: element type {name} is not supported "
-                                     f"(supported: float, double, int8/16/32/64, bool)")
+                                     f"(supported: float, double, int8/16/32/64, uint8/16, bool)")
         check_bytes(f"input {i.name!r}", types[i.name].get_shape(),
                     onnx_d.numpy_dtype(types[i.name].element_type).itemsize, budget)
     arg_types = [types[i.name] for i in inputs]

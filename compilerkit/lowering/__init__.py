@@ -160,6 +160,14 @@ LOWERINGS.update({
     "Not": _with_ctx(logic.lower_not),
 })
 
+# Quantisation (lowering/quant.py): unsigned tensors are refused by every other lowering.
+from compilerkit.lowering import quant  # noqa: E402 - with its registrations, in one block
+
+for _name in list(LOWERINGS):
+    LOWERINGS[_name] = quant.refuse_unsigned(_name, LOWERINGS[_name])
+for _name, _lower in quant.LOWERINGS.items():
+    LOWERINGS[_name] = _with_ctx(_lower)
+
 SUPPORTED = sorted(LOWERINGS)
 
 
