@@ -252,7 +252,7 @@ def test_the_graph_sees_every_package_and_known_edges(graphs):
     eager, every = graphs
     assert {package_of(m) for m in eager.internal} == set(ROOTS)
     assert eager.internal.has_edge("lmskit", "lmskit.graph")              # package re-export
-    assert eager.internal.has_edge("compilerkit.graph_view", "mlsys_viz.units")
+    assert eager.internal.has_edge("compilerkit.views.graph", "mlsys_viz.units")
     assert every.internal.has_edge("segkit.pipeline", "compilerkit")      # the stated entry point
     assert "tensorflow" in eager.external["lmskit.tfcapture"]
     assert "plotly" in eager.external["mlsys_viz.graph"]

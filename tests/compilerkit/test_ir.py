@@ -103,7 +103,7 @@ def test_asm_stage_is_generated_on_first_access():
 
 
 def test_one_llvm_function_per_onnx_node_and_one_shared_matmul_kernel():
-    from compilerkit.show import asm_function, llvm_function, llvm_functions
+    from compilerkit.views.show import asm_function, llvm_function, llvm_functions
     model, x = cnn()
     cm = ck.compile(model, opt_level=3)
     names = llvm_functions(cm.stages["llvm-ir"])

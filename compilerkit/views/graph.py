@@ -23,11 +23,10 @@ import onnx
 from onnx import helper
 from xdsl.dialects.builtin import NoneType
 
+from compilerkit.dialects import onnx as onnx_d
+from compilerkit.frontend import ModelError, load_model
+from compilerkit.onnx_passes.single_node import main_func
 from mlsys_viz.units import human_bytes
-
-from .dialects import onnx as onnx_d
-from .frontend import ModelError, load_model
-from .onnx_passes.single_node import main_func
 
 MATMUL = {"Conv", "ConvTranspose", "MatMul", "Gemm", "MatMulInteger", "ConvInteger"}
 POOL_NORM = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool",
@@ -143,7 +142,7 @@ def onnx_graph_view(model, input_shapes: dict | None = None):
     node, initializer or graph input produces."""
     proto, _ = load_model(model)
     if input_shapes:
-        from .frontend import _fix_input_shapes
+        from compilerkit.frontend import _fix_input_shapes
 
         if proto is model:  # the caller's ModelProto: fix the shapes on a copy
             proto = type(model)()

@@ -1,13 +1,10 @@
-"""Plain data views of compilerkit results for the workbench's pictures (`mlsys_viz`):
+"""Plain data views of compilerkit's IR for the workbench's pictures (`mlsys_viz`):
 
 - ir_view_data(cm): the stage texts, the ONNX nodes and which lines of each stage came from each
   node (provenance.py), ready for `viz.ir_side_by_side` / `viz.ir_panes`;
 - loop_nest(it): one `krnl.iterate` as the list of loops it emits, outermost first (name,
   bounds, step, which original loop a tile loop splits, depth, unrolled or not) and a one-line
-  summary of its body, ready for `viz.loopnest_figure`;
-- onnx_graph_view(model) / ir_graph_view(module) (from graph_view.py): an ONNX model or an ONNX
-  IR module as nodes and edges coloured by op kind, ready for `viz.graph_figure` (the drawing
-  lmskit's TensorFlow graphs use).
+  summary of its body, ready for `viz.loopnest_figure`.
 
 Assumes the schedule ops of the krnl dialect as krnl_passes writes them: a loop handle comes
 from `krnl.define_loops` or from one `krnl.block` of such a handle (blocked at most once).
@@ -19,7 +16,6 @@ from __future__ import annotations
 from collections import Counter
 
 from compilerkit.dialects import krnl
-from compilerkit.graph_view import ir_graph_view, node_counts, onnx_graph_view
 from compilerkit.provenance import FUNCTION_LINES, IR_STAGES
 from compilerkit.provenance import of as provenance_of
 
@@ -117,5 +113,4 @@ def _node_of(op):
     return None
 
 
-__all__ = ["ir_view_data", "loop_nest", "STAGES", "onnx_graph_view", "ir_graph_view",
-           "node_counts"]
+__all__ = ["ir_view_data", "loop_nest", "STAGES"]
