@@ -13,6 +13,7 @@ this keeps a model that still has them compiling.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -23,6 +24,14 @@ from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, is_float, shape
 from compilerkit.lowering.indexing import fail
 from compilerkit.onnx_passes.single_node import node_label
+
+
+# Constant names are unique in a module (LLVM globals), as pool.py's window counts are.
+_NAMES = itertools.count()
+
+
+def _constant(b: KernelBuilder, values, module, hint: str, elem):
+    return b.constant(values, module, f"{hint}_{next(_NAMES)}", elem)
 
 
 def lower_eye_like(b: KernelBuilder, op, ins):
@@ -59,11 +68,11 @@ def lower_window(b: KernelBuilder, op, ins, module=None):
     elem = op.results[0].type.element_type
     periodic = bool(onnx_d.get_attr(op, "periodic", 1))
     values = window_values(kind, size, periodic).astype(onnx_d.numpy_dtype(elem))
-    ok = b.cmpi("eq", b.cast(b.load(ins[0], [b.index(0)] * len(shape(ins[0]))), i64),
+    ok = b.cmpi("eq", b.cast(b.load(ins[0], [b.index(0) for _ in shape(ins[0])]), i64),
                 b.const(size, i64))
     b.add(krnl.CheckOp(ok, f"node {node_label(op)!r} ({kind}): the size input differs from "
                            f"the compiled window length {size}"))
-    return [b.constant(values, module, kind.lower(), elem)]
+    return [_constant(b, values, module, kind.lower(), elem)]
 
 
 def lower_shape(b: KernelBuilder, op, ins, module=None):
@@ -74,4 +83,4 @@ def lower_shape(b: KernelBuilder, op, ins, module=None):
         start = onnx_d.get_attr(op, "start", 0)
         end = onnx_d.get_attr(op, "end", None)
         value = np.array(dims[start:end], np.int64)
-    return [b.constant(value, module, onnx_d.op_type(op).lower(), i64)]
+    return [_constant(b, value, module, onnx_d.op_type(op).lower(), i64)]
