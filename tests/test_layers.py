@@ -239,6 +239,72 @@ def violations(eager: ImportGraph, every: ImportGraph) -> list[str]:
     return found
 
 
+# -- compilerkit's folders -----------------------------------------------------------------
+# Inside compilerkit each folder (and each top-level module) is one unit, placed in a layer;
+# an import may point to its own layer or a lower one, never up, and the units must not import
+# each other in a circle. docs/DESIGN.md states the same table.
+COMPILERKIT_LAYERS = {
+    0: ("dialects", "oracle"),
+    1: ("frontend",),
+    2: ("ir", "onnx_passes", "stages", "runtime"),
+    3: ("lowering", "krnl_passes", "roofline", "codegen"),
+    4: ("passes", "provenance", "views", "backends", "loopnest"),
+    5: ("pipeline",),
+    6: ("__init__", "__main__", "opt", "tune", "inference", "measure", "conformance"),
+}
+# Folder edges that break the rules today, each with why it is still there. The checker
+# fails when one of them disappears, so the list only shrinks.
+KNOWN_FOLDER_EDGES = {
+    ("backends", "pipeline"): "backends/emulated.py's endianness demo helpers "
+                              "(compile_with_host_bytes, object_bytes) call the stage driver",
+    ("roofline", "lowering"): "the roofline prices Winograd and FFT with lowering/winograd.py's "
+                              "and lowering/fft.py's tile arithmetic",
+    ("krnl_passes", "lowering"): "krnl_passes/fold_layout.py reads lowering/blocked3d.py's "
+                                 "layout tags (FROM, TO)",
+}
+
+
+def compilerkit_unit(module: str) -> str | None:
+    """The folder or top-level module of compilerkit that `module` belongs to ("__init__" for
+    the package itself), or None outside compilerkit."""
+    parts = module.split(".")
+    if parts[0] != "compilerkit":
+        return None
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def compilerkit_folder_violations(every: ImportGraph, layers=None, known=None) -> list[str]:
+    """Every compilerkit import that points up a layer, every folder cycle, every unit missing
+    from the layer table, and every KNOWN_FOLDER_EDGES entry that no longer exists."""
+    layers = COMPILERKIT_LAYERS if layers is None else layers
+    known = KNOWN_FOLDER_EDGES if known is None else known
+    rank = {unit: level for level, units in layers.items() for unit in units}
+    folders = nx.DiGraph()
+    found = []
+    for src, dst, data in every.internal.edges(data=True):
+        a, b = compilerkit_unit(src), compilerkit_unit(dst)
+        if a is None or b is None or a == b:
+            continue
+        for unit in (a, b):
+            if unit not in rank:
+                found.append(f"compilerkit unit {unit!r} has no layer (COMPILERKIT_LAYERS)")
+                rank[unit] = -1
+        if (a, b) in known:
+            folders.add_edge(a, b, known=True)
+            continue
+        folders.add_edge(a, b)
+        if rank[b] > rank[a]:
+            found.append(f"compilerkit layer {rank[a]} imports layer {rank[b]}: "
+                         f"{src} -> {dst} (line {data.get('line')})")
+    for a, b in known:
+        if not folders.has_edge(a, b):
+            found.append(f"known folder edge {a} -> {b} is gone: remove it from the list")
+    ruled = nx.DiGraph((a, b) for a, b, d in folders.edges(data=True) if not d.get("known"))
+    for cycle in sorted(nx.simple_cycles(ruled), key=_cycle_text):
+        found.append(f"compilerkit folder cycle: {_cycle_text(cycle)}")
+    return sorted(set(found))
+
+
 # -- the tests -------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -265,6 +331,50 @@ def test_the_graph_sees_every_package_and_known_edges(graphs):
 def test_layers_hold(graphs):
     found = violations(*graphs)
     assert not found, "layering rules broken:\n" + "\n".join(found)
+
+
+def test_compilerkit_folders_keep_their_layers(graphs):
+    _, every = graphs
+    found = compilerkit_folder_violations(every)
+    assert not found, "compilerkit's folder layers broken:\n" + "\n".join(found)
+
+
+def test_design_states_the_same_compilerkit_layers():
+    import re
+
+    text = (REPO / "docs" / "DESIGN.md").read_text()
+    table = text.split("### compilerkit's layers", 1)[1].split("\n\n", 3)[2]
+    stated = {int(m[1]): tuple(re.findall(r"`([^`]+)`", m[2]))
+              for m in re.finditer(r"^\| (\d+) \| (.+) \|$", table, re.M)}
+    assert stated == COMPILERKIT_LAYERS
+    for a, b in KNOWN_FOLDER_EDGES:
+        assert f"`{a} -> {b}`" in text
+
+
+def test_the_folder_checker_finds_upward_imports_cycles_and_stale_exceptions(tmp_path):
+    files = {
+        "compilerkit/__init__.py": "",
+        "compilerkit/low/__init__.py": "",
+        "compilerkit/low/a.py": "from compilerkit.high import b\n",       # up a layer
+        "compilerkit/high/__init__.py": "",
+        "compilerkit/high/b.py": "def f():\n    from compilerkit.low import a\n",
+        "compilerkit/side.py": "import compilerkit.stray\n",
+        "compilerkit/stray.py": "",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    every = build_graph(discover({"compilerkit": tmp_path / "compilerkit"}), lazy=True)
+    layers = {0: ("low",), 1: ("high", "side")}
+    found = "\n".join(compilerkit_folder_violations(every, layers, {("side", "gone"): "x"}))
+    assert "compilerkit layer 0 imports layer 1: compilerkit.low.a -> compilerkit.high.b" in found
+    assert "compilerkit folder cycle: high -> low -> high" in found
+    assert "compilerkit unit 'stray' has no layer" in found
+    assert "known folder edge side -> gone is gone" in found
+    # an edge on the known list is neither a layer break nor part of a cycle
+    quiet = compilerkit_folder_violations(every, {0: ("low",), 1: ("high",), 2: ("side", "stray")},
+                                          {("low", "high"): "x"})
+    assert quiet == []
 
 
 def test_the_checker_finds_cycles_forbidden_edges_and_hidden_imports(tmp_path):
