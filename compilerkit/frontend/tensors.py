@@ -22,6 +22,8 @@ _DTYPES = {
     TensorProto.INT32: ("<i4", "int32_data"),
     TensorProto.INT8: ("<i1", "int32_data"),
     TensorProto.UINT8: ("<u1", "int32_data"),
+    TensorProto.INT16: ("<i2", "int32_data"),
+    TensorProto.UINT16: ("<u2", "int32_data"),
     TensorProto.BOOL: ("|b1", "int32_data"),
 }
 

@@ -145,8 +145,15 @@ def _axis(op, rank, scale):
     return axis % rank
 
 
+def _same_element(b, zp, at):
+    """`at` (an index into the scale) for the zero point; a one-element zero point may be
+    shaped [] where its scale is [1], or the other way round."""
+    return [b.index(0)] * len(shape(zp)) if math.prod(shape(zp)) == 1 else at
+
+
 def _check_zp(op, scale, zp):
-    if zp is not None and shape(zp) != shape(scale):
+    per_tensor = zp is not None and math.prod(shape(zp)) == math.prod(shape(scale)) == 1
+    if zp is not None and shape(zp) != shape(scale) and not per_tensor:
         _fail(op, f"the zero point has shape {list(shape(zp))}, the scale {list(shape(scale))}"
               " (they must match)", ModelError)
 
@@ -172,7 +179,7 @@ def lower_quantize(b: KernelBuilder, op, ins):
     with b.nest(xs) as ivs:
         at = param_index(b, op, ivs, shape(scale), xs, axis, block)
         v = b.binary("div", to_float(b, b.load(x, ivs), st), b.load(scale, at))
-        zp_f = to_float(b, b.load(zp, at), st) if zp is not None else None
+        zp_f = to_float(b, b.load(zp, _same_element(b, zp, at)), st) if zp is not None else None
         b.store(quantize(b, v, zp_f, elem), out, ivs)
     return [out]
 
@@ -190,7 +197,7 @@ def lower_dequantize(b: KernelBuilder, op, ins):
         at = param_index(b, op, ivs, shape(scale), xs, axis, block)
         q = widen(b, b.load(x, ivs))
         if zp is not None:
-            q = b.binary("sub", q, widen(b, b.load(zp, at)))
+            q = b.binary("sub", q, widen(b, b.load(zp, _same_element(b, zp, at))))
         b.store(b.mul(to_float(b, q, elem), b.load(scale, at)), out, ivs)
     return [out]
 
@@ -270,7 +277,7 @@ def shifted(b: KernelBuilder, op, m, zp, axis, what):
         v = widen(b, b.load(m, ivs))
         if zp is not None:
             at = [b.index(0)] * len(shape(zp)) if math.prod(shape(zp)) == 1 else [ivs[axis]]
-            v = b.binary("sub", v, widen(b, b.load(zp, at)))
+            v = b.binary("sub", v, widen(b, b.load(zp, _same_element(b, zp, at))))
         b.store(v, out, ivs)
     return out
 
