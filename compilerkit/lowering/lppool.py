@@ -47,7 +47,8 @@ def lower_lp_pool(b: KernelBuilder, op, ins):
         fail(op, "attribute p", p, "an integer from 1 to 64")
     out_dims = list(onnx_d.shape_of(op.results[0]))
     in_sp = list(xs[2:])
-    if onnx_d.op_type(op) == "GlobalLpPool":
+    is_global = onnx_d.op_type(op) == "GlobalLpPool"
+    if is_global:
         k_sp, st, dil, pads = in_sp, [1] * len(in_sp), [1] * len(in_sp), [0] * len(in_sp)
     else:
         k_sp = onnx_d.get_attr(op, "kernel_shape")
@@ -61,7 +62,8 @@ def lower_lp_pool(b: KernelBuilder, op, ins):
         o, kk = ivs[:2 + r], ivs[2 + r:]
         src = o[:2] + [b.affine([(o[2 + d], st[d]), (kk[d], dil[d])], -pads[d])
                        for d in range(r)]
-        v = b.guarded_load(x, src, 0.0)
+        # A global pool's windows are the input itself: nothing to guard.
+        v = b.load(x, src) if is_global else b.guarded_load(x, src, 0.0)
         b.store(b.add_(b.load(out, o), _power(b, v, p)), out, o)
     with b.nest(out_dims) as ivs:
         b.store(_root(b, b.load(out, ivs), p), out, ivs)
