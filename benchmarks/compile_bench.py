@@ -23,8 +23,8 @@ size)`, built and cached on first use, never downloaded):
   than onnxruntime) uses the **best** of the rounds (the least disturbed by other processes on
   a shared machine); medians are kept too. Geometric means over the models at 1 and 2 threads.
 * per-op profile of the three models with the lowest 1-thread ratio: compilerkit's seconds per
-  ONNX node timed in context (`compilerkit.profile.profile_nodes`) against onnxruntime's profiler
-  (`ort_profile_nodes`), as totals per op type and the ten slowest nodes of each.
+  ONNX node timed in context (`compilerkit.measure.profile.profile_nodes`) against onnxruntime's
+  profiler (`ort_profile_nodes`), as totals per op type and the ten slowest nodes of each.
 
 The thread API (`compile(..., num_threads=)`, `CompiledModel.run(..., num_threads=)`) is used
 when compilerkit has it; otherwise the rows say "threads": "not supported" and the 2-thread
@@ -51,7 +51,7 @@ import numpy as np
 
 import compilerkit as ck
 from compilerkit import conformance as cf
-from compilerkit import profile as prof
+from compilerkit.measure import profile as prof
 
 AGREE = 1e-3  # max error / output scale (issue 12)
 FLOOR = 0.8  # the issue's floor for the geometric-mean ratio at 1 and 2 threads

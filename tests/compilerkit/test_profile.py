@@ -1,5 +1,5 @@
-"""compilerkit.profile: per-node seconds of compiled code, timed in context, and onnxruntime's
-profiler parsed into the same rows.
+"""compilerkit.measure.profile: per-node seconds of compiled code, timed in context, and
+onnxruntime's profiler parsed into the same rows.
 
 Expectations come from the model, not from the profiler: every ONNX node gets one row under its
 own name (or the frontend's OpType_index label), and a node doing ~10^4x the arithmetic of the
@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import compilerkit as ck
-from compilerkit import profile as prof
+from compilerkit.measure import profile as prof
 
 N = 192  # the MatMul: 2 * N^3 = 14 MFLOP; every other node touches N^2 floats at most
 

@@ -99,7 +99,7 @@ def test_every_partition_is_a_module_and_every_symbol_has_one_home(monkeypatch):
 def test_a_written_global_is_one_global(monkeypatch):
     """The profiler's counters (a global the code writes and Python reads by name) are defined
     once: every node's counter fills, whichever partition its function went to."""
-    from compilerkit.profile import profile_nodes
+    from compilerkit.measure.profile import profile_nodes
 
     monkeypatch.setenv("CK_COMPILE_THREADS", "3")
     model, x = mixed_chain()
