@@ -16,7 +16,13 @@ line, `python -m compilerkit MODEL --emit STAGE --target TARGET`.
 from __future__ import annotations
 
 from compilerkit.backends import Target, get_backend
-from compilerkit.frontend import DeclaredShapeWarning, ModelError, OptionError, UnsupportedOpError
+from compilerkit.frontend import (
+    DeclaredShapeWarning,
+    ModelError,
+    OpsetUpgradeWarning,
+    OptionError,
+    UnsupportedOpError,
+)
 from compilerkit.ir import parse_ir, print_ir
 from compilerkit.lowering import SUPPORTED
 from compilerkit.pipeline import (
@@ -31,7 +37,7 @@ from compilerkit.runtime import InputError, RunError, check_num_threads
 __all__ = ["compile", "compile_kernel", "compile_to", "import_onnx", "optimize_onnx", "lower",
            "to_llvm", "CompiledModel",
            "ModelError", "UnsupportedOpError", "OptionError", "InputError", "RunError",
-           "DeclaredShapeWarning",
+           "DeclaredShapeWarning", "OpsetUpgradeWarning",
            "SUPPORTED", "print_ir",
            "parse_ir", "Target", "get_backend"]
 

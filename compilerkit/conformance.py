@@ -353,6 +353,90 @@ def time_model(path: str, opt_level: int = 3, repeat: int = 5, name: str | None 
             "arena_bytes": cm.arena_bytes, "naive_bytes": cm.naive_bytes}
 
 
+# --- ONNX's data folders -------------------------------------------------------------------
+
+DATA_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
+# The folders of small models with stored inputs and outputs (140 cases in onnx 1.23); `light`
+# (random weights, no stored outputs) is run against onnxruntime by `run_light_models` instead,
+# and `node` is the generated node tests above.
+DATA_FOLDERS = ("simple", "pytorch-converted", "pytorch-operator")
+
+
+def data_folder_cases(folders=DATA_FOLDERS) -> list[str]:
+    """The case folders (each a `model.onnx` and `test_data_set_*/{input,output}_*.pb`) of
+    `folders` under `DATA_DIR`, sorted."""
+    return sorted(os.path.dirname(p) for f in folders
+                  for p in glob.glob(os.path.join(DATA_DIR, f, "*", "model.onnx")))
+
+
+def _stored_tensors(folder, prefix):
+    out = []
+    for p in sorted(glob.glob(os.path.join(folder, f"{prefix}_*.pb")),
+                    key=lambda p: int(p.rsplit("_", 1)[1].removesuffix(".pb"))):
+        t = onnx.TensorProto()
+        with open(p, "rb") as f:
+            t.ParseFromString(f.read())
+        out.append(onnx.numpy_helper.to_array(t))
+    return out
+
+
+def run_data_case(folder, rtol=RTOL, atol=ATOL) -> CaseResult:
+    """Compile one data-folder case (host, -O2) as given, else, as the node tests do, as the
+    constant-static variant built from its first data set; compare with every stored data set.
+    Stored inputs are read as tensors only for a model whose inputs are all tensors (a model
+    with sequence inputs stays refused as given). `op` is the model's op types."""
+    name = f"{os.path.basename(os.path.dirname(folder))}/{os.path.basename(folder)}"
+    model = onnx.load(os.path.join(folder, "model.onnx"))
+    op = "+".join(_ops_of(model))
+    sets = sorted(glob.glob(os.path.join(folder, "test_data_set_*")))
+    t = time.perf_counter()
+    variant, rest = GIVEN, None
+    # Old-opset models are upgraded on import, saying so with a warning each time.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ck.OpsetUpgradeWarning)
+        try:
+            rep = CompilerkitBackend.prepare(model)
+        except REFUSED as error:
+            if not sets or any(i.type.WhichOneof("value") != "tensor_type"
+                               for i in model.graph.input):
+                return CaseResult(name, op, GIVEN, REFUSED_STATUS, refusal_reason(error),
+                                  None, time.perf_counter() - t)
+            variant = CONSTANT
+            try:
+                given = _stored_tensors(sets[0], "input")
+                variant_model, _, shapes = constant_static_variant(model, given)
+                rest = [i.name for i in variant_model.graph.input
+                        if i.name not in {t.name for t in variant_model.graph.initializer}]
+                rep = CompilerkitBackend.prepare(variant_model, input_shapes=shapes)
+            except REFUSED as error:
+                return CaseResult(name, op, CONSTANT, REFUSED_STATUS, refusal_reason(error),
+                                  None, time.perf_counter() - t)
+    ok, worst, reason = True, 0.0, ""
+    names = [i.name for i in model.graph.input
+             if i.name not in {t.name for t in model.graph.initializer}]
+    for data in sets:
+        inputs = _stored_tensors(data, "input")
+        if rest is not None:  # the variant keeps only the data inputs, in order
+            inputs = [a for n, a in zip(names, inputs, strict=False) if n in rest]
+        got = rep.run(inputs)
+        good, err, why = compare(got, _stored_tensors(data, "output"), rtol, atol)
+        ok, worst = ok and good, max(worst, err)
+        reason = reason or (f"{os.path.basename(data)}: {why}" if why else "")
+    return CaseResult(name, op, variant, PASSED if ok else WRONG, reason, worst,
+                      time.perf_counter() - t)
+
+
+def run_data_folders(folders=DATA_FOLDERS, progress=None, rtol=RTOL,
+                     atol=ATOL) -> list[CaseResult]:
+    """`run_data_case` over `data_folder_cases(folders)`; `progress(result)` after each."""
+    results = []
+    for folder in data_folder_cases(folders):
+        results.append(run_data_case(folder, rtol, atol))
+        if progress is not None:
+            progress(results[-1])
+    return results
+
+
 # --- summaries ----------------------------------------------------------------------------------
 
 def summarize(results) -> dict[str, dict]:

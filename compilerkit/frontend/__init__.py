@@ -1,6 +1,7 @@
 """Frontend: ONNX protobuf (file, bytes or ModelProto) -> ONNX IR.
 
-Assumes a single ONNX graph (the default domain, opsets MIN_OPSET..MAX_OPSET); subgraphs
+Assumes a single ONNX graph (the default domain, opsets MIN_OPSET..MAX_OPSET; older ones are
+upgraded to MIN_OPSET with onnx.version_converter, old_opsets.py); subgraphs
 (control flow) and non-tensor graph inputs and outputs are refused as unsupported before the
 graph is checked. Graph inputs that are also initializers are treated as constants; sparse
 initializers become dense ones. Names are the model's own for the user (any Unicode; bytes that
@@ -48,6 +49,7 @@ from compilerkit.frontend.checks import (
     DEFAULT_MAX_BYTES,
     DeclaredShapeWarning,
     ModelError,
+    OpsetUpgradeWarning,
     UnsupportedOpError,
     check_bytes,
     compare_declared,
@@ -64,9 +66,11 @@ from compilerkit.frontend.hygiene import (
     node_label,
     text,
 )
+from compilerkit.frontend.old_opsets import upgrade
 from compilerkit.frontend.tensors import sparse_to_dense, to_array
 
 __all__ = ["ModelError", "UnsupportedOpError", "OptionError", "DeclaredShapeWarning",
+           "OpsetUpgradeWarning",
            "load_model", "import_model", "to_array", "MIN_OPSET", "MAX_OPSET"]
 
 
@@ -306,6 +310,9 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
         proto = _densified(proto, base_dir, budget)
     opset = model_opset(proto)
     check_graph(proto)
+    upgraded_from = None
+    if opset < MIN_OPSET:  # checked as it came, then upgraded and checked again
+        proto, upgraded_from, opset = upgrade(proto, input_shapes), opset, MIN_OPSET
     for t in proto.graph.initializer:  # sizes first: nothing below reads a tensor unchecked
         check_dims(t, budget)
     light = _fix_input_shapes(_light_copy(proto), input_shapes,
@@ -436,6 +443,8 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
     f.attributes["input_names"] = ArrayAttr([StringAttr(text(i.name)) for i in inputs])
     f.attributes["output_names"] = ArrayAttr([StringAttr(text(o.name)) for o in g.output])
     f.attributes["onnx_opset"] = IntegerAttr(opset, i64)
+    if upgraded_from is not None:  # the opset the model came with (old_opsets.py)
+        f.attributes["onnx_opset_upgraded_from"] = IntegerAttr(upgraded_from, i64)
     module.body.block.add_op(f)
     return module
 

@@ -49,6 +49,12 @@ class DeclaredShapeWarning(UserWarning):
     it. `warnings.simplefilter("error", DeclaredShapeWarning)` makes it a refusal."""
 
 
+class OpsetUpgradeWarning(UserWarning):
+    """A model of a default-domain opset older than compilerkit compiles was upgraded with
+    `onnx.version_converter` on import (the ONNX IR's func records both opsets). Silence it
+    with `warnings.simplefilter("ignore", OpsetUpgradeWarning)`; "error" refuses such models."""
+
+
 # Default budget: large enough for any model a laptop can run, small enough that LLVM can still
 # place the constants (a larger static section overflows 32-bit relocations and aborts).
 DEFAULT_MAX_BYTES = 2 << 30

@@ -12,10 +12,11 @@ from __future__ import annotations
 import onnx
 from onnx import ModelProto
 
-from compilerkit.frontend.checks import ModelError, UnsupportedOpError, check_bytes
+from compilerkit.frontend.checks import ModelError, check_bytes
 
 # Default-domain opsets compiled: onnxruntime guarantees opset 7 and above; the newest is the
-# newest this onnx package has operator definitions for.
+# newest this onnx package has operator definitions for. Older models (opsets 1 to 6, as
+# PyTorch exported until 2018) are upgraded to MIN_OPSET on import (old_opsets.py).
 MIN_OPSET = 7
 MAX_OPSET = onnx.defs.onnx_opset_version()
 
@@ -37,16 +38,12 @@ def model_opset(proto: ModelProto) -> int:
         raise ModelError(f"the model imports the default ONNX domain at several opsets "
                          f"{sorted(versions)}; it must be one")
     opset = versions.pop() if versions else 21
-    if 1 <= opset < MIN_OPSET:
-        # A valid model compilerkit declines (onnxruntime may still run it), not a broken one
-        # (opset 0 or below is no opset: onnxruntime refuses it, as below).
-        raise UnsupportedOpError(
-            f"opset {opset} of the default ONNX domain is not supported: compilerkit compiles "
-            f"opsets {MIN_OPSET} to {MAX_OPSET}; onnx.version_converter.convert_version(model, "
-            f"{MIN_OPSET}) (or newer) can upgrade the model")
-    if not MIN_OPSET <= opset <= MAX_OPSET:
+    # Opsets 1 to MIN_OPSET - 1 are upgraded (old_opsets.py); 0 or below is no opset (onnxruntime
+    # refuses it too).
+    if not 1 <= opset <= MAX_OPSET:
         raise ModelError(f"opset {opset} of the default ONNX domain is not supported: "
-                         f"compilerkit compiles opsets {MIN_OPSET} to {MAX_OPSET}")
+                         f"compilerkit compiles opsets {MIN_OPSET} to {MAX_OPSET} and upgrades "
+                         f"opsets 1 to {MIN_OPSET - 1}")
     return opset
 
 
