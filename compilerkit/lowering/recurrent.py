@@ -24,8 +24,10 @@ ScaledTanh, HardSigmoid, Elu, Softsign, Softplus, names in any case); activation
 activation_beta are consumed in order by the functions that take them, as onnxruntime reads
 the spec. Where the spec's default and onnxruntime's differ (ThresholdedRelu's alpha, Affine's
 and ScaledTanh's, which no current ONNX op defines), the value must be given; a model that
-leaves it out is refused rather than answered one way or the other. `clip` bounds every
-activation's input, the cell state's included.
+leaves it out is refused rather than answered one way or the other. `clip` bounds the gates'
+pre-activations; LSTM's h(C_t) takes the cell state unclipped, as in onnxruntime (whose
+reading of the spec is the reference here; the ONNX reference implementation ignores clip).
+A batch entry of length 0 has no last step: its Y_h and Y_c are zeros, as in onnxruntime.
 """
 
 from __future__ import annotations
@@ -206,8 +208,11 @@ def lower_recurrent(b: KernelBuilder, op, ins):
         reverse = sz.direction == "reverse" or d == 1
         _direction(b, op, kind, ins, sz, d, reverse, acts[d], clip, lbr, forget, hs, cs, y,
                    seq_lens)
+    states = (hs, cs)[:2 if kind == "LSTM" else 1]
+    if seq_lens is not None:
+        _zero_empty(b, seq_lens, states)
     outs = [y]
-    for st in (hs, cs)[:2 if kind == "LSTM" else 1]:
+    for st in states:
         if sz.layout == 0:
             outs.append(st)
             continue
@@ -228,6 +233,16 @@ def _check_lengths(b, op, seq_lens, seq):
         b.add(krnl.CheckOp(ok, f"node {node_label(op)!r} ({onnx_d.op_type(op)}): a value of "
                                f"input sequence_lens is out of range; valid lengths are [0, "
                                f"{seq}]"))
+
+
+def _zero_empty(b, seq_lens, states):
+    """Zeros as the final state of a batch entry of length 0 (onnxruntime's answer)."""
+    nd, batch, hid = shape(states[0])
+    with b.nest([nd, batch, hid]) as (d, bb, j):
+        empty = b.cmpi("eq", b.cast(b.load(seq_lens, [bb]), i64), b.const(0, i64))
+        for st in states:
+            v = b.load(st, [d, bb, j])
+            b.store(b.select(empty, b.const(0.0, v.type), v), st, [d, bb, j])
 
 
 def _initial_state(b, init, sz, elem):
@@ -374,4 +389,4 @@ def _lstm_cell(b, gates, bb, j, hid, acts, clip, forget, peep, d, c_prev):
     cand = apply_activation(b, gate(3), gact, clip)
     c = b.add_(b.mul(fg, c_prev), b.mul(i, cand))
     o = apply_activation(b, pre(1, c), f, clip)
-    return b.mul(o, apply_activation(b, c, hact, clip)), c
+    return b.mul(o, apply_activation(b, c, hact, None)), c
