@@ -52,7 +52,7 @@ PARAMS = {"Clip": (1, 2), "Pad": (1, 2, 3), "Slice": (1, 2, 3, 4), "ReduceSum": 
           "Split": (1,), "Tile": (1,), "Expand": (1,), "ConstantOfShape": (0,),
           "Resize": (1, 2, 3), "Upsample": (1,), "Range": (0, 1, 2), "OneHot": (1,),
           "TopK": (1,), "CumProd": (1,), "HannWindow": (0,), "HammingWindow": (0,),
-          "BlackmanWindow": (0,)}
+          "BlackmanWindow": (0,), "CenterCropPad": (1,), "Col2Im": (1, 2), "MaxUnpool": (2,)}
 REFUSED = (ck.UnsupportedOpError, ck.ModelError, NotImplementedError)
 RTOL, ATOL = 1e-3, 1e-5
 NODE_OPT_LEVEL = 2

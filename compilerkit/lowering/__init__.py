@@ -168,6 +168,14 @@ for _name in list(LOWERINGS):
 for _name, _lower in quant.LOWERINGS.items():
     LOWERINGS[_name] = _with_ctx(_lower)
 
+from compilerkit.lowering import unfold  # noqa: E402
+
+LOWERINGS.update({
+    "MaxUnpool": _with_ctx(unfold.lower_max_unpool),
+    "Col2Im": _with_ctx(unfold.lower_col2im, module=1),
+    "CenterCropPad": _with_ctx(unfold.lower_center_crop_pad),
+})
+
 SUPPORTED = sorted(LOWERINGS)
 
 
