@@ -39,7 +39,6 @@ import argparse
 import json
 import math
 import os
-import time
 
 import numpy as np
 import onnxruntime as ort
@@ -47,6 +46,7 @@ from onnx import helper, numpy_helper
 
 import compilerkit as ck
 from compilerkit.lowering import conv as conv_lowering
+from compilerkit.measure.timing import best_of
 
 # (model, name, x shape, w shape, Conv attributes, activation)
 P1, S2 = [1, 1, 1, 1], [2, 2]
@@ -141,15 +141,7 @@ def schedule_of(x_shape, w_shape, attrs):
 
 
 def best_cpu(fns, repeat):
-    for f in fns.values():
-        f()
-    times = {k: [] for k in fns}
-    for _ in range(repeat):
-        for k, f in fns.items():
-            t = time.thread_time()
-            f()
-            times[k].append(time.thread_time() - t)
-    return {k: min(v) for k, v in times.items()}
+    return best_of(fns, repeat, "thread")
 
 
 def main():

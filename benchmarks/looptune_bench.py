@@ -31,6 +31,7 @@ from tqdm.auto import tqdm  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from compilerkit.measure.timing import best_of  # noqa: E402
 from compilerkit.tune import Measurer, Task, tune_task  # noqa: E402
 from compilerkit.tune.shapes import SMOKE_TEST_SHAPES, TEST_SHAPES  # noqa: E402
 
@@ -39,15 +40,7 @@ POLICY_BUDGET_S = 3.0  # the issue's tuning budget per nest
 
 
 def _best(fns: dict, repeat: int) -> dict:
-    best = {k: float("inf") for k in fns}
-    for f in fns.values():
-        f()
-    for _ in range(repeat):
-        for k, f in fns.items():
-            t = time.perf_counter()
-            f()
-            best[k] = min(best[k], time.perf_counter() - t)
-    return best
+    return best_of(fns, repeat, "wall")
 
 
 def bench_shape(shape, budget: float, repeat: int) -> dict:
