@@ -361,9 +361,7 @@ def test_the_folder_checker_finds_upward_imports_cycles_and_stale_exceptions(tmp
         "compilerkit/side.py": "import compilerkit.stray\n",
         "compilerkit/stray.py": "",
     }
-    for rel, text in files.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
+    _write_tree(tmp_path, files)
     every = build_graph(discover({"compilerkit": tmp_path / "compilerkit"}), lazy=True)
     layers = {0: ("low",), 1: ("high", "side")}
     found = "\n".join(compilerkit_folder_violations(every, layers, {("side", "gone"): "x"}))
@@ -395,9 +393,7 @@ def test_the_checker_finds_cycles_forbidden_edges_and_hidden_imports(tmp_path):
         "compilerkit/view.py": "from mlsys_viz.units import human_bytes\nimport mlsys_viz.graph\n",
         "segkit/__init__.py": "import compilerkit\n\n\ndef f():\n    import lmskit\n",
     }
-    for rel, text in files.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
+    _write_tree(tmp_path, files)
     roots = {p: tmp_path / p for p in ("mlsys_viz", "lmskit", "compilerkit", "segkit")}
     modules = discover(roots)
     found = "\n".join(violations(build_graph(modules), build_graph(modules, lazy=True)))
@@ -414,6 +410,13 @@ def test_the_checker_finds_cycles_forbidden_edges_and_hidden_imports(tmp_path):
     assert "the pictures layer imports xdsl: mlsys_viz.ir" in found
     assert "segkit imports compilerkit" not in found
     assert "import cycle: lmskit -> lmskit.graph" not in found   # package re-exports are fine
+
+
+def _write_tree(root: Path, files: dict[str, str]) -> None:
+    """A fake source tree for the checkers: {relative path: text}."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
 
 
 def _fresh_python(code: str) -> str:
