@@ -5,6 +5,9 @@ outputs x sequence_lens), run-time lengths, refusals, f64 and the big-endian emu
 onnxruntime has no layout=1 (batch-major) kernel: those cases are checked against the same
 op in layout 0 with the inputs and outputs transposed, an independent path through both."""
 
+import os
+import tempfile
+
 import numpy as np
 import pytest
 from ckhelpers import node_test_passes, ort_run
@@ -239,3 +242,26 @@ def test_emulated_s390x_bidirectional_lstm_with_lengths():
     host = ck.compile(case[0], asm=False).run(*case[1])
     for g, h in zip(got, host, strict=True):
         np.testing.assert_allclose(g, h, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.slow  # importing Keras and TensorFlow takes most of it
+def test_keras_bidirectional_lstm_export_matches_keras():
+    # Keras 3's ONNX export (tf2onnx) of Bidirectional(LSTM) -> LSTM: two LSTM nodes, one
+    # bidirectional, with Shape/Expand initial states. (A Keras GRU exports as a Loop.)
+    keras = pytest.importorskip("keras")
+    import onnx
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((6, 3)), keras.layers.Bidirectional(
+        keras.layers.LSTM(4, return_sequences=True)), keras.layers.LSTM(5)])
+    x = np.random.default_rng(6).standard_normal((2, 6, 3)).astype(np.float32)
+    want = np.asarray(model(x))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "lstm.onnx")
+        model.export(path, format="onnx", verbose=False)
+        exported = onnx.load(path)
+    assert [n.op_type for n in exported.graph.node].count("LSTM") == 2
+    name = exported.graph.input[0].name
+    got = ck.compile(exported, asm=False, input_shapes={name: [2, 6, 3]}).run(x)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, ort_run(exported, [x])[0], rtol=1e-5, atol=1e-6)
