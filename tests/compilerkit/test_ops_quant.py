@@ -290,24 +290,26 @@ def _init(name, a):
     return numpy_helper.from_array(np.asarray(a, np.float32), name)
 
 
-def _cnn():
+
+
+def _cnn(M):
     nodes = [N("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), N("Relu", ["c1"], ["r1"]),
              N("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
              N("Relu", ["c2"], ["y"])]
-    inits = [_init("w1", R.normal(0, 0.3, (6, 3, 3, 3))), _init("b1", R.normal(0, 0.1, 6)),
-             _init("w2", R.normal(0, 0.2, (4, 6, 3, 3))), _init("b2", R.normal(0, 0.1, 4))]
+    inits = [_init("w1", M.normal(0, 0.3, (6, 3, 3, 3))), _init("b1", M.normal(0, 0.1, 6)),
+             _init("w2", M.normal(0, 0.2, (4, 6, 3, 3))), _init("b2", M.normal(0, 0.1, 4))]
     g = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info(
         "x", TensorProto.FLOAT, [1, 3, 10, 10])], [helper.make_tensor_value_info(
             "y", TensorProto.FLOAT, [1, 4, 5, 5])], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
 
 
-def _mlp():
+def _mlp(M):
     nodes = [N("MatMul", ["x", "w1"], ["m1"]), N("Add", ["m1", "b1"], ["a1"]),
              N("Relu", ["a1"], ["r1"]), N("MatMul", ["r1", "w2"], ["m2"]),
              N("Add", ["m2", "b2"], ["y"])]
-    inits = [_init("w1", R.normal(0, 0.3, (16, 32))), _init("b1", R.normal(0, 0.1, 32)),
-             _init("w2", R.normal(0, 0.3, (32, 4))), _init("b2", R.normal(0, 0.1, 4))]
+    inits = [_init("w1", M.normal(0, 0.3, (16, 32))), _init("b1", M.normal(0, 0.1, 32)),
+             _init("w2", M.normal(0, 0.3, (32, 4))), _init("b2", M.normal(0, 0.1, 4))]
     g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info(
         "x", TensorProto.FLOAT, [8, 16])], [helper.make_tensor_value_info(
             "y", TensorProto.FLOAT, [8, 4])], inits)
@@ -324,11 +326,12 @@ def _ort(model, x, optimise):
 
 
 def test_quantize_static_qdq_model(tmp_path):
+    M = np.random.default_rng(7)  # its own: the result does not depend on the tests run before
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
 
     class Reader(CalibrationDataReader):
         def __init__(self):
-            self.it = iter([{"x": R.normal(0, 1, (1, 3, 10, 10)).astype(np.float32)}
+            self.it = iter([{"x": M.normal(0, 1, (1, 3, 10, 10)).astype(np.float32)}
                             for _ in range(4)])
 
         def get_next(self):
@@ -336,7 +339,7 @@ def test_quantize_static_qdq_model(tmp_path):
 
     import onnx
 
-    onnx.save(_cnn(), tmp_path / "cnn.onnx")
+    onnx.save(_cnn(M), tmp_path / "cnn.onnx")
     quantize_static(tmp_path / "cnn.onnx", tmp_path / "q.onnx", Reader(),
                     quant_format=QuantFormat.QDQ)
     model = onnx.load(tmp_path / "q.onnx")
@@ -345,7 +348,7 @@ def test_quantize_static_qdq_model(tmp_path):
     compiled = ck.compile(model, asm=False)
     exact = []
     for _ in range(3):
-        x = R.normal(0, 1, (1, 3, 10, 10)).astype(np.float32)
+        x = M.normal(0, 1, (1, 3, 10, 10)).astype(np.float32)
         got = compiled.run(x)[0]
         np.testing.assert_array_equal(got, _ort(model, x, optimise=False))
         fused = _ort(model, x, optimise=True)
@@ -360,9 +363,11 @@ def test_quantize_dynamic_model(tmp_path, weights):
     ONNX's reference evaluator; onnxruntime's uint8 x int8 kernel saturates (U8_WITH_S8)."""
     import onnx
     from onnx.reference import ReferenceEvaluator
+
+    M = np.random.default_rng(8)
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    onnx.save(_mlp(), tmp_path / "mlp.onnx")
+    onnx.save(_mlp(M), tmp_path / "mlp.onnx")
     quantize_dynamic(tmp_path / "mlp.onnx", tmp_path / "q.onnx",
                      weight_type=getattr(QuantType, weights))
     model = onnx.load(tmp_path / "q.onnx")
@@ -370,7 +375,7 @@ def test_quantize_dynamic_model(tmp_path, weights):
     compiled = ck.compile(model, asm=False)
     reference = ReferenceEvaluator(model)
     for _ in range(3):
-        x = R.normal(0, 1, (8, 16)).astype(np.float32)
+        x = M.normal(0, 1, (8, 16)).astype(np.float32)
         got = compiled.run(x)[0]
         if weights == "QUInt8":
             np.testing.assert_array_equal(got, _ort(model, x, optimise=True))
