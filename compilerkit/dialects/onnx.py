@@ -73,7 +73,7 @@ def create(op_type_: str, operands, result_types, attributes=None) -> IRDLOperat
 # MLIR integers are signless and arith picks signed division, comparison and widening, so the
 # unsigned types (ui8, ui16: quantised tensors) are lowered only by the ops whose lowerings
 # widen them explicitly (lowering/quant.py); every other lowering refuses them
-# (quant.refuse_unsigned).
+# (quant.check_unsigned).
 UI8, UI16 = IntegerType(8, Signedness.UNSIGNED), IntegerType(16, Signedness.UNSIGNED)
 _ELEM = {1: f32, 11: f64, 7: i64, 6: i32, 5: IntegerType(16), 3: IntegerType(8), 9: i1,
          2: UI8, 4: UI16}

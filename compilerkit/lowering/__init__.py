@@ -160,11 +160,10 @@ LOWERINGS.update({
     "Not": _with_ctx(logic.lower_not),
 })
 
-# Quantisation (lowering/quant.py): unsigned tensors are refused by every other lowering.
+# Quantisation (lowering/quant.py); lower_to_krnl refuses unsigned tensors elsewhere
+# (quant.check_unsigned).
 from compilerkit.lowering import quant  # noqa: E402 - with its registrations, in one block
 
-for _name in list(LOWERINGS):
-    LOWERINGS[_name] = quant.refuse_unsigned(_name, LOWERINGS[_name])
 for _name, _lower in quant.LOWERINGS.items():
     LOWERINGS[_name] = _with_ctx(_lower)
 
@@ -299,6 +298,7 @@ def lower_to_krnl(module: ModuleOp, conv_algorithm: str = "classic",
         ins = [values[v] for v in op.operands]
         while ins and ins[-1] is None:
             ins.pop()
+        quant.check_unsigned(op)  # uint8/uint16 only where a lowering widens them
         first_new = block.last_op
         try:
             outs = LOWERINGS[kind](b, op, ins, module, opset)

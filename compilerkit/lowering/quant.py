@@ -13,8 +13,9 @@ MLAS compute it).
 Unsigned tensors (uint8, uint16) are i8/i16 in memory; MLIR's integers are signless and arith
 widens with sign extension, so every load of an unsigned value is widened here by `widen`
 (sign-extend, then mask the high bits: codegen has no zero-extension op). No other lowering
-widens unsigned values correctly, so `refuse_unsigned` wraps them: an unsigned tensor reaching
-one is refused by name, except in the ops that only move bytes (MOVES_BYTES).
+widens unsigned values correctly, so an unsigned tensor reaching one is refused by name
+(`check_unsigned`, called by the dispatcher for every op), except in the ops that only move
+bytes (MOVES_BYTES).
 """
 
 from __future__ import annotations
@@ -48,25 +49,22 @@ def _fail(op, msg, error=UnsupportedOpError):
     raise error(f"node {node_label(op)!r} ({onnx_d.op_type(op)}): {msg}")
 
 
-def refuse_unsigned(name: str, lower):
-    """`lower` (a LOWERINGS entry) refusing an op with an unsigned operand or result, unless
-    the op only moves bytes."""
-    if name in MOVES_BYTES:
-        return lower
-
-    def checked(b, op, ins, module, opset):
-        for k, v in enumerate(list(op.operands) + list(op.results)):
-            elem = getattr(v.type, "element_type", None)
-            if elem is not None and is_unsigned(elem):
-                n_in = len(op.operands)
-                which = f"input {k}" if k < n_in else f"output {k - n_in}"
-                name = "UINT8" if elem.width.data == 8 else "UINT16"
-                _fail(op, f"{which}: element type {name} is not supported by "
-                      f"{onnx_d.op_type(op)} (unsigned integer tensors are lowered only by the "
-                      "quantisation ops, Cast and the ops that move bytes: "
-                      + ", ".join(sorted(MOVES_BYTES)) + ")")
-        return lower(b, op, ins, module, opset)
-    return checked
+def check_unsigned(op) -> None:
+    """Refuse `op` if an operand or result is unsigned and its lowering does not widen unsigned
+    values (every lowering but the quantisation ops and Cast here, and the ops that only move
+    bytes). Called by the dispatcher for every op, whatever registered it."""
+    kind = onnx_d.op_type(op)
+    if kind in MOVES_BYTES or kind in LOWERINGS:
+        return
+    for k, v in enumerate(list(op.operands) + list(op.results)):
+        elem = getattr(v.type, "element_type", None)
+        if elem is not None and is_unsigned(elem):
+            n_in = len(op.operands)
+            which = f"input {k}" if k < n_in else f"output {k - n_in}"
+            name = "UINT8" if elem.width.data == 8 else "UINT16"
+            _fail(op, f"{which}: element type {name} is not supported by {kind} (unsigned "
+                  "integer tensors are lowered only by the quantisation ops, Cast and the ops "
+                  "that move bytes: " + ", ".join(sorted(MOVES_BYTES)) + ")")
 
 
 # ---- scalars ----------------------------------------------------------------------------------
@@ -392,4 +390,4 @@ LOWERINGS = {
     "Cast": lower_cast,
 }
 
-__all__ = ["LOWERINGS", "MOVES_BYTES", "refuse_unsigned", "widen", "quantize", "is_unsigned"]
+__all__ = ["LOWERINGS", "MOVES_BYTES", "check_unsigned", "widen", "quantize", "is_unsigned"]
