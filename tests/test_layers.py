@@ -339,6 +339,17 @@ def test_compilerkit_folders_keep_their_layers(graphs):
     assert not found, "compilerkit's folder layers broken:\n" + "\n".join(found)
 
 
+def test_compilerkit_imports_no_tensorflow_and_no_data_sets(graphs):
+    # Experiments that time against TensorFlow or read data sets live in
+    # mlsys_workbench/experiments; compilerkit compiles ONNX and needs neither (lazy imports too).
+    _, every = graphs
+    tf = [f"{mod} imports {top}" for mod, tops in sorted(every.external.items())
+          for top in TENSORFLOW if package_of(mod) == "compilerkit" and top in tops]
+    data = [f"{src} -> {dst}" for src, dst in every.internal.edges
+            if package_of(src) == "compilerkit" and package_of(dst) == "mlsys_datasets"]
+    assert not tf + data, "\n".join(tf + data)
+
+
 def test_design_states_the_same_compilerkit_layers():
     import re
 
