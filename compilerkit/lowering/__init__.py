@@ -131,7 +131,7 @@ LOWERINGS.update({
 })
 
 for _name in recurrent.GATES:
-    LOWERINGS[_name] = _with_ctx(recurrent.lower_recurrent)
+    LOWERINGS[_name] = _with_ctx(recurrent.lower_recurrent, module=1)
 
 from compilerkit.lowering import attention  # noqa: E402 - transformer ops, registered here
 

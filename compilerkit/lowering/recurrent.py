@@ -2,130 +2,49 @@
 
 Per direction, the input projection of every time step is one product before the time loop:
 xw[row, :] = X[row, :] @ W^T + bias, over all seq x batch rows at once (X read in place, in
-either layout), so only the recurrent product H_{t-1} @ R^T stays inside the loop. Both are
-`krnl.matmul` nests (matmul.emit_matmul), which the -O3 schedule tiles into the vectorised
-micro-kernel; W and R are first copied transposed, since the kernel reads rows of B.
+either layout), so only the recurrent product H_{t-1} @ R^T stays inside the loop, and it
+accumulates onto the step's rows of xw in place. Both are `krnl.matmul` nests
+(matmul.emit_matmul), which the -O3 schedule tiles into the vectorised micro-kernel. Constant
+W and R are laid out at compile time as the kernel's B, in strips it reads unpacked
+(`_Weights`); weights given at run time are copied transposed first.
 
-The time loop is one krnl.iterate over the steps, holding per step: a nest copying the step's
-rows of xw into the gate buffer, the recurrent product accumulated onto it, and one elementwise
-nest that applies the activations and updates the state buffers in place (each element of the
-new state reads only the same element of the old one). GRU splits its product: the z and r
-gates first, then the h gate from r * H_{t-1} (linear_before_reset=0) or with r applied after
-the product (linear_before_reset=1), as the spec's equations have it.
+The time loop is one krnl.iterate over the steps, holding per step the recurrent product and
+one elementwise nest that applies the activations and updates the state buffers in place
+(each element of the new state reads only the same element of the old one). GRU splits its
+product: the z and r gates first, then the h gate from r * H_{t-1} (linear_before_reset=0) or
+with r applied after the product (linear_before_reset=1), as the spec's equations have it.
 
 sequence_lens is honoured at run time: at step s a batch entry of length L is valid when s < L;
-forward it reads time s, reverse time L-1-s. A valid step stores its state and its Y row; an
-invalid one keeps the state (so Y_h/Y_c are the state at the last valid step) and writes zeros
-to Y at time s, which is then exactly one of the padded times L..seq-1 in either direction.
-A length outside [0, seq] is reported at run time (krnl.check), as onnxruntime refuses it.
+forward it reads time s, reverse time L-1-s (the step's rows are then copied out of xw, one
+time per entry). A valid step stores its state and its Y row; an invalid one keeps the state
+(so Y_h/Y_c are the state at the last valid step) and writes zeros to Y at time s, which is
+then exactly one of the padded times L..seq-1 in either direction. A length outside [0, seq]
+is reported at run time (krnl.check), as onnxruntime refuses it; an entry of length 0 has no
+last step, and its Y_h and Y_c are zeros, as in onnxruntime.
 
-Activations are the spec's list (Relu, Tanh, Sigmoid, Affine, LeakyRelu, ThresholdedRelu,
-ScaledTanh, HardSigmoid, Elu, Softsign, Softplus, names in any case); activation_alpha and
-activation_beta are consumed in order by the functions that take them, as onnxruntime reads
-the spec. Where the spec's default and onnxruntime's differ (ThresholdedRelu's alpha, Affine's
-and ScaledTanh's, which no current ONNX op defines), the value must be given; a model that
-leaves it out is refused rather than answered one way or the other. `clip` bounds the gates'
-pre-activations; LSTM's h(C_t) takes the cell state unclipped, as in onnxruntime (whose
-reading of the spec is the reference here; the ONNX reference implementation ignores clip).
-A batch entry of length 0 has no last step: its Y_h and Y_c are zeros, as in onnxruntime.
+Activations, clip and their attributes: recurrent_activations.py.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from xdsl.dialects.builtin import NoneType, i64
 
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.frontend import ModelError, UnsupportedOpError
 from compilerkit.lowering.builder import INDEX, KernelBuilder, is_float, shape
-from compilerkit.lowering.elementwise import _sigmoid, _softplus
-from compilerkit.lowering.matmul import emit_matmul, fill
+from compilerkit.lowering.matmul import (
+    emit_matmul,
+    emit_strip_matmul,
+    fill,
+    in_strips,
+    strip_width,
+)
+from compilerkit.lowering.recurrent_activations import activations, apply_activation, fail
 from compilerkit.onnx_passes.single_node import node_label
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
-DEFAULT_ACTIVATIONS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh"),
-                       "RNN": ("Tanh",)}
-# (takes alpha, takes beta) per activation, and the defaults both the spec (the ONNX op of
-# that name) and onnxruntime use; None: must be given.
-TAKES = {"relu": (0, 0), "tanh": (0, 0), "sigmoid": (0, 0), "softsign": (0, 0),
-         "softplus": (0, 0), "affine": (1, 1), "leakyrelu": (1, 0), "thresholdedrelu": (1, 0),
-         "scaledtanh": (1, 1), "hardsigmoid": (1, 1), "elu": (1, 0)}
-DEFAULTS = {"leakyrelu": (0.01, None), "hardsigmoid": (0.2, 0.5), "elu": (1.0, None)}
 DIRECTIONS = ("forward", "reverse", "bidirectional")
-
-
-def _fail(op, what, value, expected):
-    raise ModelError(f"node {node_label(op)!r} ({onnx_d.op_type(op)}): {what} is {value}; "
-                     f"expected {expected}")
-
-
-def activations(op, kind: str, nd: int):
-    """Per direction, the activation list [(lowercase name, alpha, beta)]."""
-    n = len(DEFAULT_ACTIVATIONS[kind])
-    names = onnx_d.get_attr(op, "activations", None)
-    if names is None:
-        names = list(DEFAULT_ACTIVATIONS[kind]) * nd
-    names = [x.decode() if isinstance(x, bytes) else str(x) for x in names]
-    if len(names) != n * nd:
-        _fail(op, "the number of activations", len(names),
-              f"{n * nd} ({n} per direction, {nd} direction(s))")
-    alphas = list(onnx_d.get_attr(op, "activation_alpha", None) or [])
-    betas = list(onnx_d.get_attr(op, "activation_beta", None) or [])
-    out = []
-    for name in names:
-        key = name.lower()
-        if key not in TAKES:
-            raise UnsupportedOpError(
-                f"node {node_label(op)!r} ({kind}): activation {name!r} is not one of the "
-                f"spec's: {', '.join(sorted(TAKES))}")
-        takes_a, takes_b = TAKES[key]
-        da, db = DEFAULTS.get(key, (None, None))
-        a = alphas.pop(0) if takes_a and alphas else da
-        bt = betas.pop(0) if takes_b and betas else db
-        for attr, takes, v in (("activation_alpha", takes_a, a), ("activation_beta", takes_b,
-                                                                   bt)):
-            if takes and v is None:
-                raise UnsupportedOpError(
-                    f"node {node_label(op)!r} ({kind}): activation {name!r} without a value in "
-                    f"{attr}: its default differs between the ONNX spec and onnxruntime, so "
-                    f"give it explicitly")
-        out.append((key, a, bt))
-    return [out[d * n:(d + 1) * n] for d in range(nd)]
-
-
-def apply_activation(b: KernelBuilder, x, act, clip):
-    """act = (name, alpha, beta) applied to x, clipped to [-clip, clip] first when clip."""
-    t = x.type
-    if clip is not None:
-        x = b.binary("min", b.binary("max", x, b.const(-clip, t)), b.const(clip, t))
-    name, alpha, beta = act
-    zero = b.const(0.0, t)
-    if name == "relu":
-        return b.binary("max", x, zero)
-    if name == "tanh":
-        return b.unary("tanh", x)
-    if name == "sigmoid":
-        return _sigmoid(b, x, None)
-    if name == "softsign":
-        return b.binary("div", x, b.add_(b.const(1.0, t), b.unary("abs", x)))
-    if name == "softplus":
-        return _softplus(b, x, None)
-    a = b.const(alpha, t)
-    if name == "affine":
-        return b.add_(b.mul(a, x), b.const(beta, t))
-    if name == "leakyrelu":
-        return b.select(b.cmpf("olt", x, zero), b.mul(a, x), x)
-    if name == "thresholdedrelu":
-        return b.select(b.cmpf("ogt", x, a), x, zero)
-    if name == "scaledtanh":
-        return b.mul(a, b.unary("tanh", b.mul(b.const(beta, t), x)))
-    if name == "hardsigmoid":
-        y = b.add_(b.mul(a, x), b.const(beta, t))
-        return b.binary("min", b.binary("max", y, zero), b.const(1.0, t))
-    if name == "elu":
-        e = b.mul(a, b.binary("sub", b.unary("exp", x), b.const(1.0, t)))
-        return b.select(b.cmpf("olt", x, zero), e, x)
-    raise NotImplementedError(f"activation {name!r}")
 
 
 class _Shapes:
@@ -135,16 +54,16 @@ class _Shapes:
         x, w, r = ins[:3]
         self.layout = onnx_d.get_attr(op, "layout", 0)
         if self.layout not in (0, 1):
-            _fail(op, "attribute layout", self.layout, "0 or 1")
+            fail(op, "attribute layout", self.layout, "0 or 1")
         direction = onnx_d.get_attr(op, "direction", "forward")
         direction = direction.decode() if isinstance(direction, bytes) else direction
         if direction not in DIRECTIONS:
-            _fail(op, "attribute direction", repr(direction), " or ".join(DIRECTIONS))
+            fail(op, "attribute direction", repr(direction), " or ".join(DIRECTIONS))
         self.direction = direction
         self.nd = 2 if direction == "bidirectional" else 1
         xs = shape(x)
         if len(xs) != 3:
-            _fail(op, "the shape of X", list(xs), "3 dims")
+            fail(op, "the shape of X", list(xs), "3 dims")
         self.seq, self.batch = (xs[0], xs[1]) if self.layout == 0 else (xs[1], xs[0])
         self.inp = xs[2]
         self.hidden = onnx_d.get_attr(op, "hidden_size", None)
@@ -161,16 +80,94 @@ class _Shapes:
                 want.append((name, ins[k], dims))
         for name, v, dims in want:
             if list(shape(v)) != dims:
-                _fail(op, f"the shape of {name}", list(shape(v)), dims)
+                fail(op, f"the shape of {name}", list(shape(v)), dims)
         self.state = state
 
 
-def _transposed(b, m, d, rows, cols, elem):
-    """m[d] ([rows, cols]) copied as [cols, rows]: the kernel reads rows of B."""
-    out = b.alloc([cols, rows], elem)
-    with b.nest([cols, rows]) as (k, j):
-        b.store(b.load(m, [b.index(d), j, k]), out, [k, j])
-    return out
+class _Weights:
+    """W^T and R^T of one direction, as the products' B: gate rows of W become columns of
+    the gate buffer, in segments (one for LSTM and RNN; GRU's z-r and h, which are
+    multiplied apart). Constant weights are laid out at compile time in strips of the
+    target's width (matmul.in_strips; each segment padded to whole strips), which the
+    micro-kernel reads in place: a matrix packed on every step would cost more than the
+    step's arithmetic. Weights given at run time are copied transposed, row-major."""
+
+    def __init__(self, b, op, kind, w, r, d, sz, module):
+        self.b, self.hid, self.inp = b, sz.hidden, sz.inp
+        hid, g = sz.hidden, GATES[kind] * sz.hidden
+        w_np, r_np = (onnx_d.constant_value(v, module) for v in (w, r))
+        const = w_np is not None and r_np is not None
+        # (first W row, rows, first column, columns (padded), strip width or None)
+        self.segments, col = [], 0
+        for first, n in ([(0, 2 * hid), (2 * hid, hid)] if kind == "GRU" else [(0, g)]):
+            width = strip_width(n, b.lanes) if const else None
+            padded = -(-n // width) * width if const else n
+            self.segments.append((first, n, col, padded, width))
+            col += padded
+        self.width = col
+        elem = w.type.element_type
+        if const:
+            dtype = onnx_d.numpy_dtype(elem)
+            label = node_label(op)
+            self.w = b.constant(self._strips(w_np[d], dtype), module, f"wt_{label}_{d}", elem)
+            self.r = b.constant(self._strips(r_np[d], dtype), module, f"rt_{label}_{d}", elem)
+        else:
+            self.w = self._transposed(w, d, sz.inp, g, elem)
+            self.r = self._transposed(r, d, hid, g, elem)
+
+    def _strips(self, m, dtype):
+        parts = []
+        for first, n, _, padded, width in self.segments:
+            t = np.zeros((m.shape[1], padded), dtype)
+            t[:, :n] = m[first:first + n].T
+            parts.append(in_strips(t, width).ravel())
+        return np.concatenate(parts)
+
+    def _transposed(self, m, d, k, g, elem):
+        b = self.b
+        out = b.alloc([k, g], elem)
+        with b.nest([k, g]) as (kk, j):
+            b.store(b.load(m, [b.index(d), j, kk]), out, [kk, j])
+        return out
+
+    def col(self, k):
+        """The first column of gate k in the gate buffer."""
+        seg = self.segments[-1]
+        return seg[2] if len(self.segments) > 1 and k == 2 else k * self.hid
+
+    def column(self, j):
+        """The gate buffer's column of W's row j (an index value)."""
+        b = self.b
+        if len(self.segments) == 1 or self.segments[1][2] == self.segments[1][0]:
+            return j
+        shift = self.segments[1][2] - self.segments[1][0]
+        in_h = b.cmpi("sge", j, b.index(self.segments[1][0]))
+        return b.select(in_h, b.affine([(j, 1)], shift), j)
+
+    def project(self, x, rows, xw):
+        """xw[rows, :] += X @ W^T, every segment (one product when W^T is row-major)."""
+        b = self.b
+        zero = b.index(0)
+        if self.segments[0][4] is None:
+            emit_matmul(b, x, self.w, xw, rows, self.width, self.inp, [zero, zero, zero],
+                        (self.inp, 1), self.width, self.width)
+            return
+        for seg in range(len(self.segments)):
+            self.product("w", seg, x, zero, (self.inp, 1), rows, xw, zero, self.width)
+
+    def product(self, which, seg, a, a_off, a_strides, m, c, c_off, ldc, to_column=True):
+        """C[c_off + i*ldc + col + j] += A[a_off + i*sa + k*sk] @ (W or R)^T's segment `seg`
+        (col: the segment's first column, or 0 when not `to_column`)."""
+        b = self.b
+        mat, k = (self.w, self.inp) if which == "w" else (self.r, self.hid)
+        _, n, col, padded, width = self.segments[seg]
+        at = b.affine([(c_off, 1)], col) if to_column and col else c_off
+        if width is None:
+            emit_matmul(b, a, mat, c, m, n, k, [a_off, b.index(col), at], a_strides,
+                        self.width, ldc)
+        else:
+            emit_strip_matmul(b, a, mat, c, m, padded, k, [a_off, b.index(col * k), at],
+                              a_strides, ldc, width)
 
 
 def _state_at(sz, d, bb, j):
@@ -178,7 +175,7 @@ def _state_at(sz, d, bb, j):
     return [d, bb, j] if sz.layout == 0 else [bb, d, j]
 
 
-def lower_recurrent(b: KernelBuilder, op, ins):
+def lower_recurrent(b: KernelBuilder, op, ins, module):
     kind = onnx_d.op_type(op)
     ins = list(ins) + [None] * (8 - len(ins))
     x = ins[0]
@@ -189,7 +186,7 @@ def lower_recurrent(b: KernelBuilder, op, ins):
     acts = activations(op, kind, sz.nd)
     clip = onnx_d.get_attr(op, "clip", None)
     if clip is not None and not clip > 0:
-        _fail(op, "attribute clip", clip, "a positive threshold")
+        fail(op, "attribute clip", clip, "a positive threshold")
     lbr = onnx_d.get_attr(op, "linear_before_reset", 0) if kind == "GRU" else 0
     forget = onnx_d.get_attr(op, "input_forget", 0) if kind == "LSTM" else 0
     seq_lens, init_h = ins[4], ins[5]
@@ -206,8 +203,9 @@ def lower_recurrent(b: KernelBuilder, op, ins):
     y = b.alloc(onnx_d.shape_of(y_res), elem) if want_y else None
     for d in range(nd):
         reverse = sz.direction == "reverse" or d == 1
+        wts = _Weights(b, op, kind, ins[1], ins[2], d, sz, module)
         _direction(b, op, kind, ins, sz, d, reverse, acts[d], clip, lbr, forget, hs, cs, y,
-                   seq_lens)
+                   seq_lens, wts)
     states = (hs, cs)[:2 if kind == "LSTM" else 1]
     if seq_lens is not None:
         _zero_empty(b, seq_lens, states)
@@ -255,32 +253,29 @@ def _initial_state(b, init, sz, elem):
     return st
 
 
-def _direction(b, op, kind, ins, sz, d, reverse, acts, clip, lbr, forget, hs, cs, y, seq_lens):
-    x, w, r, bias = ins[:4]
+def _direction(b, op, kind, ins, sz, d, reverse, acts, clip, lbr, forget, hs, cs, y, seq_lens,
+               wts):
+    x, bias = ins[0], ins[3]
     peep = ins[7] if kind == "LSTM" else None
     elem = x.type.element_type
-    batch, hid, seq, inp = sz.batch, sz.hidden, sz.seq, sz.inp
-    g = GATES[kind] * hid
+    batch, hid, seq = sz.batch, sz.hidden, sz.seq
+    g, gp = GATES[kind] * hid, wts.width
     rows = seq * batch
-    wt = _transposed(b, w, d, g, inp, elem)
-    rt = _transposed(b, r, d, g, hid, elem)
     # xw[row] = X[row] @ W^T + Wb + Rb (GRU with linear_before_reset: Rb of the h gate is
-    # added inside r * (...) instead), for every row of X in X's own order.
-    xw = b.alloc([rows, g], elem)
-    with b.nest([rows, g]) as (row, j):
-        v = b.const(0.0, elem)
-        if bias is not None:
+    # added inside r * (...) instead), for every row of X in X's own order; gate k's
+    # columns start at wts.col(k) (padding columns of whole strips are zero, never read).
+    xw = b.alloc([rows, gp], elem)
+    fill(b, xw, 0.0)
+    if bias is not None:
+        with b.nest([rows, g]) as (row, j):
             dref = b.index(d)
             v = b.load(bias, [dref, j])
             rb = b.load(bias, [dref, b.affine([(j, 1)], g)])
             if lbr:
                 rb = b.select(b.cmpi("slt", j, b.index(2 * hid)), rb, b.const(0.0, elem))
-            v = b.add_(v, rb)
-        b.store(v, xw, [row, j])
+            b.store(b.add_(v, rb), xw, [row, wts.column(j)])
     zero = b.index(0)
-    emit_matmul(b, x, wt, xw, rows, g, inp, [zero, zero, zero], (inp, 1), g, g)
-    gates = b.alloc([batch, g], elem)
-    extra = b.alloc([batch, hid], elem) if kind == "GRU" else None
+    wts.project(x, rows, xw)
     h_off = b.index(d * batch * hid)
 
     def timing(s, bb):
@@ -299,28 +294,45 @@ def _direction(b, op, kind, ins, sz, d, reverse, acts, clip, lbr, forget, hs, cs
         return b.affine([(t, batch), (bb, 1)]) if sz.layout == 0 else b.affine(
             [(bb, seq), (t, 1)])
 
+    copied = seq_lens is not None and reverse
+    step_rows = b.alloc([batch, gp], elem) if copied else None
+    scratch = None  # GRU: r * H_{t-1} (linear_before_reset=0) or H_{t-1} @ Rh^T + Rbh (=1)
+    if kind == "GRU":
+        scratch = b.alloc([batch, wts.segments[1][3] if lbr else hid], elem)
     with b.nest([seq]) as (s,):
-        with b.nest([batch, g]) as (bb, j):
-            t, _ = timing(s, bb)
-            b.store(b.load(xw, [row_of(t, bb), j]), gates, [bb, j])
-        n1 = 2 * hid if kind == "GRU" else g
-        emit_matmul(b, hs, rt, gates, batch, n1, hid, [h_off, zero, zero], (hid, 1), g, g)
+        if copied:
+            # Each batch entry reads its own time: the step's rows copied out of xw.
+            gates = _Gates(step_rows, zero, gp, lambda bb: bb)
+            with b.nest([batch, gp]) as (bb, j):
+                t, _ = timing(s, bb)
+                b.store(b.load(xw, [row_of(t, bb), j]), gates.buf, [bb, j])
+        else:
+            # One time for the whole batch: the products accumulate onto xw's rows in place.
+            t = b.affine([(s, -1)], seq - 1) if reverse and seq_lens is None else s
+            gates = _Gates(xw, b.affine([(row_of(t, zero), gp)]),
+                           gp if sz.layout == 0 else seq * gp, lambda bb: row_of(t, bb))
+        wts.product("r", 0, hs, h_off, (hid, 1), batch, gates.buf, gates.off, gates.ld)
         if kind == "GRU":
-            _gru_hidden_product(b, sz, d, acts, clip, lbr, bias, hs, rt, gates, extra, h_off)
+            _gru_hidden_product(b, sz, d, acts, clip, lbr, bias, hs, wts, gates, h_off,
+                                scratch)
         with b.nest([batch, hid]) as (bb, j):
             t, valid = timing(s, bb)
             dref = b.index(d)
             prev = b.load(hs, [dref, bb, j])
+
+            def gate(k, bb=bb, j=j):
+                return b.load(gates.buf, [gates.row(bb), b.affine([(j, 1)], wts.col(k))])
+
             if kind == "LSTM":
                 c_prev = b.load(cs, [dref, bb, j])
-                hn, cn = _lstm_cell(b, gates, bb, j, hid, acts, clip, forget, peep, d, c_prev)
+                hn, cn = _lstm_cell(b, gate, j, hid, acts, clip, forget, peep, d, c_prev)
                 if valid is not None:
                     cn = b.select(valid, cn, c_prev)
                 b.store(cn, cs, [dref, bb, j])
             elif kind == "GRU":
-                hn = _gru_cell(b, gates, extra, bb, j, hid, acts, clip, lbr, prev)
+                hn = _gru_cell(b, gate, scratch, bb, j, acts, clip, lbr, prev)
             else:
-                hn = apply_activation(b, b.load(gates, [bb, j]), acts[0], clip)
+                hn = apply_activation(b, gate(0), acts[0], clip)
             if y is not None:
                 out = hn if valid is None else b.select(valid, hn, b.const(0.0, elem))
                 at = [t, dref, bb, j] if sz.layout == 0 else [bb, t, dref, j]
@@ -330,56 +342,62 @@ def _direction(b, op, kind, ins, sz, d, reverse, acts, clip, lbr, forget, hs, cs
             b.store(hn, hs, [dref, bb, j])
 
 
-def _gru_hidden_product(b, sz, d, acts, clip, lbr, bias, hs, rt, gates, extra, h_off):
-    """The h gate's recurrent term: (r * H_{t-1}) @ Rh^T added into the gates
-    (linear_before_reset=0), or H_{t-1} @ Rh^T + Rbh into `extra` (=1)."""
+class _Gates:
+    """Where a step's gate pre-activations are: rows `row(bb)` of `buf` ([., width]), the
+    first at element `off`, `ld` elements apart (the products' C)."""
+
+    def __init__(self, buf, off, ld, row):
+        self.buf, self.off, self.ld, self.row = buf, off, ld, row
+
+
+def _gru_hidden_product(b, sz, d, acts, clip, lbr, bias, hs, wts, gates, h_off, scratch):
+    """The h gate's recurrent term: (r * H_{t-1}) @ Rh^T added onto the gates
+    (linear_before_reset=0, with r * H_{t-1} in `scratch`), or H_{t-1} @ Rh^T + Rbh into
+    `scratch` (=1), which the cell multiplies by r."""
     batch, hid = sz.batch, sz.hidden
-    elem = gates.type.element_type
-    g = 3 * hid
-    two = b.index(2 * hid)
+    elem = hs.type.element_type
+    zero = b.index(0)
     if lbr:
-        with b.nest([batch, hid]) as (bb, j):
+        width = wts.segments[1][3]
+        extra = scratch
+        with b.nest([batch, width]) as (bb, j):
             v = b.const(0.0, elem)
-            if bias is not None:
-                v = b.load(bias, [b.index(d), b.affine([(j, 1)], g + 2 * hid)])
+            if bias is not None:  # Rbh, then zeros in the padding columns
+                at = b.clamp(b.affine([(j, 1)], 5 * hid), 6 * hid)
+                v = b.select(b.cmpi("slt", j, b.index(hid)), b.load(bias, [b.index(d), at]), v)
             b.store(v, extra, [bb, j])
-        emit_matmul(b, hs, rt, extra, batch, hid, hid, [h_off, two, b.index(0)], (hid, 1), g,
-                    hid)
+        wts.product("r", 1, hs, h_off, (hid, 1), batch, extra, zero, width, to_column=False)
         return
+    rh = scratch
     with b.nest([batch, hid]) as (bb, j):
-        rg = apply_activation(b, b.load(gates, [bb, b.affine([(j, 1)], hid)]), acts[0], clip)
-        b.store(b.mul(rg, b.load(hs, [b.index(d), bb, j])), extra, [bb, j])
-    emit_matmul(b, extra, rt, gates, batch, hid, hid, [b.index(0), two, two], (hid, 1), g, g)
+        pre = b.load(gates.buf, [gates.row(bb), b.affine([(j, 1)], wts.col(1))])
+        rg = apply_activation(b, pre, acts[0], clip)
+        b.store(b.mul(rg, b.load(hs, [b.index(d), bb, j])), rh, [bb, j])
+    wts.product("r", 1, rh, zero, (hid, 1), batch, gates.buf, gates.off, gates.ld)
 
 
-def _gru_cell(b, gates, extra, bb, j, hid, acts, clip, lbr, prev):
+def _gru_cell(b, gate, extra, bb, j, acts, clip, lbr, prev):
     f, gact = acts
-    z = apply_activation(b, b.load(gates, [bb, j]), f, clip)
-    pre = b.load(gates, [bb, b.affine([(j, 1)], 2 * hid)])
+    z = apply_activation(b, gate(0), f, clip)
+    pre = gate(2)
     if lbr:
-        r = apply_activation(b, b.load(gates, [bb, b.affine([(j, 1)], hid)]), f, clip)
+        r = apply_activation(b, gate(1), f, clip)
         pre = b.add_(pre, b.mul(r, b.load(extra, [bb, j])))
     cand = apply_activation(b, pre, gact, clip)
     one = b.const(1.0, prev.type)
     return b.add_(b.mul(b.binary("sub", one, z), cand), b.mul(z, prev))
 
 
-def _lstm_cell(b, gates, bb, j, hid, acts, clip, forget, peep, d, c_prev):
+def _lstm_cell(b, gate, j, hid, acts, clip, forget, peep, d, c_prev):
     """(H_t, C_t) of one element; gates in the spec's order i, o, f, c; P's order i, o, f."""
     f, gact, hact = acts
 
-    def gate(k):
-        return b.load(gates, [bb, b.affine([(j, 1)], k * hid)])
-
-    def peephole(k, c):
-        if peep is None:
-            return None
-        return b.mul(b.load(peep, [b.index(d), b.affine([(j, 1)], k * hid)]), c)
-
     def pre(k, c):
         v = gate(k)
-        p = peephole(k, c)
-        return v if p is None else b.add_(v, p)
+        if peep is None:
+            return v
+        p = b.load(peep, [b.index(d), b.affine([(j, 1)], k * hid)])
+        return b.add_(v, b.mul(p, c))
 
     i = apply_activation(b, pre(0, c_prev), f, clip)
     if forget:

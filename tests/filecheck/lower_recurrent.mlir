@@ -50,12 +50,15 @@ func.func @gru(%x: tensor<2x1x3xf32>, %w: tensor<1x6x3xf32>, %r: tensor<1x6x2xf3
   func.return %yh : tensor<1x1x2xf32>
 }
 // CHECK-LABEL: func.func @gru(
-// CHECK:         "krnl.matmul"({{.*}} {sizes = [2 : i64, 6 : i64, 3 : i64]
-// CHECK:         [[G:%[0-9]+]] = "krnl.alloc"() {{.*}} memref<1x6xf32>
-// CHECK-NEXT:    [[RH:%[0-9]+]] = "krnl.alloc"() {{.*}} memref<1x2xf32>
-// CHECK:         "krnl.matmul"({{%[0-9]+}}, {{%[0-9]+}}, [[G]], {{.*}} {sizes = [1 : i64, 4 : i64, 2 : i64]
+// X @ W^T for both steps, into xw, onto which each step's products then accumulate:
+// CHECK:         "krnl.alloc"() {{.*}} memref<3x6xf32>
+// CHECK:         "krnl.alloc"() {{.*}} memref<2x6xf32>
+// CHECK:         [[XW:%[0-9]+]] = "krnl.alloc"() {{.*}} memref<2x6xf32>
+// CHECK:         "krnl.matmul"({{%[0-9]+}}, {{%[0-9]+}}, [[XW]], {{.*}} {sizes = [2 : i64, 6 : i64, 3 : i64]
+// CHECK:         [[RH:%[0-9]+]] = "krnl.alloc"() {{.*}} memref<1x2xf32>
+// CHECK:         "krnl.matmul"({{%[0-9]+}}, {{%[0-9]+}}, [[XW]], {{.*}} {sizes = [1 : i64, 4 : i64, 2 : i64]
 // CHECK:         math.exp
 // CHECK:         "krnl.store"({{%[0-9]+}}, [[RH]]
-// CHECK:         "krnl.matmul"([[RH]], {{%[0-9]+}}, [[G]], {{.*}} {sizes = [1 : i64, 2 : i64, 2 : i64]
+// CHECK:         "krnl.matmul"([[RH]], {{%[0-9]+}}, [[XW]], {{.*}} {sizes = [1 : i64, 2 : i64, 2 : i64]
 // CHECK:         math.tanh
 // CHECK:         func.return
