@@ -399,7 +399,19 @@ def _matmul_problem(op, memo) -> str | None:
                 "the verifier cannot bound it")
     if r[0] > r[1] or c[0] > c[1] or q[0] > q[1]:
         return None  # no element is computed
-    return _operands_problem(op, r, c, q, memo, "tiles")
+    why = _operands_problem(op, r, c, q, memo, "tiles")
+    if why is not None:
+        return why
+    for name, v, size in (("i", op.i, m), ("j", op.j, n), ("k", op.k, k)):
+        lo, hi = value_range(v, memo)
+        if lo < 0 or hi >= size:
+            # A tile is clipped to the sizes, so a tile starting outside [0, size) computes
+            # nothing; but a loop that puts it there is not a nest any lowering writes (tile
+            # starts come from loops over [0, size)), and it may run 2**40 empty tiles.
+            return (f"krnl.matmul{_node(op)}: its tile position {name} ranges over "
+                    f"[{lo}, {hi}], outside [0, {size - 1}] of its sizes {ints_of(op.sizes)} "
+                    "(a loop bound beyond the matrix)")
+    return None
 
 
 def _operands_problem(op, r, c, q, memo, what_part) -> str | None:

@@ -8,6 +8,7 @@ on every route (compile, compilerkit.opt, Python)."""
 
 import itertools
 import os
+import re
 import subprocess
 import sys
 
@@ -387,3 +388,31 @@ def test_a_refused_worker_thread_leaves_the_pool_working(monkeypatch):
         assert len(pool.workers) == before and pool.refused
     finally:
         pool.refused = False
+
+
+@pytest.mark.parametrize("hi", [5, 1000, 2**40])
+def test_a_tiled_matmul_loop_past_its_sizes_is_refused_not_run(hi):
+    # Tiles are clipped to the sizes, so a tile loop running past M reads nothing out of
+    # bounds; but no lowering writes one, and 2**40 empty tiles take hours (a hang).
+    text = matmul_ir(opt_level=3)
+    assert "tile = [4 : i64, 5 : i64, 6 : i64]" in text  # whole-matrix tiles: clipped
+    nest = "[[0 : i64, 4 : i64], [0 : i64, 5 : i64], [0 : i64, 6 : i64]]"
+    assert nest in text
+    bad = text.replace(nest, nest.replace("[0 : i64, 4 : i64]", f"[0 : i64, {hi} : i64]"))
+    with pytest.raises(ck.ModelError, match=rf"its tile position i ranges over \[0, {hi - 1}\], "
+                                            r"outside \[0, 3\]"):
+        ck.compile_to("kernel-ir", bad)
+
+
+def test_a_value_used_outside_the_block_defining_it_is_refused():
+    # xDSL's parser resolves names anywhere; the code generators then failed with a KeyError
+    text = relu_ir()
+    uses = re.findall(r'"krnl.load"\((%\d+), (%\d+)\)', text)
+    assert uses
+    memref, iv = uses[0]
+    later = "%99 = arith.constant 0 : index\n    func.return"
+    bad = text.replace("func.return", later).replace(f'"krnl.load"({memref}, {iv})',
+                                                     f'"krnl.load"({memref}, %99)')
+    with pytest.raises(ck.ModelError, match=r"krnl.load \(operand 1\) uses .* not defined before "
+                                            r"it"):
+        ck.parse_ir(bad)
