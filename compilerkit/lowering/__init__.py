@@ -175,6 +175,13 @@ LOWERINGS.update({
     "CenterCropPad": _with_ctx(unfold.lower_center_crop_pad),
 })
 
+from compilerkit.lowering import loss  # noqa: E402
+
+LOWERINGS.update({
+    "NegativeLogLikelihoodLoss": _with_ctx(loss.lower_nll_loss),
+    "SoftmaxCrossEntropyLoss": _with_ctx(loss.lower_softmax_cross_entropy),
+})
+
 SUPPORTED = sorted(LOWERINGS)
 
 
