@@ -1,5 +1,6 @@
 """TopK (lowering/topk.py), CumProd and ReverseSequence (scan.py), EyeLike, the windows, Shape
-and Size (generators.py), LpPool and GlobalLpPool (lppool.py) and Not (logic.py) against
+and Size (generators.py), LpPool and GlobalLpPool (lppool.py), Not (logic.py), MaxUnpool,
+Col2Im and CenterCropPad (unfold.py) and the two losses (loss.py) against
 onnxruntime, or numpy / ONNX's reference where onnxruntime has no kernel or a different NaN
 order: ties, NaN, infinities, zero-length ranks, bad run-time data; and ONNX's node tests."""
 
@@ -205,9 +206,87 @@ def test_not_matches_onnxruntime():
     assert got[0].dtype == np.bool_
 
 
+# ---- MaxUnpool, Col2Im, CenterCropPad -----------------------------------------------------
+
+def test_max_unpool_of_max_pool_indices_matches_onnxruntime():
+    # MaxPool's indices (from onnxruntime: compilerkit does not compute them) count over the
+    # whole tensor, batch and channel too: two of each here.
+    x = R.standard_normal((2, 2, 4, 6)).astype(np.float32)
+    pool = make_model([N("MaxPool", ["x"], ["p", "i"], kernel_shape=[2, 2], strides=[2, 2])],
+                      [("x", x)], ["p", "i"], opset=11)
+    p, i = ort_run(pool, [x])
+    model = make_model([N("MaxUnpool", ["p", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+                       [("p", p), ("i", i)], ["y"], opset=11)
+    got = _vs_ort(model, [p, i])
+    assert np.count_nonzero(got[0]) == 2 * 2 * 2 * 3
+
+
+def test_max_unpool_bad_index_is_a_run_error():
+    x = np.ones((1, 1, 2, 2), np.float32)
+    idx = np.array([0, 1, 16, 3], np.int64).reshape(1, 1, 2, 2)
+    model = make_model([N("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2],
+                          name="unpool")], [("x", x), ("i", idx)], ["y"], opset=11)
+    with pytest.raises(ck.RunError, match="'unpool'.*out of range"):
+        ck.compile(model, asm=False).run(x, idx)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"strides": [2, 1], "pads": [1, 0, 1, 2]},
+                                   {"dilations": [2, 1]}])
+def test_col2im_matches_onnxruntime(attrs):
+    image, block = [6, 5], [2, 3]
+    st, dil = attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
+    pads = attrs.get("pads", [0, 0, 0, 0])
+    grid = [(image[d] + pads[d] + pads[2 + d] - dil[d] * (block[d] - 1) - 1) // st[d] + 1
+            for d in range(2)]
+    x = R.standard_normal((2, 3 * 6, grid[0] * grid[1])).astype(np.float32)
+    x[0, 0, 0] = np.inf  # an infinity lands in one image element only
+    model = make_model([N("Col2Im", ["x", "s", "b"], ["y"], **attrs)], [("x", x)], ["y"],
+                       inits=[("s", np.array(image, np.int64)), ("b", np.array(block, np.int64))],
+                       opset=18)
+    got = _vs_ort(model, [x])
+    assert np.isinf(got[0]).sum() <= 1
+
+
+@pytest.mark.parametrize("target", [[3, 5, 2], [8, 2, 2], [1, 9, 3]])
+def test_center_crop_pad_matches_onnxruntime(target):
+    x = np.arange(4 * 5 * 2, dtype=np.int32).reshape(4, 5, 2)
+    model = make_model([N("CenterCropPad", ["x", "s"], ["y"])], [("x", x)], ["y"],
+                       inits=[("s", np.array(target, np.int64))], opset=18)
+    _vs_ort(model, [x])
+
+
+# ---- losses --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("op", ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"])
+def test_losses_match_onnxruntime(op, reduction, weighted):
+    x = R.standard_normal((3, 4, 2, 2)).astype(np.float32)
+    t = R.integers(0, 4, (3, 2, 2)).astype(np.int64)
+    t[0, 0, 0] = -1  # ignored
+    inputs = [("x", x), ("t", t)] + ([("w", np.array([0.5, 2.0, 1.0, 0.0], np.float32))]
+                                      if weighted else [])
+    outs = ["loss", "logp"] if op == "SoftmaxCrossEntropyLoss" else ["loss"]
+    model = make_model([N(op, [n for n, _ in inputs], outs, reduction=reduction,
+                          ignore_index=-1)], inputs, outs, opset=13)
+    _vs_ort(model, [a for _, a in inputs])
+
+
+def test_loss_special_values_and_bad_target():
+    x = np.array([[0.0, -np.inf, 2.0], [np.nan, 1.0, 3.0]], np.float32)
+    t = np.array([1, 2], np.int64)
+    model = make_model([N("NegativeLogLikelihoodLoss", ["x", "t"], ["y"], reduction="none",
+                          name="nll")], [("x", x), ("t", t)], ["y"], opset=13)
+    cm = ck.compile(model, asm=False)
+    np.testing.assert_array_equal(cm.run(x, t)[0], np.array([np.inf, -3.0], np.float32))
+    with pytest.raises(ck.RunError, match="'nll'.*target is out of range"):
+        cm.run(x, np.array([1, 3], np.int64))
+
+
 NODE_FLOORS = {"TopK": 6, "CumProd": 9, "ReverseSequence": 2, "EyeLike": 3, "HannWindow": 2,
                "HammingWindow": 2, "BlackmanWindow": 2, "LpPool": 8, "Not": 3, "Shape": 11,
-               "Size": 2}
+               "Size": 2, "MaxUnpool": 1, "Col2Im": 5, "CenterCropPad": 6,
+               "NegativeLogLikelihoodLoss": 50, "SoftmaxCrossEntropyLoss": 30}
 
 
 @pytest.mark.slow
