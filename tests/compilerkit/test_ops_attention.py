@@ -215,3 +215,22 @@ NODE_FLOORS = {"Einsum": 5, "Attention": 50, "RotaryEmbedding": 8, "Swish": 3, "
 def test_onnx_node_tests_for_attention_ops():
     passed = node_test_passes(set(NODE_FLOORS))
     assert all(passed[op] >= n for op, n in NODE_FLOORS.items()), passed
+
+
+def test_emulated_s390x_attention_block_matches_onnxruntime():
+    # Big-endian: a rotary-embedded query, causal grouped-head attention with its i64 position
+    # ids and a bool mask, and an Einsum projection, in one graph.
+    q, k, v = _f32(1, 4, 3, 4), _f32(1, 2, 3, 4), _f32(1, 2, 3, 4)
+    cos, sin = _f32(5, 2), _f32(5, 2)
+    pos = np.array([[4, 0, 2]], np.int64)
+    mask = np.array([[True, False, True], [True, True, False], [False, True, True]])
+    w = _f32(4, 4)
+    nodes = [N("RotaryEmbedding", ["q", "c", "s", "p"], ["qr"]),
+             N("Attention", ["qr", "k", "v", "m"], ["a"], is_causal=1),
+             N("Einsum", ["a", "w"], ["y"], equation="bhsd,de->bhse")]
+    inputs = [("q", q), ("k", k), ("v", v), ("c", cos), ("s", sin), ("p", pos), ("m", mask),
+              ("w", w)]
+    model = make_model(nodes, inputs, ["y"], opset=23)
+    arrays = [a for _, a in inputs]
+    got = ck.compile(model, target="s390x", asm=False).run(*arrays)
+    _close(got, ort_run(model, arrays))

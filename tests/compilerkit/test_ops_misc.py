@@ -293,3 +293,15 @@ NODE_FLOORS = {"TopK": 6, "CumProd": 9, "ReverseSequence": 2, "EyeLike": 3, "Han
 def test_onnx_node_tests_for_misc_ops():
     passed = node_test_passes(set(NODE_FLOORS))
     assert all(passed[op] >= n for op, n in NODE_FLOORS.items()), passed
+
+
+def test_emulated_s390x_topk_and_loss_match_onnxruntime():
+    # Big-endian: TopK's i64 indices and ranks, a loss reading i64 targets.
+    x = R.integers(-4, 4, (3, 6)).astype(np.float32)
+    t = np.array([0, 5, 2], np.int64)
+    nodes = [N("TopK", ["x", "k"], ["v", "i"], axis=1),
+             N("SoftmaxCrossEntropyLoss", ["x", "t"], ["l"])]
+    model = make_model(nodes, [("x", x), ("t", t)], ["v", "i", "l"],
+                       inits=[("k", np.array([3], np.int64))], opset=13)
+    got = ck.compile(model, target="s390x", asm=False).run(x, t)
+    _same(got, ort_run(model, [x, t]))
