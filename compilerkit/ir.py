@@ -26,7 +26,7 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import ParseError
 
-from compilerkit.dialects.dominance import check_dominance
+from compilerkit.dialects.dominance import dominance_problem
 from compilerkit.dialects.krnl import KRNL
 from compilerkit.dialects.onnx import ONNX, numpy_dtype, resources, share_resources
 from compilerkit.frontend.checks import DEFAULT_MAX_BYTES, ModelError, check_bytes, set_budget
@@ -186,7 +186,9 @@ def parse_ir(text: str, resources_from: ModuleOp | None = None,
         parsed = {k: v for k, v in blobs.items() if v}
     finally:
         blobs.clear()
-    check_dominance(module)
+    problem = dominance_problem(module)
+    if problem is not None:
+        raise ModelError(problem)
     set_budget(module, max_bytes)
     _strings_as_text(module)
     if resources_from is not None:

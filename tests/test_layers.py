@@ -261,8 +261,6 @@ KNOWN_FOLDER_EDGES = {
                               "and lowering/fft.py's tile arithmetic",
     ("krnl_passes", "lowering"): "krnl_passes/fold_layout.py reads lowering/blocked3d.py's "
                                  "layout tags (FROM, TO)",
-    ("dialects", "frontend"): "dialects/dominance.py raises frontend/checks.py's ModelError "
-                              "(the error classes belong in layer 0)",
 }
 
 

@@ -10,8 +10,6 @@ dominance is textual order; a region of several blocks (a CFG) is not checked he
 
 from __future__ import annotations
 
-from compilerkit.frontend.checks import ModelError
-
 
 def _name(value) -> str:
     hint = getattr(value, "name_hint", None)
@@ -24,27 +22,33 @@ def _name(value) -> str:
     return f"a value ({where})"
 
 
-def check_dominance(module) -> None:
-    """Raise ModelError naming the first op that uses a value not defined before it."""
+def dominance_problem(module) -> str | None:
+    """Why `module` is not valid SSA (the first op using a value not defined before it), or
+    None. A message, not an error: the caller (ir.parse_ir) raises it as a ModelError."""
     visible: set[int] = set()
 
-    def walk(block):
+    def walk(block) -> str | None:
         added = [id(a) for a in block.args]
         visible.update(added)
         for op in block.ops:
             for k, v in enumerate(op.operands):
                 if id(v) not in visible:
-                    raise ModelError(f"{op.name} (operand {k}) uses {_name(v)} that is not "
-                                     "defined before it in its block or an enclosing one: "
-                                     "every value must be defined before its use")
+                    return (f"{op.name} (operand {k}) uses {_name(v)} that is not defined "
+                            "before it in its block or an enclosing one: every value must be "
+                            "defined before its use")
             for region in op.regions:
-                if len(region.blocks) == 1:
-                    walk(region.blocks[0])
+                why = walk(region.blocks[0]) if len(region.blocks) == 1 else None
+                if why is not None:
+                    return why
             ids = [id(r) for r in op.results]
             visible.update(ids)
             added.extend(ids)
         visible.difference_update(added)
+        return None
 
     for region in module.regions:
         for block in region.blocks:
-            walk(block)
+            why = walk(block)
+            if why is not None:
+                return why
+    return None
