@@ -95,7 +95,8 @@ class _Weights:
     def __init__(self, b, op, kind, w, r, d, sz, module):
         self.b, self.hid, self.inp = b, sz.hidden, sz.inp
         hid, g = sz.hidden, GATES[kind] * sz.hidden
-        w_np, r_np = (onnx_d.constant_value(v, module) for v in (w, r))
+        # The ONNX operands, not their Kernel IR buffers, say whether the weights are constants.
+        w_np, r_np = (onnx_d.constant_value(v, module) for v in op.operands[1:3])
         const = w_np is not None and r_np is not None
         # (first W row, rows, first column, columns (padded), strip width or None)
         self.segments, col = [], 0
