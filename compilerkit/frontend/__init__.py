@@ -106,12 +106,14 @@ def load_model(model) -> tuple[ModelProto, str | None]:
 LIGHT_BYTES = 4096  # float initializers larger than this reach shape inference as typed inputs
 
 
-def _light_copy(proto: ModelProto) -> ModelProto:
+def _light_copy(proto: ModelProto, base_dir=None, budget=None) -> ModelProto:
     """The model for type inference: everything but the data of large non-integer
     initializers, which become graph inputs of their type and shape instead (inference never
     reads float weights; integer tensors, shapes and indices, stay for data propagation).
     Copying and serialising ResNet-50's 100 MB of weights for inference twice took a second of
-    its import."""
+    its import. An integer initializer stored as external data is read in (from `base_dir`,
+    within `budget`): ONNX's inference cannot read external data ("Cannot parse data from
+    external tensors"), and a Reshape's shape saved that way is still a constant."""
     light = ModelProto()
     light.ir_version = proto.ir_version
     light.opset_import.extend(proto.opset_import)
@@ -129,7 +131,12 @@ def _light_copy(proto: ModelProto) -> ModelProto:
             t.data_type in onnx.helper.get_all_tensor_dtypes()) else None
         integer = dtype is not None and dtype.kind in "iub"
         size = math.prod(t.dims) * (dtype.itemsize if dtype is not None else 1)
-        if integer or size <= LIGHT_BYTES or dtype is None or t.name in listed:
+        external = t.data_location == onnx.TensorProto.EXTERNAL
+        if integer and external:
+            lg.initializer.append(onnx.numpy_helper.from_array(to_array(t, base_dir, budget),
+                                                               t.name))
+        elif (integer or size <= LIGHT_BYTES or dtype is None or t.name in listed) and not (
+                external and t.name not in listed):
             lg.initializer.append(t)  # (an initializer also listed as an input keeps its data)
         else:
             lg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, t.dims))
@@ -315,7 +322,7 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
         proto, upgraded_from, opset = upgrade(proto, input_shapes), opset, MIN_OPSET
     for t in proto.graph.initializer:  # sizes first: nothing below reads a tensor unchecked
         check_dims(t, budget)
-    light = _fix_input_shapes(_light_copy(proto), input_shapes,
+    light = _fix_input_shapes(_light_copy(proto, base_dir, budget), input_shapes,
                               {t.name for t in proto.graph.initializer})
     inferred, declared = _infer_types(light)
     producers = {o: node_label(n, k) for k, n in enumerate(proto.graph.node) for o in n.output}

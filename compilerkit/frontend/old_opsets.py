@@ -11,6 +11,7 @@ semantic changes it misses and the one broadcast it cannot convert are repaired 
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import onnx
@@ -38,12 +39,17 @@ def upgrade(proto: ModelProto, input_shapes: dict | None = None) -> ModelProto:
                 shape.SetInParent()  # a shape even for rank 0 (no dims)
                 for d in input_shapes[text(i.name)]:
                     shape.dim.add().dim_value = d
+    proto, aside, added = _weights_aside(proto)
     proto = _trailing_broadcasts(proto)
     try:
         new = onnx.version_converter.convert_version(proto, MIN_OPSET)
     except Exception as e:  # noqa: BLE001 - the converter raises bare RuntimeErrors
         raise ModelError(f"opset {old} model: onnx.version_converter could not upgrade it to "
                          f"opset {MIN_OPSET}: {_culprit(proto, e)}") from None
+    kept = [i for i in new.graph.input if i.name not in added]
+    del new.graph.input[:]
+    new.graph.input.extend(kept)
+    new.graph.initializer.extend(aside)
     _per_channel_prelu(new)
     _upsample_modes(new)
     warnings.warn(f"the model's opset {old} was upgraded to opset {MIN_OPSET} with "
@@ -54,6 +60,47 @@ def upgrade(proto: ModelProto, input_shapes: dict | None = None) -> ModelProto:
         raise ModelError(f"opset {old} model upgraded to opset {MIN_OPSET} by "
                          f"onnx.version_converter is not valid: {e}") from None
     return new
+
+
+ASIDE_BYTES = 4096  # float initializers larger than this skip the converter (_weights_aside)
+
+
+def _weights_aside(proto: ModelProto) -> tuple[ModelProto, list, set]:
+    """The model the converter is given. Every initializer is also a graph input there: the
+    converter reads an IR-3 model's initializers only through its inputs (IR 3 required them
+    listed; exporters did not always) and otherwise drops them ("Input w is undefined!").
+    External-data and large float initializers are left out, inputs only (no adapter reads
+    weights; copying them through the converter twice costs time). Returns (that model, the
+    initializers left out, the names of the inputs added), for `upgrade` to undo; `proto`
+    itself when there is nothing to do."""
+    def aside(t):
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            return True
+        if t.data_type not in helper.get_all_tensor_dtypes():
+            return False
+        dtype = helper.tensor_dtype_to_np_dtype(t.data_type)
+        return dtype.kind == "f" and math.prod(t.dims) * dtype.itemsize > ASIDE_BYTES
+
+    g = proto.graph
+    listed = {i.name for i in g.input}
+    moved = [t for t in g.initializer if aside(t)]
+    unlisted = [t for t in g.initializer if t.name not in listed]
+    if not moved and not unlisted:
+        return proto, [], set()
+    saved = []
+    for t in moved:  # copies: `proto` stays the caller's
+        c = onnx.TensorProto()
+        c.CopyFrom(t)
+        saved.append(c)
+    light = ModelProto()
+    light.CopyFrom(proto)
+    names = {t.name for t in moved}
+    kept = [t for t in light.graph.initializer if t.name not in names]
+    del light.graph.initializer[:]
+    light.graph.initializer.extend(kept)
+    light.graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, t.dims)
+                             for t in unlisted)
+    return light, saved, {t.name for t in unlisted}
 
 
 # Ops of opsets 1 to 6 with the legacy `broadcast` / `axis` attributes.

@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from ckhelpers import ort_run
 from onnx import TensorProto, helper, numpy_helper
@@ -171,3 +172,30 @@ def test_a_broken_old_model_is_refused_before_the_converter_sees_it():
     with pytest.raises(ck.ModelError, match="node 'r' \\(Relu\\): input 'z' is not defined"):
         ck.compile(m, asm=False)
     assert onnx.defs.onnx_opset_version() >= 7
+
+
+@pytest.mark.parametrize("ir_version,external,opset", [(3, False, 6), (3, True, 6),
+                                                       (4, True, 6), (8, True, 13)])
+def test_weights_and_integer_initializers_survive(tmp_path, rng, ir_version, external, opset):
+    # An IR-3 model whose weight is not also listed as a graph input (IR 3 required it; old
+    # exporters did not always): the converter drops its definition ("Input w is undefined!").
+    # Weights on disk and large ones bypass the converter and are put back. A Reshape's shape
+    # saved as external data stays a constant at any opset (ONNX's inference cannot read
+    # external data, so onnxruntime refuses such a model: the frontend reads it in).
+    x = rng.standard_normal((2, 3)).astype(F32)
+    w = rng.standard_normal((3, 500)).astype(F32)  # 6 kB
+    g = helper.make_graph([N("MatMul", ["x", "w"], ["y"], name="mm"),
+                           N("Reshape", ["y", "shape"], ["z"], name="flat")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_empty_tensor_value_info("z")],
+                          initializer=[numpy_helper.from_array(w, "w"),
+                                       numpy_helper.from_array(np.array([4, -1]), "shape")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)],
+                          ir_version=ir_version)
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path, save_as_external_data=external, location="w.bin", size_threshold=0)
+    out = run_upgraded(str(path), x)[0]
+    np.testing.assert_allclose(out, (x @ w).reshape(4, -1), rtol=1e-5, atol=1e-5)
+    if external:  # onnxruntime's loader refuses it, with ONNX inference's own message
+        with pytest.raises(Exception, match="Cannot parse data from external tensors"):
+            ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
