@@ -357,9 +357,15 @@ def lower_qlinear_matmul(b: KernelBuilder, op, ins):
 
 def _int_conv(b: KernelBuilder, op, x, w, x_zp, w_zp, bias):
     _scalar_param(op, x_zp, "x_zero_point")
-    x32 = shifted(b, op, x, x_zp, 1, "x")
+
+    def load_x(ivs):
+        v = widen(b, b.load(x, ivs))
+        if x_zp is None:
+            return v
+        return b.binary("sub", v, widen(b, b.load(x_zp, [b.index(0)] * len(shape(x_zp)))))
+
     w32 = shifted(b, op, w, w_zp, 0, "w")
-    return int_conv(b, op, x32, w32, bias)
+    return int_conv(b, op, shape(x), load_x, w32, bias)
 
 
 def lower_conv_integer(b: KernelBuilder, op, ins):

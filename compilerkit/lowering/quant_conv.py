@@ -19,14 +19,16 @@ from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError
 from compilerkit.lowering.builder import KernelBuilder, shape
 from compilerkit.lowering.conv import conv_geometry
+from compilerkit.lowering.matmul import fill
 from compilerkit.onnx_passes.single_node import node_label
 
 
-def int_conv(b: KernelBuilder, op, x32, w32, bias):
-    """The int32 Conv of op's geometry over x32 [N, C, ...] and w32 [M, C/group, ...]; bias
-    (int32 [M]) or None."""
-    x, w = x32, w32
-    xs, ws = shape(x), shape(w)
+def int_conv(b: KernelBuilder, op, xs, load_x, w32, bias):
+    """The int32 Conv of op's geometry over an input of shape xs [N, C, ...], read through
+    load_x(ivs) (the shifted int32 value), and w32 [M, C/group, ...]; bias (int32 [M]) or
+    None. The input is copied into a zero-bordered int32 buffer first, so the product nest
+    reads it unguarded with the output's last axis innermost (a vector loop at stride 1)."""
+    ws = shape(w32)
     out_dims = list(onnx_d.shape_of(op.results[0]))
     groups = onnx_d.get_attr(op, "group", 1)
     n, c = xs[0], xs[1]
@@ -46,17 +48,25 @@ def int_conv(b: KernelBuilder, op, x32, w32, bias):
     cg, mg = c // groups, m // groups
     if math.prod(out_dims) == 0 or cg * math.prod(k_sp) == 0:
         return out
+    # Each axis as long as the farthest tap of the last window reaches (or the padded input).
+    padded = [max(i + p, (o - 1) * s + (k - 1) * d + 1)
+              for i, p, o, s, k, d in zip(in_sp, pads, out_sp, st, k_sp, dil, strict=True)]
+    xp = b.alloc([n, c] + padded, i32)
+    if padded != in_sp:
+        fill(b, xp, 0)
+    with b.nest(xs) as ivs:
+        at = [b.affine([(iv, 1)], p) for iv, p in zip(ivs[2:], pads, strict=True)]
+        b.store(load_x(ivs), xp, ivs[:2] + at)
     r = len(in_sp)
-    with b.nest([n, groups, mg] + out_sp + [cg] + k_sp) as ivs:
-        nn, g, mm = ivs[:3]
-        pos = ivs[3:3 + r]
-        cc = ivs[3 + r]
-        taps = ivs[4 + r:]
+    with b.nest([n, groups, mg, cg] + k_sp + out_sp) as ivs:
+        nn, g, mm, cc = ivs[:4]
+        taps = ivs[4:4 + r]
+        pos = ivs[4 + r:]
         oc = b.affine([(g, mg), (mm, 1)])
         ic = b.affine([(g, cg), (cc, 1)])
-        at = [b.affine([(p, s), (t, d)], -pad)
-              for p, t, s, d, pad in zip(pos, taps, st, dil, pads, strict=True)]
-        xv = b.guarded_load(x32, [nn, ic] + at, 0)
+        at = [b.affine([(p, s), (t, d)])
+              for p, t, s, d in zip(pos, taps, st, dil, strict=True)]
+        xv = b.load(xp, [nn, ic] + at)
         wv = b.load(w32, [oc, cc] + list(taps))
         o_at = [nn, oc] + list(pos)
         b.store(b.add_(b.load(out, o_at), b.mul(xv, wv)), out, o_at)

@@ -71,8 +71,9 @@ func.func @matmul_integer(%a: tensor<2x3xui8>, %b: tensor<3x4xi8>) -> tensor<2x4
 // CHECK-NOT:     arith.mulf
 
 // -----
-// QLinearConv: an i32 Conv (pads read as 0 after the shift: guarded loads), then the requantising
-// nest: float(acc) * (x_scale * w_scale / y_scale), rounded, + zero point, saturated to i8.
+// QLinearConv: an i32 Conv (x shifted into a zero-bordered 5x5 buffer: pads read 0 after the
+// shift, and the product nest reads without guards), then the requantising nest:
+// float(acc) * (x_scale * w_scale / y_scale), rounded, + zero point, saturated to i8.
 func.func @qlinear_conv(%x: tensor<1x1x3x3xi8>) -> tensor<1x1x3x3xi8> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
   %xs = "onnx.Constant"() {value = dense<5.000000e-01> : tensor<f32>} : () -> tensor<f32>
   %xz = "onnx.Constant"() {value = dense<1> : tensor<i8>} : () -> tensor<i8>
@@ -87,10 +88,11 @@ func.func @qlinear_conv(%x: tensor<1x1x3x3xi8>) -> tensor<1x1x3x3xi8> attributes
 }
 // CHECK-LABEL: func.func @qlinear_conv(
 // CHECK:         "krnl.alloc"() {onnx_node = "qc"} : () -> memref<1x1x3x3xi32>
-// CHECK:         "krnl.alloc"() {onnx_node = "qc"} : () -> memref<1x1x3x3xi32>
 // CHECK:         [[ACC:%[0-9]+]] = "krnl.alloc"() {onnx_node = "qc"} : () -> memref<1x1x3x3xi32>
-// CHECK:         arith.select {{%[0-9]+}}, {{%[0-9]+}}, {{%[0-9]+}} : i32
-// CHECK:         arith.muli {{%[0-9]+}}, {{%[0-9]+}} : i32
+// CHECK:         [[XP:%[0-9]+]] = "krnl.alloc"() {onnx_node = "qc"} : () -> memref<1x1x5x5xi32>
+// CHECK-NOT:     arith.select
+// CHECK:         [[XV:%[0-9]+]] = "krnl.load"([[XP]], {{.*}}) : (memref<1x1x5x5xi32>, index, index, index, index) -> i32
+// CHECK:         arith.muli [[XV]], {{%[0-9]+}} : i32
 // CHECK:         [[A:%[0-9]+]] = "krnl.load"([[ACC]], {{.*}}) : (memref<1x1x3x3xi32>, index, index, index, index) -> i32
 // CHECK-NEXT:    [[AF:%[0-9]+]] = arith.sitofp [[A]] : i32 to f32
 // CHECK:         [[XW:%[0-9]+]] = arith.mulf {{%[0-9]+}}, {{%[0-9]+}} : f32
