@@ -191,7 +191,9 @@ def vd2d3d(width: float = 1.0, outputs: int = 1, depth: int | None = None, dropo
     x = summed[0] if len(summed) == 1 else keras.layers.Add(name="conv1c_sum")(summed)
     x = keras.layers.Activation("relu", name="conv1c_relu")(x)
     x, _ = _stack(x, VD2D3D_TRUNK, width, name="vd2d3d_")
-    model = keras.Model(inputs, _head(x, outputs, dropout, "vd2d3d_"), name="VD2D3D")
+    # one input given alone, not as a list: Keras warns when called with a bare tensor otherwise
+    model = keras.Model(inputs if len(inputs) > 1 else image, _head(x, outputs, dropout, "vd2d3d_"),
+                        name="VD2D3D")
     model.field_of_view = fov
     return model
 

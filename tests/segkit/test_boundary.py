@@ -45,6 +45,20 @@ def test_vd2d3d_mixes_2d_and_3d_filters_and_takes_the_recursive_map():
         boundary.vd2d3d(depth=3)
 
 
+@pytest.mark.parametrize("name", ["N4", "VD2D", "VD2D3D"])
+def test_a_one_input_net_predicts_without_keras_warnings(name):
+    # A one-input model built from a list of inputs expects a list; predict passes a tensor
+    # and Keras warned about the input structure in the notebook's output.
+    import warnings
+
+    kw = {"recursive": False} if name == "VD2D3D" else {}
+    model = boundary.build(name, "smoke", **kw)
+    image = np.random.default_rng(0).random((8, 24, 24)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert boundary.predict(model, image).shape == (8, 24, 24, 1)
+
+
 def test_sparse_max_filter_takes_the_max_of_voxels_dilation_apart():
     layer = boundary._sparse_max_filter_layer()((1, 2, 2), (1, 2, 2))
     x = np.zeros((1, 1, 4, 4, 1), np.float32)
