@@ -182,6 +182,10 @@ LOWERINGS.update({
     "SoftmaxCrossEntropyLoss": _with_ctx(loss.lower_softmax_cross_entropy),
 })
 
+from compilerkit.lowering import det  # noqa: E402
+
+LOWERINGS["Det"] = _with_ctx(det.lower_det)
+
 SUPPORTED = sorted(LOWERINGS)
 
 

@@ -1,6 +1,6 @@
 """TopK (lowering/topk.py), CumProd and ReverseSequence (scan.py), EyeLike, the windows, Shape
 and Size (generators.py), LpPool and GlobalLpPool (lppool.py), Not (logic.py), MaxUnpool,
-Col2Im and CenterCropPad (unfold.py) and the two losses (loss.py) against
+Col2Im and CenterCropPad (unfold.py), the two losses (loss.py) and Det (det.py) against
 onnxruntime, or numpy / ONNX's reference where onnxruntime has no kernel or a different NaN
 order: ties, NaN, infinities, zero-length ranks, bad run-time data; and ONNX's node tests."""
 
@@ -283,10 +283,35 @@ def test_loss_special_values_and_bad_target():
         cm.run(x, np.array([1, 3], np.int64))
 
 
+# ---- Det -----------------------------------------------------------------------------------
+
+def test_det_matches_onnxruntime_and_numpy():
+    x = R.standard_normal((2, 3, 5, 5)).astype(np.float32)
+    x[0, 0, 0] = 0.0  # a zero leading pivot: a row swap is needed
+    x[0, 1] = np.array([[1, 2, 3, 4, 5]] * 5, np.float32)  # singular: det 0
+    x[1, 0, :, 2] = 0.0  # a zero column mid-way
+    model = make_model([N("Det", ["x"], ["y"])], [("x", x)], ["y"])
+    got = _vs_ort(model, [x])
+    np.testing.assert_allclose(got[0], np.linalg.det(x.astype(np.float64)), rtol=1e-4,
+                               atol=1e-4)
+    assert got[0][0, 1] == 0 and got[0][1, 0] == 0
+
+
+def test_det_scalar_output_and_special_values():
+    x = np.array([[2.0, np.inf], [1.0, 3.0]], np.float32)
+    model = make_model([N("Det", ["x"], ["y"])], [("x", x)], ["y"])
+    cm = ck.compile(model, asm=False)
+    got = cm.run(x)[0]
+    assert got.shape == () and got == -np.inf  # 2 * 3 - inf * 1, as numpy's LU gives
+    x[0, 0] = np.nan
+    assert np.isnan(cm.run(x)[0])
+
+
 NODE_FLOORS = {"TopK": 6, "CumProd": 9, "ReverseSequence": 2, "EyeLike": 3, "HannWindow": 2,
                "HammingWindow": 2, "BlackmanWindow": 2, "LpPool": 8, "Not": 3, "Shape": 11,
                "Size": 2, "MaxUnpool": 1, "Col2Im": 5, "CenterCropPad": 6,
-               "NegativeLogLikelihoodLoss": 50, "SoftmaxCrossEntropyLoss": 30}
+               "NegativeLogLikelihoodLoss": 50, "SoftmaxCrossEntropyLoss": 30,
+               "Det": 2}
 
 
 @pytest.mark.slow
