@@ -5,9 +5,10 @@ until 2018) is upgraded to MIN_OPSET with onnx.version_converter on import, with
 them; compilerkit compiles the upgraded graph only.
 
 The converter is trusted no further than the user: its output goes through the same hygiene
-checks, a conversion it refuses is a `ModelError` naming the node it failed on, and the one
-semantic changes it misses and the one broadcast it cannot convert are repaired here
-(`_per_channel_prelu`, `_upsample_modes`, `_trailing_broadcasts`)."""
+checks, a conversion it refuses is a `ModelError` naming the node it failed on, and the
+meanings it gets wrong, the broadcast it refuses without need and the weights it drops are
+repaired here (`_per_channel_prelu`, `_upsample_modes`, `_trailing_broadcasts`,
+`_weights_aside`)."""
 
 from __future__ import annotations
 
@@ -225,7 +226,10 @@ def _per_channel_prelu(model: ModelProto) -> None:
     g = model.graph
     if not any(n.op_type == "PRelu" for n in g.node):
         return
-    typed = onnx.shape_inference.infer_shapes(model)
+    try:
+        typed = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - the strict inference after this refuses such a model
+        typed = model
     shapes = {}
     for vi in list(typed.graph.input) + list(typed.graph.value_info):
         tt = vi.type.tensor_type
@@ -239,8 +243,13 @@ def _per_channel_prelu(model: ModelProto) -> None:
     for k, node in enumerate(g.node):
         x, slope = (shapes.get(n) for n in node.input[:2]) if (
             node.op_type == "PRelu" and len(node.input) == 2) else (None, None)
-        if x is not None and slope is not None and len(x) >= 3 and len(slope) == 1 and (
-                slope[0] > 1 and slope[0] == x[1]):
+        per_channel = slope is not None and len(slope) == 1 and slope[0] > 1
+        if per_channel and x is None:  # without the rank, the repair cannot be made
+            raise ModelError(f"node {node_label(node, k)!r} (PRelu): before opset "
+                             f"{MIN_OPSET} its slope is per channel, and the rank of its input "
+                             "is unknown when the model is upgraded; give the graph inputs' "
+                             "shapes (input_shapes)")
+        if per_channel and len(x) >= 3 and x[1] in (slope[0], -1):
             name = f"{node.input[1]}_per_channel"
             while name in taken:
                 name += "_"

@@ -147,6 +147,20 @@ def test_prelu_6_with_the_slope_as_an_input():
     np.testing.assert_allclose(run_upgraded(m, x, slope)[0], x * slope[:, None], rtol=1e-6)
 
 
+def test_prelu_6_with_a_symbolic_channel_axis_is_still_per_channel():
+    # The channel count is not known when the model is upgraded (input_shapes fixes it later):
+    # the slope is per channel all the same.
+    x = -np.arange(1, 19, dtype=F32).reshape(2, 3, 3)
+    slope = np.array([0.1, 0.2, 0.3], F32)
+    g = helper.make_graph([N("PRelu", ["x", "s"], ["y"], name="p")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "c", 3])],
+                          [helper.make_empty_tensor_value_info("y")],
+                          initializer=[numpy_helper.from_array(slope, "s")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 6)], ir_version=4)
+    out = run_upgraded(m, x, input_shapes={"x": [2, 3, 3]})[0]
+    np.testing.assert_allclose(out, x * slope[:, None], rtol=1e-6)
+
+
 def test_a_conversion_the_converter_refuses_names_the_node():
     # The broadcast adapter needs every operand's shape; the input declares none.
     g = helper.make_graph([N("Relu", ["x"], ["r"], name="relu"),
