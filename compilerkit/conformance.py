@@ -2,7 +2,7 @@
 report, per case, whether it passed, was refused at compile time (and why) or gave a wrong
 answer (and how wrong), with the time it took.
 
-Two suites, both shipped inside the `onnx` package (no download):
+Three suites, all shipped inside the `onnx` package (no download):
 
 * **node tests** (`onnx.backend.test.case.node`, generated in memory): one small model per case
   with inputs and expected outputs. Only cases whose ops are all in `OPS` (the ops compilerkit
@@ -11,6 +11,10 @@ Two suites, both shipped inside the `onnx` package (no download):
   "constant-input" + "static" variant (`constant_static_variant`): parameter inputs become
   initializers holding the test's values and data inputs get the test data's static shapes.
   Compiled at -O2, compared with rtol 1e-3, atol 1e-5.
+* **data folders** (`simple/`, `pytorch-converted/`, `pytorch-operator/` under
+  onnx/backend/test/data, 140 cases, mostly PyTorch exports of opset 6, which compilerkit
+  upgrades on import): each model with its stored inputs and outputs (`run_data_folders`),
+  as given, else as the constant-static variant; same compile level and tolerances.
 * **models**: the "light" architectures (`onnx/backend/test/data/light`, random weights) or any
   ONNX file, compared with onnxruntime (one thread) on seeded random inputs, rtol 1e-3,
   atol 1e-5.
