@@ -19,11 +19,11 @@ from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
 from compilerkit.frontend.arguments import OptionError
-from compilerkit.krnl_passes.buffers import PlanBuffersPass
 from compilerkit.krnl_passes.fold_layout import FoldLayoutPass
 from compilerkit.krnl_passes.gpu_map import GpuMapPass
 from compilerkit.krnl_passes.guard_indices import GuardIndicesPass
-from compilerkit.krnl_passes.parallel import ParallelizePass
+from compilerkit.krnl_passes.parallelize import ParallelizePass
+from compilerkit.krnl_passes.plan_buffers import PlanBuffersPass
 from compilerkit.krnl_passes.tile_matmul import TileMatmulPass
 from compilerkit.krnl_passes.unroll_small import UnrollSmallPass
 from compilerkit.lowering import LowerToKrnlPass
@@ -34,7 +34,7 @@ from compilerkit.onnx_passes.fold_pool_pad import FoldPoolPadPass
 from compilerkit.onnx_passes.fuse_conv import FuseConvPass
 from compilerkit.onnx_passes.fuse_elementwise import FuseElementwisePass
 from compilerkit.onnx_passes.shape_inference import ShapeInferencePass
-from compilerkit.onnx_passes.validate import ValidatePass
+from compilerkit.onnx_passes.validate_onnx import ValidatePass
 from compilerkit.stages import verify_ir
 
 PASSES: dict[str, type[ModulePass]] = {p.name: p for p in (

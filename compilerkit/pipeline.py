@@ -376,8 +376,8 @@ class Compilation:
         """Kernel IR given as input: verified, and completed on a copy (a caller's module is
         only read) with what it lacks: the target's mapping (Target.completion_passes) and the
         buffer plan."""
-        from compilerkit.krnl_passes.buffers import PlanBuffersPass
         from compilerkit.krnl_passes.guard_indices import GuardIndicesPass, unguarded
+        from compilerkit.krnl_passes.plan_buffers import PlanBuffersPass
 
         verify_ir(kmodule, "hand-edited Kernel IR")
         passes = list(self.target.completion_passes(kmodule))

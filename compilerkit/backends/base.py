@@ -111,7 +111,7 @@ class Target:
         matrix products for `vector_width` lanes, -O2+ unrolls short inner loops and marks
         outer loops parallel (run on threads on the host, serially where the target has no
         threads). The GPU target overrides this with its grid mapping."""
-        from compilerkit.krnl_passes.parallel import ParallelizePass
+        from compilerkit.krnl_passes.parallelize import ParallelizePass
         from compilerkit.krnl_passes.tile_matmul import TileMatmulPass
         from compilerkit.krnl_passes.unroll_small import UnrollSmallPass
 

@@ -1,8 +1,8 @@
 """Passes over Kernel IR: schedules (block, permute, unroll, parallel), matmul tiling, parallel
 loops, buffer planning."""
 
-from compilerkit.krnl_passes.buffers import plan_buffers
-from compilerkit.krnl_passes.parallel import parallelize
+from compilerkit.krnl_passes.parallelize import parallelize
+from compilerkit.krnl_passes.plan_buffers import plan_buffers
 from compilerkit.krnl_passes.schedule import block, parallel, permute, unroll
 from compilerkit.krnl_passes.tile_matmul import matmul_nests, tile_matmul
 from compilerkit.krnl_passes.unroll_small import unroll_small

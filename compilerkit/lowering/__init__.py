@@ -1,4 +1,4 @@
-"""ONNX IR -> Kernel IR (`convert-onnx-to-krnl`).
+"""ONNX IR -> Kernel IR (the `lower-to-krnl` pass).
 
 Assumes the ONNX passes have run: every value has a static shape, parameters given as inputs
 (shapes, axes, pads) are constants. The Kernel IR function takes the model inputs and then the
@@ -6,7 +6,7 @@ outputs as memref arguments (destination passing) and returns nothing. Constants
 `krnl.global`; every other value is a `krnl.alloc` (given an arena offset later by buffer
 planning), except that a buffer returned by the model is replaced by its output argument.
 One module per op family does the work; this file only dispatches, after validating each op
-(onnx_passes/validate.py) and keeping the constants within the compile budget.
+(onnx_passes/validate_onnx.py) and keeping the constants within the compile budget.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from compilerkit.lowering import (
 from compilerkit.lowering.builder import KernelBuilder, memref_type, shape
 from compilerkit.lowering.conv_algorithm import check_algorithm
 from compilerkit.onnx_passes.single_node import main_func
-from compilerkit.onnx_passes.validate import check_result_types, validate_op
+from compilerkit.onnx_passes.validate_onnx import check_result_types, validate_op
 from mlsys_viz.units import human_bytes
 
 

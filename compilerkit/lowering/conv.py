@@ -2,7 +2,7 @@
 activation `fuse-conv` attached, onnx_passes/fuse_conv.py) and ConvTranspose to Kernel IR.
 
 Conv takes one of four schedules, all visible in the Kernel IR, each with one loop that
-threads can share (the parallelize pass marks it: krnl_passes/parallel.py):
+threads can share (the parallelize pass marks it: krnl_passes/parallelize.py):
 
 - direct (grouped and depthwise Conv, C/g * prod(kernel) <= MAX_TAPS): one nest per
   (batch entry, group) over (output channel of the group, output positions), the last output

@@ -32,7 +32,7 @@ def _name(op) -> str:
 
 def fail(op, what: str, value, expected: str):
     """A model ONNX's shape inference let through but onnxruntime refuses: ModelError naming the
-    node, what is wrong and what was expected (validate.py's wording)."""
+    node, what is wrong and what was expected (validate_onnx.py's wording)."""
     raise ModelError(f"node {_name(op)!r} ({onnx_d.op_type(op)}): {what} is {value}; expected "
                      f"{expected}")
 

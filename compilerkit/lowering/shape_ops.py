@@ -104,7 +104,7 @@ def lower_pad(b: KernelBuilder, op, ins, module=None, opset=13):
                                   "wrap)")
     dims = shape(x)
     out_dims = onnx_d.shape_of(op.results[0])
-    # validate.py has refused what onnxruntime refuses: reflect pads wider than the axis
+    # validate_onnx.py has refused what onnxruntime refuses: reflect pads wider than the axis
     # minus one, and edge/wrap/reflect on an empty axis.
     out = b.alloc(out_dims, x.type.element_type)
     with b.nest(shape(out)) as ivs:

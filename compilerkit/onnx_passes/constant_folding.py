@@ -7,7 +7,7 @@ means what the ONNX spec says. ConstantOfShape folds to a splat kept as a zero-c
 (the light models build all their weights this way). Operands or results above FOLD_LIMIT
 elements are left alone unless they are splats (the result size is known before evaluating:
 from its type, or from Expand/Tile/Range's constant operands), so folding never blows up the
-model; every op is validated (validate.py, the compile budget included) before it is folded.
+model; every op is validated (validate_onnx.py, the compile budget included) before it is folded.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from xdsl.passes import ModulePass
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend.checks import check_declared, move_declared
 from compilerkit.onnx_passes.single_node import elem_code, main_func, node_model
-from compilerkit.onnx_passes.validate import planned_dims, validate_op
+from compilerkit.onnx_passes.validate_onnx import planned_dims, validate_op
 
 FOLD_LIMIT = 1 << 22
 # Ops never folded: they have side inputs of no value, or folding would only copy.

@@ -332,7 +332,7 @@ def test_bad_schedule_options_are_refused_everywhere(spec, match, tmp_path, caps
 
 
 def test_schedule_options_checked_when_made_in_python():
-    from compilerkit.krnl_passes.parallel import ParallelizePass
+    from compilerkit.krnl_passes.parallelize import ParallelizePass
     from compilerkit.krnl_passes.tile_matmul import TileMatmulPass
     from compilerkit.krnl_passes.unroll_small import UnrollSmallPass
 

@@ -2,8 +2,10 @@
 xDSL pipeline syntax, verification after each pass, resources that survive the text round trip,
 split input files, one-line errors."""
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -37,6 +39,31 @@ def test_registry_names_are_the_classes_names():
     assert {"shape-inference", "constant-folding", "decompose", "dead-code", "validate-onnx",
             "lower-to-krnl", "tile-matmul", "unroll-small", "gpu-map", "plan-buffers"} <= set(
                 PASSES)
+
+
+# The lowering is a folder (one module per op family); its pass lives in the folder's
+# __init__.py, and its FileCheck files are the lower_*.mlir, lower_to_krnl_options.mlir
+# among them.
+PASS_MODULE_EXCEPTIONS = {"lower-to-krnl": "compilerkit.lowering"}
+FILECHECK_DIR = Path(__file__).resolve().parent.parent / "filecheck"
+
+
+@pytest.mark.parametrize("name", sorted(PASSES))
+def test_pass_module_and_filecheck_file_are_named_after_the_pass(name):
+    """A reader finds `-p some-pass` in compilerkit/<folder>/some_pass.py and its FileCheck
+    file in tests/filecheck/<folder prefix>_some_pass*.mlir, one of whose RUN lines runs it."""
+    cls, stem = PASSES[name], name.replace("-", "_")
+    expected = PASS_MODULE_EXCEPTIONS.get(name)
+    if expected is None:
+        assert cls.__module__.rsplit(".", 1)[-1] == stem, (name, cls.__module__)
+    else:
+        assert cls.__module__ == expected, (name, cls.__module__)
+    files = [f for f in FILECHECK_DIR.glob("*.mlir")
+             if stem in (f.stem, f.stem.split("_", 1)[-1])
+             or f.stem.startswith(stem + "_") or f.stem.split("_", 1)[-1].startswith(stem + "_")]
+    assert files, f"no tests/filecheck/*_{stem}*.mlir for pass {name!r}"
+    assert any(re.search(rf"RUN:.*-p '?[^ ]*\b{name}\b", f.read_text()) for f in files), (
+        name, [f.name for f in files])
 
 
 def test_pipeline_spec_parses_options():

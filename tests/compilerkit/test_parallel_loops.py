@@ -16,7 +16,7 @@ from onnx import helper
 import compilerkit as ck
 from compilerkit.conformance import light_model_path, random_inputs
 from compilerkit.dialects import krnl
-from compilerkit.krnl_passes.parallel import ParallelizePass
+from compilerkit.krnl_passes.parallelize import ParallelizePass
 from compilerkit.krnl_passes.tile_matmul import TileMatmulPass
 from compilerkit.krnl_passes.unroll_small import UnrollSmallPass
 

@@ -1,5 +1,5 @@
 // RUN: not python -m compilerkit.opt --split-input-file -p parallelize %s 2>&1 | filecheck %s
-// parallelize (krnl_passes/parallel.py) marks the outer loop of each loop nest `krnl.parallel`
+// parallelize (krnl_passes/parallelize.py) marks the outer loop of each loop nest `krnl.parallel`
 // where its iterations write disjoint memory and the nest does at least 32768 innermost
 // iterations; the host runs such a loop on libgomp's threads, the emulated targets serially.
 // A safe loop that is not outermost is permuted to the front; a tiled matmul whose tile loops
