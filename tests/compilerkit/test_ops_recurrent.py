@@ -265,3 +265,18 @@ def test_keras_bidirectional_lstm_export_matches_keras():
     got = ck.compile(exported, asm=False, input_shapes={name: [2, 6, 3]}).run(x)[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got, ort_run(exported, [x])[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("what", "bad", "message"), [
+    ("W", np.zeros((1, 7, 3), np.float32), r"the shape of W is \[1, 7, 3\]; expected \[1, 8, 3\]"),
+    ("P", np.zeros((1, 5), np.float32), r"the shape of P is \[1, 5\]; expected \[1, 6\]")])
+def test_inconsistent_weight_shapes_are_model_errors(what, bad, message):
+    x = np.zeros((2, 1, 3), np.float32)
+    ins = {"X": (x, False), "W": (np.zeros((1, 8, 3), np.float32), True),
+           "R": (np.zeros((1, 8, 2), np.float32), True), "P": (None, True)}
+    ins[what] = (bad, True)
+    order = ["X", "W", "R", "", "", "", "", "P"] if ins["P"][0] is not None else ["X", "W", "R"]
+    model, _ = _model("LSTM", [(n, *ins[n]) if n else ("", None, True) for n in order], ["Y"],
+                      dict(hidden_size=2))
+    with pytest.raises(ck.ModelError, match=r"node 'rec' \(LSTM\): " + message):
+        ck.compile(model, asm=False)
