@@ -90,7 +90,7 @@ def apply_activation(b: KernelBuilder, x, act, clip):
         return b.add_(b.mul(a, x), b.const(beta, t))
     if name == "leakyrelu":
         return b.select(b.cmpf("olt", x, zero), b.mul(a, x), x)
-    if name == "thresholdedrelu":
+    if name == "thresholdedrelu":  # x > alpha, as the ThresholdedRelu op and onnxruntime
         return b.select(b.cmpf("ogt", x, a), x, zero)
     if name == "scaledtanh":
         return b.mul(a, b.unary("tanh", b.mul(b.const(beta, t), x)))

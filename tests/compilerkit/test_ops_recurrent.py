@@ -280,3 +280,18 @@ def test_inconsistent_weight_shapes_are_model_errors(what, bad, message):
                       dict(hidden_size=2))
     with pytest.raises(ck.ModelError, match=r"node 'rec' \(LSTM\): " + message):
         ck.compile(model, asm=False)
+
+
+def test_threads_give_the_same_bits():
+    # Parallel loops inside the time loop (the products, the state update): 1 and 2 threads
+    # agree bit for bit, and with onnxruntime.
+    rng = np.random.default_rng(8)
+    model, feeds, ref_model, ref_feeds, _ = _case(
+        "LSTM", rng, "bidirectional", lens=rng.integers(0, 9, 32).astype(np.int32), seq=8,
+        batch=32, inp=16, hid=32)
+    compiled = ck.compile(model, asm=False)
+    assert "krnl.parallel" in compiled.stages["kernel-ir"]
+    one, two = compiled.run(*feeds, num_threads=1), compiled.run(*feeds, num_threads=2)
+    for a, b, r in zip(one, two, ort_run(ref_model, ref_feeds), strict=True):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, r, rtol=1e-4, atol=2e-5)
