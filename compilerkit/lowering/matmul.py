@@ -78,9 +78,10 @@ def integer_matmul(b: KernelBuilder, a, bm, out, batch, m, n, k, trans_a=False, 
     (wrapping, as onnxruntime's integer MatMul does), batch dims broadcast; `a`, `bm`, `out`
     are views with 2 + batch-or-fewer dims, `trans_*` read A as [K, M] / B as [N, K].
     krnl.matmul is floating point only (its nest and micro-kernel are fused multiply-adds),
-    so integer products are a plain reduction nest."""
-    with b.nest(list(batch) + [m, n, k]) as ivs:
-        *outer, i, j, kk = ivs
+    so integer products are a plain nest, (i, k, j) with j innermost: rows of B and C at
+    stride 1, a vector loop (wrapping sums: any order gives the same bits)."""
+    with b.nest(list(batch) + [m, k, n]) as ivs:
+        *outer, i, kk, j = ivs
         a_at = broadcast_index(b, outer, shape(a)[:-2]) + ([kk, i] if trans_a else [i, kk])
         b_at = broadcast_index(b, outer, shape(bm)[:-2]) + ([j, kk] if trans_b else [kk, j])
         at = list(outer) + [i, j]
