@@ -25,7 +25,6 @@ from compilerkit.lowering.builder import KernelBuilder, is_float, shape
 from compilerkit.lowering.indexing import fail
 from compilerkit.onnx_passes.single_node import node_label
 
-
 # Constant names are unique in a module (LLVM globals), as pool.py's window counts are.
 _NAMES = itertools.count()
 
