@@ -234,3 +234,18 @@ def test_emulated_s390x_attention_block_matches_onnxruntime():
     arrays = [a for _, a in inputs]
     got = ck.compile(model, target="s390x", asm=False).run(*arrays)
     _close(got, ort_run(model, arrays))
+
+
+def test_attention_ops_compile_to_ptx():
+    # The GPU target (no device needed for the text): each kernel of the block is emitted.
+    q, k, v = _f32(1, 4, 3, 8), _f32(1, 2, 3, 8), _f32(1, 2, 3, 8)
+    x = _f32(1, 3, 8)
+    model = make_model([N("Attention", ["q", "k", "v"], ["y"], is_causal=1, name="att"),
+                        N("RotaryEmbedding", ["x", "c", "s", "p"], ["r"], num_heads=2,
+                          name="rope"),
+                        N("Einsum", ["y", "y"], ["e"], equation="bhqd,bhkd->bhqk", name="ein")],
+                       [("q", q), ("k", k), ("v", v), ("x", x), ("c", _f32(4, 2)),
+                        ("s", _f32(4, 2)), ("p", np.array([[0, 1, 3]], np.int64))],
+                       ["e", "r"], opset=23)
+    ptx = ck.compile_to("ptx", model, target="gpu")
+    assert ".entry" in ptx and "att" in ptx and "rope" in ptx and "ein" in ptx

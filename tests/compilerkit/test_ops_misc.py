@@ -330,3 +330,15 @@ def test_emulated_s390x_topk_and_loss_match_onnxruntime():
                        inits=[("k", np.array([3], np.int64))], opset=13)
     got = ck.compile(model, target="s390x", asm=False).run(x, t)
     _same(got, ort_run(model, [x, t]))
+
+
+def test_misc_ops_compile_to_ptx():
+    # The GPU target (no device needed for the text): each op's kernels are emitted.
+    x = R.standard_normal((2, 4, 4)).astype(np.float32)
+    t = np.array([[0, 1, 3, 2], [1, 1, 0, 3]], np.int64)
+    nodes = [N("Det", ["x"], ["d"], name="det"), N("TopK", ["x", "k"], ["v", "i"], name="topk"),
+             N("NegativeLogLikelihoodLoss", ["x", "t"], ["l"], name="nll")]
+    model = make_model(nodes, [("x", x), ("t", t)], ["d", "v", "i", "l"],
+                       inits=[("k", np.array([2], np.int64))], opset=13)
+    ptx = ck.compile_to("ptx", model, target="gpu")
+    assert ".entry" in ptx and all(n in ptx for n in ("det", "topk", "nll"))
