@@ -156,7 +156,6 @@ LOWERINGS.update({
     "Shape": _with_ctx(generators.lower_shape, module=1),
     "Size": _with_ctx(generators.lower_shape, module=1),
     "LpPool": _with_ctx(lppool.lower_lp_pool),
-    "GlobalLpPool": _with_ctx(lppool.lower_lp_pool),
     "Not": _with_ctx(logic.lower_not),
 })
 

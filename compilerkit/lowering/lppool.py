@@ -7,6 +7,10 @@ output, reading through guarded loads (0 outside the input, so pads, auto_pad an
 windows need nothing else); a second nest takes the root: the sum itself for p = 1, sqrt for
 p = 2, exp(log(s) / p) otherwise (0 for a zero sum). Geometry (strides, dilations, pads,
 auto_pad) is Conv's (conv.conv_geometry); the output shape is ONNX's inference.
+
+GlobalLpPool (one window over all spatial dims, no guards) is lowered here too but not
+registered in LOWERINGS: onnx 1.23 has no node test for it, and every registered op must pass
+one (tests/compilerkit/test_onnx_backend.py); registering it is one line once one exists.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """TopK (lowering/topk.py), CumProd and ReverseSequence (scan.py), EyeLike, the windows, Shape
-and Size (generators.py), LpPool and GlobalLpPool (lppool.py), Not (logic.py), MaxUnpool,
+and Size (generators.py), LpPool (lppool.py), Not (logic.py), MaxUnpool,
 Col2Im and CenterCropPad (unfold.py), the two losses (loss.py) and Det (det.py) against
 onnxruntime, or numpy / ONNX's reference where onnxruntime has no kernel or a different NaN
 order: ties, NaN, infinities, zero-length ranks, bad run-time data; and ONNX's node tests."""
@@ -171,7 +171,7 @@ def test_shape_and_size_in_a_model():
     assert list(got[0]) == [3, 4] and int(got[1]) == 24
 
 
-# ---- LpPool, GlobalLpPool, Not ---------------------------------------------------------------
+# ---- LpPool, Not ---------------------------------------------------------------
 
 @pytest.mark.parametrize("attrs", [
     {"kernel_shape": [2, 2], "p": 2},
@@ -183,13 +183,6 @@ def test_lp_pool_matches_onnxruntime(attrs):
     x = R.standard_normal((1, 2, 6, 5)).astype(np.float32)
     x[0, 0, 0, 0] = -0.0
     _vs_ort(make_model([N("LpPool", ["x"], ["y"], **attrs)], [("x", x)], ["y"], opset=18), [x])
-
-
-@pytest.mark.parametrize("p", [1, 2, 3])
-def test_global_lp_pool_matches_onnxruntime(p):
-    x = R.standard_normal((2, 3, 4, 5)).astype(np.float32)
-    x[1, 2] = 0.0  # a zero channel: the root of 0 is 0
-    _vs_ort(make_model([N("GlobalLpPool", ["x"], ["y"], p=p)], [("x", x)], ["y"]), [x])
 
 
 def test_lp_pool_infinity_and_nan():

@@ -1,8 +1,8 @@
 // RUN: python -m compilerkit.opt --split-input-file -p lower-to-krnl %s | filecheck %s
-// LpPool and GlobalLpPool (lowering/lppool.py): one nest over output positions and kernel
+// LpPool (lowering/lppool.py): one nest over output positions and kernel
 // offsets adds |x|^p (p multiplications) into the output through a guarded load (0 outside
 // the input: pads [0, 1, 1, 0] here, column 2w + kw - 1); a second nest takes the root,
-// exp(log(s) / p) for p = 3, sqrt for p = 2. A global pool reads without guards.
+// exp(log(s) / p) for p = 3.
 
 func.func @lp_pool_p3_pads(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x4x2xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 18 : i64} {
   %y = "onnx.LpPool"(%x) {kernel_shape = [2, 2], p = 3 : i64, pads = [0, 1, 1, 0], strides = [1, 2], onnx_node_name = "lp"} : (tensor<1x1x4x4xf32>) -> tensor<1x1x4x2xf32>
@@ -32,18 +32,3 @@ func.func @lp_pool_p3_pads(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x4x2xf32> attri
 // CHECK-NEXT:      [[Q:%[0-9]+]] = arith.divf [[LG]], [[P]] : f32
 // CHECK-NEXT:      [[E:%[0-9]+]] = math.exp [[Q]] : f32
 // CHECK-NEXT:      "krnl.store"([[E]], [[Y]]
-
-
-// -----
-func.func @global_lp_pool(%x: tensor<1x2x3x3xf32>) -> tensor<1x2x1x1xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
-  %y = "onnx.GlobalLpPool"(%x) {onnx_node_name = "glp"} : (tensor<1x2x3x3xf32>) -> tensor<1x2x1x1xf32>
-  func.return %y : tensor<1x2x1x1xf32>
-}
-// CHECK-LABEL: func.func @global_lp_pool(
-// CHECK-SAME:    [[X:%[0-9]+]]: memref<1x2x3x3xf32>, [[Y:%[0-9]+]]: memref<1x2x1x1xf32>)
-// CHECK:         ^bb0([[N:%[0-9]+]]: index, [[C:%[0-9]+]]: index, [[H:%[0-9]+]]: index, [[W:%[0-9]+]]: index, [[KH:%[0-9]+]]: index, [[KW:%[0-9]+]]: index):
-// CHECK-NEXT:      [[R:%[0-9]+]] = arith.addi [[H]], [[KH]] : index
-// CHECK-NEXT:      [[S:%[0-9]+]] = arith.addi [[W]], [[KW]] : index
-// CHECK-NEXT:      [[V:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[C]], [[R]], [[S]])
-// CHECK-NOT:       arith.select
-// CHECK:           math.sqrt
