@@ -409,7 +409,7 @@ RELU_IR = ('func.func @main_graph(%x: tensor<2x3xf32>) -> tensor<2x3xf32> attrib
     (' attributes {input_names = ["x"], output_names = ["y"]}', "", "no input_names"),
     ('input_names = ["x"]', 'input_names = ["x", "z"]', "input_names lists 2 names for 1"),
     ('input_names = ["x"]', "input_names = [1]", "input_names must be a list of strings"),
-    ("f32", "ui8", "element type ui8"),
+    ("f32", "bf16", "element type bf16"),
     ("f32", "f16", "element type f16"),
     ('output_names = ["y"]', 'output_names = ["y"], onnx_opset = "x"', "onnx_opset must be"),
     ('output_names = ["y"]', 'output_names = ["y"], onnx_opset = 3 : i64', "onnx_opset must"),
