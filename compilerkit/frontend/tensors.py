@@ -12,7 +12,7 @@ import os
 import numpy as np
 from onnx import TensorProto
 
-from compilerkit.frontend.checks import ModelError, check_bytes
+from compilerkit.frontend.checks import ModelError, UnsupportedOpError, check_bytes, dtype_name
 
 # ONNX data type -> (little-endian numpy dtype, typed field of TensorProto holding the values).
 _DTYPES = {
@@ -75,7 +75,13 @@ def to_array(t: TensorProto, base_dir: str | None = None, max_bytes: int | None 
     """The numpy value of a TensorProto; dims, data size and the compile budget `max_bytes`
     are checked before anything is read or allocated."""
     if t.data_type not in _DTYPES:
-        raise ModelError(f"tensor {t.name!r}: ONNX element type {t.data_type} is not supported")
+        if t.data_type in TensorProto.DataType.values() and t.data_type != TensorProto.UNDEFINED:
+            # A valid model compilerkit declines (uint32, float16, string, ...), not a bad one.
+            raise UnsupportedOpError(f"tensor {t.name!r}: element type {dtype_name(t.data_type)} "
+                                     "is not supported "
+                                     "(supported: float, double, int8/16/32/64, uint8/16, bool)")
+        raise ModelError(f"tensor {t.name!r}: ONNX element type {t.data_type} is not an ONNX "
+                         "element type")
     le_dtype, field = _DTYPES[t.data_type]
     shape = tuple(int(d) for d in t.dims)
     if any(d < 0 for d in shape):

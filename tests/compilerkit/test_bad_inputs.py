@@ -4,7 +4,7 @@ import numpy as np
 import onnx
 import pytest
 from ckhelpers import make_model
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 import compilerkit as ck
 
@@ -110,3 +110,23 @@ def test_raw_data_is_decoded_little_endian():
     np.testing.assert_array_equal(to_array(t), [1.5, -2.0])
     t.raw_data = np.array([1.5, -2.0], ">f4").tobytes()  # wrong order must NOT round-trip
     assert not np.array_equal(to_array(t), [1.5, -2.0])
+
+
+def test_an_initializer_of_a_valid_but_uncompiled_type_is_declined_not_called_broken():
+    # onnxruntime runs Equal on uint32; compilerkit declines it (UnsupportedOpError), as it
+    # does for a graph input of that type, and keeps ModelError for codes ONNX does not have.
+    y = helper.make_tensor("y", TensorProto.UINT32, [2], [1, 7])
+    g = helper.make_graph([helper.make_node("Equal", ["x", "y"], ["z"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.UINT32, [2])],
+                          [helper.make_tensor_value_info("z", TensorProto.BOOL, [2])], [y])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(ck.UnsupportedOpError, match=r"element type UINT32 is not supported"):
+        ck.compile(model, asm=False)
+    model.graph.input.pop()
+    model.graph.initializer.append(helper.make_tensor("x", TensorProto.UINT32, [2], [1, 2]))
+    with pytest.raises(ck.UnsupportedOpError, match=r"tensor '[xy]': element type UINT32"):
+        ck.compile(model, asm=False)
+    for t in model.graph.initializer:
+        t.data_type = 99
+    with pytest.raises(ck.ModelError, match=r"tensor '[xy]': ONNX element type 99 is not an ONNX"):
+        ck.compile(model, asm=False)
