@@ -1,8 +1,8 @@
 """Einsum, Attention, RotaryEmbedding, Swish and SwiGLU (lowering/attention.py) against
-onnxruntime (and ONNX's reference implementation where onnxruntime has no kernel or differs on
-a fully masked row), with the values that tell right from nearly right: -inf masks, NaN and inf
-inputs, grouped heads, past keys; and ONNX's own node tests. What is not lowered is refused
-naming node and input or attribute."""
+onnxruntime (and ONNX's reference implementation where onnxruntime has no kernel or refuses
+the input, as a mask shorter than the keys), with the values that tell right from nearly
+right: -inf masks, NaN and inf inputs, grouped heads, past keys; and ONNX's own node tests.
+What is not lowered is refused naming node and input or attribute."""
 
 import numpy as np
 import pytest
@@ -116,8 +116,8 @@ def test_attention_3d_with_float_mask_and_past_matches_onnxruntime():
 
 
 def test_attention_short_bool_mask_and_fully_masked_row():
-    # A bool mask shorter than the keys counts as false past its end; a row with every key
-    # masked is all zeros (ONNX's reference; onnxruntime gives NaN or a uniform row).
+    # A bool mask shorter than the keys counts as false past its end (onnxruntime refuses a
+    # short mask, so the reference checks it); a row with every key masked is all zeros.
     q, k, v = _f32(1, 1, 3, 4), _f32(1, 1, 4, 4), _f32(1, 1, 4, 4)
     mask = np.array([[True, False, True], [False, False, False], [True, True, True]])
     got = _vs_reference(_attention([("q", q), ("k", k), ("v", v), ("m", mask)]),

@@ -1,8 +1,8 @@
 """TopK (lowering/topk.py), CumProd and ReverseSequence (scan.py), EyeLike, the windows, Shape
-and Size (generators.py), LpPool (lppool.py), Not (logic.py), MaxUnpool,
-Col2Im and CenterCropPad (unfold.py), the two losses (loss.py) and Det (det.py) against
-onnxruntime, or numpy / ONNX's reference where onnxruntime has no kernel or a different NaN
-order: ties, NaN, infinities, zero-length ranks, bad run-time data; and ONNX's node tests."""
+and Size (generators.py), LpPool (lppool.py), Not (logic.py), MaxUnpool, Col2Im and
+CenterCropPad (unfold.py), the two losses (loss.py) and Det (det.py) against onnxruntime, or
+numpy / ONNX's reference where onnxruntime has no kernel: ties, NaN, infinities, zero-length
+ranks, bad run-time data; and ONNX's node tests."""
 
 import numpy as np
 import pytest
@@ -52,8 +52,8 @@ def test_topk_dtypes_and_full_length(dtype):
 
 
 def test_topk_infinities_and_nan_follow_the_reference():
-    # NaN sorts above every number (ONNX's reference, numpy's lexsort), both for the largest
-    # and the smallest; infinities are ordinary extremes.
+    # NaN sorts above every number (ONNX's reference, numpy's lexsort; onnxruntime 1.32 gives
+    # the same), both for the largest and the smallest; infinities are ordinary extremes.
     x = np.array([[1.0, np.nan, -np.inf, np.inf, 2.0, np.nan, -1.0]], np.float32)
     for largest in (1, 0):
         model = _topk(x, 5, largest=largest)
