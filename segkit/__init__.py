@@ -8,12 +8,14 @@ Like the other kits, importing segkit imports no plotting library and no TensorF
 """
 
 # Public API, resolved on first use (PEP 562): `import segkit` stays cheap (no numba, dask or
-# zarr until a function is called). Modules: basins (watershed, region graph), linkage
-# (size-dependent single linkage, mean agglomeration), chunked (Dask rounds), metrics, views
-# (plain data for the pictures layer), boundary (VD2D / VD2D3D / N4 nets), pipeline (image to
-# scored segmentation through compilerkit), znn (the task-parallel trainer), validate (the
-# argument checks every entry point shares). The modules are not named after the functions
-# `watershed` and `agglomerate` so that the functions are what `segkit.watershed` means.
+# zarr until a function is called). Modules: basins (watershed), regions (region graph),
+# linkage (size-dependent single linkage, mean agglomeration), chunked (the Dask driver; its
+# grid, fragment and merge-round tasks in chunk_grid, chunk_basins, chunk_rounds), metrics,
+# views (plain data for the pictures layer), boundary (VD2D / VD2D3D / N4 nets), pipeline
+# (image to scored segmentation through compilerkit), znn (the task-parallel trainer),
+# validate (the argument checks every entry point shares). The modules are not named after
+# the functions `watershed`, `region_graph` and `agglomerate` so that the functions are what
+# `segkit.watershed` means.
 import importlib as _importlib
 
 from mlsys_datasets.tf_startup import quiet_first_import as _quiet_first_import
@@ -22,12 +24,13 @@ from mlsys_datasets.tf_startup import quiet_first_import as _quiet_first_import
 _quiet_first_import()
 
 _LAZY = {
-    "watershed": "basins", "region_graph": "basins",
+    "watershed": "basins", "region_graph": "regions",
     "agglomerate": "linkage", "square_size_fn": "linkage",
     "chunked_agglomerate": "chunked", "local_cluster": "chunked",
 }
-_MODULES = ("basins", "linkage", "chunked", "metrics", "views", "reference", "boundary",
-            "pipeline", "znn", "validate")
+_MODULES = ("basins", "regions", "linkage", "chunked", "chunk_grid", "chunk_basins",
+            "chunk_rounds", "metrics", "views", "reference", "boundary", "pipeline", "znn",
+            "validate")
 
 __all__ = [*_LAZY, *_MODULES]
 

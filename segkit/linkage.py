@@ -31,16 +31,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .basins import (
-    FIB,
-    QUANT,
-    _find,
-    id_table,
-    lookup,
-    region_graph,
-    region_ids,
-    watershed,
-)
+from .basins import _find, watershed
+from .regions import FIB, QUANT, id_table, lookup, region_graph, region_ids
 from .validate import arguments, labels, size_limits
 
 FREE, FROZEN, BLOCKED = 0, 1, 2

@@ -9,7 +9,7 @@ A refused argument is a ``ValueError`` that names it.
 
 Affinities are edge probabilities: finite and in [0, 1]. Values outside are refused rather
 than clipped: the region graph sums affinities as exact integers in units of 2**-24 (see
-``segkit.basins.QUANT``), which overflow int64 far above 1, and a volume with values outside
+``segkit.regions.QUANT``), which overflow int64 far above 1, and a volume with values outside
 [0, 1] is more often a bug upstream (logits, unnormalised images) than a choice.
 ``np.clip(aff, 0, 1)`` is the caller's to make.
 """

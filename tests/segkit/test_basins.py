@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from mlsys_datasets import em_volume
 
 import segkit
-from segkit import basins
+from segkit import regions
 
 
 def line(edges, n_y=1):
@@ -91,7 +91,7 @@ def test_region_graph_by_hand():
     seg = np.array([[[1, 2], [1, 4]]], np.uint64)
     aff = np.zeros((3, 1, 2, 2), np.float32)
     aff[2, 0, 0, 1], aff[2, 0, 1, 1], aff[1, 0, 1, 1] = 0.8, 0.4, 0.95
-    g = basins.region_graph(seg, aff)
+    g = regions.region_graph(seg, aff)
     got = {(int(a), int(b)): (float(m), int(s), int(c))
            for a, b, m, s, c in zip(g["a"], g["b"], g["max"], g["sum"], g["count"], strict=True)}
     q = lambda x: int(np.floor(np.float64(np.float32(x)) * 2 ** 24))  # noqa: E731
@@ -140,7 +140,7 @@ def test_region_graph_equals_a_brute_force_count(seed, shape, k):
     rng = np.random.default_rng(seed)
     seg = (rng.integers(0, k, shape) * rng.integers(1, 2 ** 40)).astype(np.uint64)
     aff = rng.uniform(0, 1, (3, *shape)).astype(np.float32)
-    g = basins.region_graph(seg, aff)
+    g = regions.region_graph(seg, aff)
     got = {(int(a), int(b)): (float(m), int(q), int(c), int(t)) for a, b, m, q, c, t in
            zip(g["a"], g["b"], g["max"], g["sum"], g["count"], g["top"], strict=True)}
     assert got == brute_region_graph(seg, aff)
@@ -159,5 +159,5 @@ def test_region_ids_are_the_sorted_distinct_nonzero_labels(seed, size, k, scale)
     seg = rng.integers(0, k, size).astype(np.uint64) * np.uint64(scale)
     seg = np.repeat(seg, rng.integers(1, 4, size))  # runs, as along x in a segmentation
     want = np.unique(seg)
-    assert np.array_equal(basins.region_ids(seg.reshape(1, 1, -1)), want[want != 0])
-    assert basins.region_ids(seg.reshape(1, 1, -1)).dtype == np.uint64
+    assert np.array_equal(regions.region_ids(seg.reshape(1, 1, -1)), want[want != 0])
+    assert regions.region_ids(seg.reshape(1, 1, -1)).dtype == np.uint64

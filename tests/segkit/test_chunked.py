@@ -221,9 +221,9 @@ def test_bad_chunks_are_named(client):
     ((64, 300, 64), (64, 256, 64), [1, 2, 1]),      # two tasks: the root joins them
 ])
 def test_join_factor_splits_only_the_top_round(shape, size, factor):
-    from segkit import chunked
+    from segkit import chunk_grid
 
-    assert chunked._join_factor(shape, size) == factor
+    assert chunk_grid.join_factor(shape, size) == factor
 
 
 @settings(max_examples=40, deadline=None)
@@ -233,45 +233,45 @@ def test_halos_from_neighbour_slabs_equal_the_box_read_from_the_volume(shape, ch
     """The basins task's 2-voxel halo and round 0's 1-voxel low halo, put together from the
     neighbours' face slabs, are exactly the wider box cut from the volume (chunks of 1 voxel
     included, whose halo reaches two chunks away)."""
-    from segkit import chunked
+    from segkit import chunk_basins, chunk_grid
 
     rng = np.random.default_rng(seed)
     aff = rng.uniform(0, 1, (3, *shape)).astype(np.float32)
     labels = rng.integers(1, 50, shape).astype(np.uint64)
-    boxes = chunked._boxes(shape, chunks)
-    shells = {idx: chunked._shell_task(aff, lo, hi) for idx, (lo, hi) in boxes.items()}
+    boxes = chunk_grid.boxes(shape, chunks)
+    shells = {idx: chunk_basins.shell_task(aff, lo, hi) for idx, (lo, hi) in boxes.items()}
     for idx, (lo, hi) in boxes.items():
-        elo = [max(0, v - chunked.AFF_HALO) for v in lo]
-        ehi = [min(s, h + chunked.AFF_HALO) for s, h in zip(shape, hi, strict=True)]
+        elo = [max(0, v - chunk_grid.AFF_HALO) for v in lo]
+        ehi = [min(s, h + chunk_grid.AFF_HALO) for s, h in zip(shape, hi, strict=True)]
         box = np.full((3, *[h - e for e, h in zip(elo, ehi, strict=True)]), np.nan, np.float32)
         box[:, lo[0] - elo[0]:hi[0] - elo[0], lo[1] - elo[1]:hi[1] - elo[1],
             lo[2] - elo[2]:hi[2] - elo[2]] = aff[:, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]]
-        sources = chunked._halo_sources(idx, boxes, chunks, elo, ehi)
-        chunked._paste(box, elo, [shells[n][(a, s)] for n, a, s in sources])
+        sources = chunk_grid.halo_sources(idx, boxes, chunks, elo, ehi)
+        chunk_grid.paste(box, elo, [shells[n][(a, s)] for n, a, s in sources])
         assert np.array_equal(box, aff[:, elo[0]:ehi[0], elo[1]:ehi[1], elo[2]:ehi[2]])
 
-        # round 0: the lower neighbours' upper faces (as _basins_task returns them)
+        # round 0: the lower neighbours' upper faces (as basins_task returns them)
         llo = [max(0, v - 1) for v in lo]
         seg = np.zeros([h - e for e, h in zip(llo, hi, strict=True)], np.uint64)
         seg[lo[0] - llo[0]:, lo[1] - llo[1]:, lo[2] - llo[2]:] = labels[lo[0]:hi[0],
                                                                        lo[1]:hi[1], lo[2]:hi[2]]
         pieces = []
-        for n, axis, side in chunked._halo_sources(idx, boxes, chunks, llo, hi):
+        for n, axis, side in chunk_grid.halo_sources(idx, boxes, chunks, llo, hi):
             assert side == 1  # only chunks below along that axis
             nlo, nhi = boxes[n]
-            slo, shi = chunked._slab_box(nlo, nhi, axis, 1, 1)
+            slo, shi = chunk_grid.slab_box(nlo, nhi, axis, 1, 1)
             pieces.append((slo, labels[slo[0]:shi[0], slo[1]:shi[1], slo[2]:shi[2]]))
-        chunked._paste(seg, llo, pieces)
+        chunk_grid.paste(seg, llo, pieces)
         assert np.array_equal(seg, labels[llo[0]:hi[0], llo[1]:hi[1], llo[2]:hi[2]])
 
 
 def test_z_order_owners_keep_each_parents_children_on_one_worker():
     """4x4x4 chunks on 2 workers: 32 each, and the 8 children of every round-1 parent (and
     the 4 parents of each half of the root) on the same worker."""
-    from segkit import chunked
+    from segkit import chunk_grid
 
-    boxes = chunked._boxes((64, 64, 64), (16, 16, 16))
-    owner = chunked._owners(boxes, ["a", "b"])
+    boxes = chunk_grid.boxes((64, 64, 64), (16, 16, 16))
+    owner = chunk_grid.owners(boxes, ["a", "b"])
     assert sorted(owner.values()).count("a") == 32
     for parent in np.ndindex(2, 2, 2):
         kids = {owner[tuple(2 * p + d for p, d in zip(parent, o, strict=True))]
@@ -288,17 +288,17 @@ def test_target_labels_from_face_layers_equal_the_volume(shape, chunks, seed):
     zarr array): the same label as the volume holds there."""
     import zarr
 
-    from segkit import chunked
+    from segkit import chunk_basins, chunk_grid
 
     rng = np.random.default_rng(seed)
     labels = rng.integers(1, 50, shape).astype(np.uint64)
     results = []
-    for lo, hi in chunked._boxes(shape, chunks).values():
+    for lo, hi in chunk_grid.boxes(shape, chunks).values():
         core = labels[lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]]
         lower = {a: np.take(core, 0, axis=a) for a in range(3)}
         upper = {a: (None, np.take(core, [-1], axis=a)) for a in range(3)}
         results.append(({"lo": lo, "hi": hi, "lower": lower}, upper))
     target = rng.integers(0, labels.size, 30)
     frag = zarr.array(labels)
-    out = chunked._target_labels(results, target, frag, shape, chunks)
+    out = chunk_basins.target_labels(results, target, frag, shape, chunks)
     assert np.array_equal(out, labels.ravel()[target])
