@@ -300,11 +300,12 @@ def test_det_scalar_output_and_special_values():
     assert np.isnan(cm.run(x)[0])
 
 
+# Shape, Size and Not are left to test_onnx_backend.py: hundreds of expanded (function body)
+# cases use them (Shape 212 pass, Size 59, Not 76), too many to run twice.
 NODE_FLOORS = {"TopK": 6, "CumProd": 9, "ReverseSequence": 2, "EyeLike": 3, "HannWindow": 2,
-               "HammingWindow": 2, "BlackmanWindow": 2, "LpPool": 8, "Not": 3, "Shape": 11,
-               "Size": 2, "MaxUnpool": 1, "Col2Im": 5, "CenterCropPad": 6,
-               "NegativeLogLikelihoodLoss": 50, "SoftmaxCrossEntropyLoss": 30,
-               "Det": 2}
+               "HammingWindow": 2, "BlackmanWindow": 2, "LpPool": 8, "MaxUnpool": 1,
+               "Col2Im": 5, "CenterCropPad": 6, "NegativeLogLikelihoodLoss": 50,
+               "SoftmaxCrossEntropyLoss": 30, "Det": 2}
 
 
 @pytest.mark.slow
