@@ -51,8 +51,29 @@ class BatchNormalization(OpRun):
         return (y.astype(x.dtype),)
 
 
-# The reference evaluator's ops that disagree with the ONNX spec as onnxruntime runs it.
-_FIXED_OPS = [BatchNormalization]
+class LRN(OpRun):
+    """LRN summing over channels, as the spec says. The reference evaluator's loop runs over
+    the batch axis (`range(x.shape[0])`), so for N != C it leaves channels unnormalised or
+    fails: ONNX's node tests (N = C = 5) never show it."""
+
+    op_domain = ""
+
+    def _run(self, x, alpha=None, beta=None, bias=None, size=None):
+        alpha = 1e-4 if alpha is None else alpha
+        beta = 0.75 if beta is None else beta
+        bias = 1.0 if bias is None else bias
+        channels = x.shape[1]
+        before, after = (size - 1) // 2, -(-(size - 1) // 2)
+        squares = x ** 2
+        total = np.zeros_like(squares)
+        for c in range(channels):
+            total[:, c] = squares[:, max(0, c - before):min(channels, c + after + 1)].sum(axis=1)
+        return ((x / (bias + (alpha / size) * total) ** beta).astype(x.dtype),)
+
+
+# The reference evaluator's ops that disagree with the ONNX spec (and onnxruntime); the fuzz's
+# judge of special values (tests/fuzz/classify.py) uses the same corrections.
+REFERENCE_FIXES = [BatchNormalization, LRN]
 
 
 def _evaluate(op, module):
@@ -84,7 +105,7 @@ def _evaluate(op, module):
     feeds = {f"in{k}": np.array(onnx_d.constant_value(v, module), order="C")
              for k, v in enumerate(onnx_d.onnx_inputs(op)) if v is not None}
     try:
-        results = list(ReferenceEvaluator(model, new_ops=_FIXED_OPS).run(None, feeds))
+        results = list(ReferenceEvaluator(model, new_ops=REFERENCE_FIXES).run(None, feeds))
     except Exception:  # noqa: BLE001 - not foldable here; lowering will compile it instead
         return None
     return [_compact(r) for r in results]

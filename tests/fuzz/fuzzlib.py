@@ -27,6 +27,8 @@ outputs match onnxruntime's (NaN where onnxruntime has NaN, and only there). Cla
     undefined a float -> int cast of NaN / inf / out-of-range values differs
               (undefined in ONNX; onnxruntime's answer depends on the graph)      listed
     ort_refuses  compilerkit ran, onnxruntime refused the model or the data        listed
+    ort_differs  special data: onnxruntime differs, compilerkit agrees with ONNX's
+              reference evaluator (not for all-constant graphs: folding is it)     listed
     ort_death    compilerkit ran, onnxruntime killed the process (INT_MIN/-1)      listed
     death     the process died while compilerkit compiled or ran                   FAIL
     hang      ... or did not finish within the time limit                          FAIL
@@ -81,7 +83,7 @@ REPO = HERE.parents[1]
 if str(HERE) not in sys.path:  # the axes modules beside this one, however it was imported
     sys.path.insert(0, str(HERE))
 CLASSES = ("refused", "declined", "match", "accepted", "undefined", "ort_refuses", "ort_death",
-           "death", "hang", "wrong", "unclear", "false_refusal", "overwrite", "leak")
+           "ort_differs", "death", "hang", "wrong", "unclear", "false_refusal", "overwrite", "leak")
 FAILURES = ("death", "hang", "wrong", "unclear", "false_refusal", "overwrite", "leak")
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MEMORY_GIB = 6.0
@@ -591,13 +593,15 @@ def mutation_cases(n: int, seed: int) -> list[dict]:
 
 # Each source's share of the cases (make_cases): the first two are the original families; the
 # rest are the axes of axes_models.py and axes_tasks.py.
-SHARES = {"graph": 0.32, "mutation": 0.24, "int": 0.08, "conv": 0.12, "schedule": 0.06,
-          "kir": 0.06, "cli": 0.04, "fork": 0.03, "segkit": 0.03, "lmskit": 0.02}
+SHARES = {"graph": 0.26, "mutation": 0.20, "node": 0.10, "int": 0.08, "conv": 0.12,
+          "schedule": 0.06, "kir": 0.06, "cli": 0.04, "fork": 0.03, "segkit": 0.03,
+          "lmskit": 0.02}
 
 
 def make_cases(n: int, seed: int = 0, shares: dict | None = None) -> list[dict]:
     """n cases of every source (SHARES, or `shares`), interleaved, each with an `id`."""
     import axes_models
+    import axes_nodes
     import axes_tasks
 
     shares = dict(SHARES if shares is None else shares)
@@ -608,6 +612,7 @@ def make_cases(n: int, seed: int = 0, shares: dict | None = None) -> list[dict]:
         counts[order[k % len(order)]] += 1
     makers = {"graph": lambda m, s: graph_cases(m, s),
               "mutation": lambda m, s: mutation_cases(m, s + 1),
+              "node": lambda m, s: axes_nodes.node_cases(m, s + 11),
               "int": lambda m, s: axes_models.int_cases(m, s + 3),
               "conv": lambda m, s: axes_models.conv_cases(m, s + 4, x86),
               "schedule": lambda m, s: axes_models.schedule_cases(m, s + 5, x86),
@@ -630,7 +635,7 @@ def make_cases(n: int, seed: int = 0, shares: dict | None = None) -> list[dict]:
         case["id"] = k
         if case.get("kind") == "task":
             continue
-        if case["source"] == "graph" and rng.random() < 0.2:
+        if case["source"] in ("graph", "node") and rng.random() < 0.2:
             case["special"] = True
             case["desc"] += " [special data]"
         if case["source"] == "mutation" and case["desc"].split(": ", 1)[1].startswith(
@@ -694,7 +699,8 @@ def worker_main() -> None:
 
 # What a worker needs of a case (the rest, id / source / desc, stays with the driver).
 CASE_KEYS = ("model", "input_shapes", "opt_level", "seed", "target", "codegen", "num_threads",
-             "conv_algorithm", "schedule", "special", "options_bad", "kind", "task", "params")
+             "conv_algorithm", "schedule", "special", "options_bad", "kind", "task", "params",
+             "all_constant")
 
 
 class Worker:
@@ -856,6 +862,7 @@ def summarize(results, examples: int = 5) -> dict:
            "accepted_where_onnxruntime_refuses": counts["ort_refuses"],
            "onnxruntime_deaths": counts["ort_death"],
            "undefined_casts": counts["undefined"],
+           "onnxruntime_differs_from_reference": counts["ort_differs"],
            "by_source": {s: dict(Counter(r["result"] for r in results if r["source"] == s))
                          for s in sorted({r["source"] for r in results})},
            "by_codegen": {g: dict(Counter(r["result"] for r in results

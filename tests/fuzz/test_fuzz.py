@@ -208,3 +208,30 @@ def test_native_memory_probe_reports_growth():
     assert r["compiles"] == 16 and len(r["series_mb"]) >= 2
     first, last = r["series_mb"][0][1], r["series_mb"][-1][1]
     assert abs((last - first) - r["growth_mb"]) < 0.2
+
+
+def test_special_data_where_only_onnxruntime_leaves_the_spec_is_listed_not_wrong():
+    """LRN over channels [1, 3] of channel 2 must not see channel 0's -inf; onnxruntime's
+    running window sum does (inf - inf = NaN). ONNX's reference evaluator sides with the spec,
+    and so the case is `ort_differs`, while an answer the reference disagrees with stays wrong."""
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("LRN", ["x"], ["y"], size=3, alpha=2e-4, beta=0.5,
+                                            bias=2.0)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 1, 1])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 1, 1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    x = np.array([-np.inf, 0.0, 3.4223342, 65504.0, 0.5], np.float32).reshape(1, 5, 1, 1)
+    sig = [("x", [1, 5, 1, 1], np.float32)]
+    ours = np.asarray(compile_model(m).run(x)[0])
+    assert np.isfinite(ours[0, 2, 0, 0])  # the spec's window holds no special value
+    assert classify.reference_agrees(m, sig, [x], [ours])
+    off = ours.copy()
+    off[0, 2] += 1
+    assert not classify.reference_agrees(m, sig, [x], [off])
+
+
+def compile_model(model: bytes):
+    import compilerkit as ck
+
+    return ck.compile(model, asm=False)
