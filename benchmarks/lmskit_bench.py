@@ -29,8 +29,9 @@ Writes benchmarks/results/lmskit_bench.json:
   batch with v1 at 144^3 (3DUnetCNN's default BraTS shape), and arXiv 1812.07816's tuning of
   the swap parameters (communication cut by 17.1%) at 192^3, batch 1. unet3d_ablation: rows
   that each change one thing (scoping, back-pressure, link, latency, v1's own knobs).
-- calibration: the CPU time model (lmskit.calibrate: a x compute + b x memory roofline + c per
-  op type, fitted at two batches per model) against six held-out CPU steps measured here;
+- calibration: the CPU time model (lmskit.calibrate: a x compute + b x memory roofline + c +
+  d x patch matrix per op type, fitted at two batches per model, plus a per-step fixed cost)
+  against six held-out CPU steps measured here;
   --section calibration measures, refits and rewrites lmskit/data/calibration.json.
 - cpu_scaling: real Keras training steps of LeNet and the small ResNet at batches 32-256 here:
   wall time (fastest of 7) and process CPU time (median) per image, cores used (CPU / wall) and
@@ -645,11 +646,14 @@ def calibration():
     rows = doc.get("cpu_runs") or {}
     held = [r for r in rows.values() if r.get("role", "calibrate") != "calibrate"]
     loads = [x for r in rows.values() for x in (r.get("load_average") or [])]
-    return {"model": "per op type: a x compute roofline + b x memory roofline + c, fitted at "
-                     "two batches per model (lmskit.calibrate); measured_s: the step's least "
-                     "CPU time on one thread (its quiet wall time)",
+    return {"model": "per op type: a x compute roofline + b x memory roofline + c + d x a "
+                     "convolution's patch matrix (im2col) bytes over the memory bandwidth, "
+                     "fitted at two batches per model, plus a fixed cost per step measured on "
+                     "a near-empty step (lmskit.calibrate); measured_s: the step's least CPU "
+                     "time on one thread (its quiet wall time)",
             "cpu": rows, "held_out_within_20pct": [sum(abs(r["error"]) <= 0.2 for r in held),
                                                    len(held)],
+            "step_overhead": doc.get("cpu_step_overhead"),
             "load_average": [min(loads), max(loads)] if loads else None,
             "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared)",
             "gpu": doc.get("gpu_anchors", {}).get("rows")}

@@ -7,14 +7,19 @@ simulator's single compute stream assumes). Every executor event
 _FusedConv2D, named after the last op): a fused event's time is shared by the chain it
 replaced; ops Grappler removed count as 0 s. The profiled times add up to more than the step's
 wall time (profiling slows each op), so each profile is scaled to its wall time: the profile
-gives the split across ops, the step's CPU time the total. The steps run on one thread
-(single_stream), so the CPU time of a step is its quiet wall time, and other sessions on a
-shared machine delay it without adding to it (preemption also stretches the profiled ops in
-proportion to their length, on average, so the split survives it). Step times are the least
-CPU time of several runs taken in rounds over all runs (round-robin sees every run in every
-phase of the load); wall times and the load average around them are recorded beside.
-Per op type, time = a x compute roofline + b x memory roofline + c seconds (three coefficients,
-non-negative least squares, each run weighted by its relative error; fit_cpu says why), fitted
+gives the split across ops, the step's CPU time (less the fixed cost of a step outside its
+ops, measured on a near-empty step) the total. Each op's time is its least over the profiled
+runs: the profiler reads wall time, and one preemption makes a 4 us op read milliseconds;
+a fused event is shared by its chain in proportion to the members' roofline times. The steps
+run on one thread (single_stream), so the CPU time of a step is its quiet wall time, and other
+sessions on a shared machine delay it without adding to it (preemption also stretches the
+profiled ops in proportion to their length, on average, so the split survives it). Step times
+are the least CPU time of several runs taken in rounds over all runs (round-robin sees every
+run in every phase of the load); wall times and the load average around them are recorded
+beside.
+Per op type, time = a x compute roofline + b x memory roofline + c seconds + d x a
+convolution's patch matrix (im2col) over the memory bandwidth (non-negative least squares, each
+run weighted by its relative error; fit_cpu says why), plus the step's fixed cost; fitted
 on every model at two batches (RUNS); types never seen take the median of their class (heavy:
 convolutions and matrix products; light: the rest). Six held-out runs check the predictions:
 each fitted model at twice its larger batch, a model never profiled and a size never profiled.
@@ -45,7 +50,7 @@ import numpy as np
 from . import progress
 from .devices import CALIBRATION, GB, Device, get_device
 from .graph import Graph, producer_name
-from .simulate import FREE_TYPES, _linear_costs, simulate
+from .simulate import FREE_TYPES, _linear_costs, op_bytes, op_flops, simulate
 
 HEAVY = ("Conv", "MatMul", "BatchMatMul", "DepthwiseConv")
 # Roofline base of the CPU preset (nominal: AVX2 FMA, DRAM); the fitted coefficients do the rest.
@@ -82,36 +87,44 @@ def _events(logdir: str):
     return out
 
 
-def profile_step(graph: Graph, inputs, steps: int = 5, profiled: int = 2) -> dict:
+def profile_step(graph: Graph, inputs, steps: int = 5, profiled: int = 3) -> dict:
     """Run the captured step in TF: its fastest wall time of `steps` runs (the least disturbed
-    by other work on the machine), and the per-op times averaged over `profiled` profiled runs
-    ({op name: seconds}, fused events attributed to their chain)."""
+    by other work on the machine), and each op's least time over `profiled` profiled runs
+    ({op name: seconds}, fused events attributed to their chain). The profiler times an op by
+    its wall time, so on a shared machine an op that was preempted once reads many times its
+    length (a 4 us MatMul read 1.5 ms in one profile here): best-of-N per op, as for whole
+    steps, and not the mean."""
     import tensorflow as tf
 
     from .tfrun import runnable
 
     step = runnable(graph, fetch=[graph.loss])
+    batch = len(inputs[0])
     step(*inputs)                               # warm-up: tracing, allocations
     walls = []
     for _ in range(steps):
         t = time.perf_counter()
         step(*inputs)
         walls.append(time.perf_counter() - t)
-    with tempfile.TemporaryDirectory() as logdir:
-        tf.profiler.experimental.start(logdir)
-        for _ in range(profiled):
+    best: dict[str, float] = {}
+    op_sums = []
+    for _ in range(profiled):
+        with tempfile.TemporaryDirectory() as logdir:
+            tf.profiler.experimental.start(logdir)
             step(*inputs)
-        tf.profiler.experimental.stop()
-        events = _events(logdir)
-    measured: dict[str, float] = defaultdict(float)
-    for name, typ, sec in events:
-        if name not in graph.ops:
-            continue
-        members = fused_chain(graph, name, typ)
-        for member in members:
-            measured[member] += sec / len(members) / profiled
+            tf.profiler.experimental.stop()
+            events = _events(logdir)
+        measured: dict[str, float] = defaultdict(float)
+        for name, typ, sec in events:
+            if name not in graph.ops:
+                continue
+            for member, share in fused_shares(graph, name, typ, batch).items():
+                measured[member] += sec * share
+        for name, sec in measured.items():
+            best[name] = min(best.get(name, sec), sec)
+        op_sums.append(sum(measured.values()))
     return {"wall_s": min(walls), "wall_median_s": statistics.median(walls),
-            "ops": dict(measured), "op_sum_s": sum(s for n, _, s in events) / profiled}
+            "ops": best, "op_sum_s": min(op_sums)}
 
 
 def fused_chain(graph: Graph, name: str, event_type: str) -> list[str]:
@@ -130,6 +143,23 @@ def fused_chain(graph: Graph, name: str, event_type: str) -> list[str]:
     return members[::-1]
 
 
+def fused_shares(graph: Graph, name: str, event_type: str, batch: int) -> dict[str, float]:
+    """{graph op: share of the event's time} for one profiler event. A Grappler fusion's time
+    goes to its chain in proportion to each member's roofline time on the CPU base (max of
+    compute and memory): the convolution or matrix product of Conv2D + BiasAdd + Relu takes
+    nearly all of it. (An equal split gave LeNet's fused first dense layer 1,600 GFLOP/s, 17
+    times one core's peak, and its BiasAdd and Relu a third of the convolutions' time each.)"""
+    members = fused_chain(graph, name, event_type)
+    if len(members) == 1:
+        return {name: 1.0}
+    roof = [max(op_flops(graph, m, batch) / CPU_BASE["flops"],
+                op_bytes(graph, m, batch) / CPU_BASE["memory_bandwidth"]) for m in members]
+    total = sum(roof)
+    if total <= 0:
+        return {m: 1.0 / len(members) for m in members}
+    return {m: r / total for m, r in zip(members, roof, strict=True)}
+
+
 # -- fitting --------------------------------------------------------------------------------
 
 def _nnls(columns: np.ndarray, meas: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -144,40 +174,55 @@ def _nnls(columns: np.ndarray, meas: np.ndarray, weights: np.ndarray) -> np.ndar
     return coef / norms
 
 
-def fit_cpu(profiles: list[tuple[Graph, int, dict]]) -> Device:
+def fit_cpu(profiles: list[tuple[Graph, int, dict]], step_overhead_s: float = 0.0) -> Device:
     """The CPU preset from profiles [(graph, batch, profile_step result)]. Per op type, three
     coefficients: measured time = a x compute roofline + b x memory roofline + c, by
     non-negative least squares over that type's ops in every profile (ops Grappler removed
     count as 0 s). A CPU does not hide memory traffic behind arithmetic the way the max() of a
     GPU roofline assumes, and a small op's fixed cost (the executor, thread hand-off) is the
     same at any batch; fitted at two batches per model, the constant and the slopes separate.
+    A fourth coefficient d, on convolutions only, prices the patch matrix (im2col,
+    simulate.op_patch_bytes): measured here, LeNet's 1-to-16-channel weight gradients run at
+    3.6 GFLOP/s and ResNet-50's at 35, because the patch work per FLOP is 1 / (2 x output
+    channels); with the FLOPs alone one coefficient per type cannot serve both.
     Each op's error is weighted by 1 / its run's wall time, so every run counts by its
-    relative error: unweighted, ResNet-50's second-long steps would drown LeNet's 10 ms ones."""
+    relative error: unweighted, ResNet-50's second-long steps would drown LeNet's 10 ms ones.
+    step_overhead_s: the step's fixed cost outside its ops (measure_step_overhead); the ops
+    share what is left of each step, and the preset adds it back to every simulated step."""
     base = Device(**CPU_BASE)
     samples: dict[str, list[tuple[float, float, float, float]]] = defaultdict(list)
     for graph, batch, prof in profiles:
-        # The profiled ops' times add up to more than the step's wall time (the profiler slows
-        # each a little). The profile gives the split across ops; the wall time the total.
+        # The profiler times each op by its wall time (and slows it a little): the profile
+        # gives the split across ops; the step's CPU time, less its fixed cost, the total.
         step = prof.get("step_s", prof["wall_s"])
-        scale = step / max(sum(prof["ops"].values()), 1e-12)
+        scale = max(step - step_overhead_s, 0.0) / max(sum(prof["ops"].values()), 1e-12)
         costs = _linear_costs(graph)
         for name, op in graph.ops.items():
             if op.type in FREE_TYPES or "swap" in op.attrs:
                 continue
-            fa, fc, ba, bc = costs[name]
+            fa, fc, ba, bc, pa, pc = costs[name]
             samples[op.type].append(((fa * batch + fc) / base.flops,
                                      (ba * batch + bc) / base.memory_bandwidth,
+                                     (pa * batch + pc) / base.memory_bandwidth,
                                      scale * prof["ops"].get(name, 0.0), 1.0 / step))
     coefs = {}
     for t, rows in samples.items():
         arr = np.array(rows)
-        columns = np.stack([arr[:, 0], arr[:, 1], np.ones(len(arr))], 1)
-        coefs[t] = tuple(float(x) for x in _nnls(columns, arr[:, 2], arr[:, 3]))
+        columns = np.stack([arr[:, 0], arr[:, 1], np.ones(len(arr)), arr[:, 2]], 1)
+        coefs[t] = tuple(float(x) for x in _nnls(columns, arr[:, 3], arr[:, 4]))
     runs = ", ".join(f"{g.cache.get('label', '?')} b{b}" for g, b, _ in profiles)
-    return Device(**{**CPU_BASE, "launch_overhead_s": 0.0,
+    return Device(**{**CPU_BASE, "launch_overhead_s": 0.0, "step_overhead_s": step_overhead_s,
                      "type_factor": tuple(sorted(coefs.items())),
                      "calibrated": "TF profiler, a x compute + b x memory roofline + c per op "
-                                   f"type, fitted on {runs}"})
+                                   f"type, fitted on {runs}; {step_overhead_s * 1e3:.3f} ms "
+                                   "per step outside the ops"})
+
+
+def measure_step_overhead(prof: dict) -> float:
+    """The fixed cost of a step outside its ops, from the near-empty step's profile (_models'
+    "null"): its CPU time less the time its ops took (best of the profiled runs), never
+    below 0."""
+    return max(prof.get("step_s", prof["wall_s"]) - sum(prof["ops"].values()), 0.0)
 
 
 def fill_unseen(device: Device, graph: Graph) -> Device:
@@ -190,7 +235,11 @@ def fill_unseen(device: Device, graph: Graph) -> Device:
 
     def coefs(v):
         v = (v, 0.0) if isinstance(v, (int, float)) else tuple(v)
-        return v if len(v) == width else (v[0], 0.0, v[-1]) if width == 3 else (v[0], v[-1])
+        if len(v) == width:
+            return v
+        if width == 2:
+            return v[0], v[1 if len(v) == 2 else 2]
+        return ((v[0], 0.0, v[1]) if len(v) == 2 else tuple(v[:3])) + (0.0,) * (width - 3)
 
     med = {}
     for h in (True, False):
@@ -287,7 +336,17 @@ def _models(include_resnet50=True):
     }
     if include_resnet50:
         models["resnet50"] = (zoo.resnet50, (224, 224, 3), ())
+    models["null"] = (_null_model, (1,), ())
     return models
+
+
+def _null_model():
+    """A near-empty step (one 1-to-10 dense layer at batch 1): its CPU time is what any step
+    costs outside its ops (Device.step_overhead_s)."""
+    import keras
+
+    inp = keras.Input((1,), name="x")
+    return keras.Model(inp, keras.layers.Dense(10, activation="softmax", name="d")(inp))
 
 
 # (run label, model, batch, role). Every calibrated model is fitted at two batches and held
@@ -310,6 +369,7 @@ RUNS = [
     ("resnet50-b1", "resnet50", 1, "calibrate"),
     ("resnet50-b2", "resnet50", 2, "calibrate"),
     ("resnet50-b4", "resnet50", 4, "validate"),
+    ("null-b1", "null", 1, "step overhead"),
 ]
 
 
@@ -407,10 +467,13 @@ def run(include_resnet50: bool = True, steps: int = 3, profiles: str | None = No
     document."""
     graphs, measured = measure(include_resnet50, steps, profiles, rounds)
     runs = [r for r in RUNS if r[1] in graphs]
+    overhead = measure_step_overhead(measured["null-b1"])
     cpu = fit_cpu([(graphs[m], b, measured[label]) for label, m, b, role in runs
-                   if role == "calibrate"])
+                   if role == "calibrate"], overhead)
     rows = {}
     for label, model, b, role in runs:
+        if role == "step overhead":
+            continue
         p = measured[label]
         pred = predict(graphs[model], cpu, b)
         step = p.get("step_s", p["wall_s"])
@@ -424,7 +487,7 @@ def run(include_resnet50: bool = True, steps: int = 3, profiles: str | None = No
     # steps (time = slope x batch + constant), extrapolated to its held-out batch. Where that
     # line predicts and the per-op model does not, the model's ops run at an efficiency the
     # other models' ops of the same types do not share (LeNet's 1-to-16-channel convolutions).
-    for model in {m for _, m, _, _ in runs}:
+    for model in {m for _, m, _, role in runs if role != "step overhead"}:
         fit = sorted((b, measured[lab]["step_s"]) for lab, m, b, role in runs
                      if m == model and role == "calibrate")
         if len(fit) < 2:
@@ -438,11 +501,17 @@ def run(include_resnet50: bool = True, steps: int = 3, profiles: str | None = No
                 rows[label]["linear_in_batch_error"] = round(
                     line / rows[label]["measured_s"] - 1, 4)
     held = [r for r in rows.values() if r["role"] != "calibrate"]
+    null = measured["null-b1"]
     doc = {"generated_by": "python -m lmskit.calibrate", "devices": {}, "cpu_runs": rows,
-           "cpu_held_out_within_20pct": [sum(abs(r["error"]) <= 0.20 for r in held), len(held)]}
+           "cpu_held_out_within_20pct": [sum(abs(r["error"]) <= 0.20 for r in held), len(held)],
+           "cpu_step_overhead": {"step_s": round(null["step_s"], 6),
+                                 "ops_s": round(sum(null["ops"].values()), 6),
+                                 "step_overhead_s": round(overhead, 6),
+                                 "load_average": null.get("load_average")}}
     doc["devices"]["cpu-here"] = {k: v for k, v in {
         **CPU_BASE, "launch_overhead_s": cpu.launch_overhead_s,
-        "type_factor": {t: [round(x, 8 if i == len(v) - 1 else 5) for i, x in enumerate(v)]
+        "step_overhead_s": round(cpu.step_overhead_s, 6),
+        "type_factor": {t: [round(x, 8 if i == 2 else 5) for i, x in enumerate(v)]
                         for t, v in cpu.type_factor},
         "calibrated": cpu.calibrated}.items() if k != "name"}
     r50 = graphs.get("resnet50")

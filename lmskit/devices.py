@@ -8,7 +8,8 @@ Presets are the papers' machines and the one measured here:
   image at batch 1 with v1: 2300^2 -> 3900^2, TF 1.12).
 - "h100-80gb-pcie": H100 PCIe 80 GB, PCIe Gen5, 54 GB/s each way (pinned copies measured here).
 - "cpu-here" (when lmskit/data/calibration.json has it): one core of this machine's CPU,
-  calibrated by lmskit.calibrate from TF's profiler (three coefficients per op type).
+  calibrated by lmskit.calibrate from TF's profiler (four coefficients per op type and a
+  fixed cost per step).
 
 Limits (what a real run keeps back):
 - host_memory_bytes: the pinned host memory LMS may use for swapped tensors. TFLMS v2 caps it
@@ -80,7 +81,8 @@ def check_device_fields(dev) -> None:
         _number(dev.name, f, getattr(dev, f), 0)
     for f in ("compute_efficiency", "bandwidth_efficiency", "duplex_efficiency"):
         _number(dev.name, f, getattr(dev, f), 0, 1)
-    for f in ("launch_overhead_s", "copy_latency_s", "reserve_bytes", "alloc_wait_s"):
+    for f in ("launch_overhead_s", "copy_latency_s", "reserve_bytes", "alloc_wait_s",
+              "step_overhead_s"):
         _number(dev.name, f, getattr(dev, f), 0, low_open=False)
     if dev.reserve_bytes >= dev.memory_bytes:
         raise ValueError(f"device {dev.name!r}: reserve_bytes ({dev.reserve_bytes}) leaves "
@@ -89,14 +91,17 @@ def check_device_fields(dev) -> None:
         try:
             op_type, v = entry
             coefs = (v,) if isinstance(v, numbers.Real) else tuple(v)
-            if not 1 <= len(coefs) <= 3:
+            if not 1 <= len(coefs) <= 4:
                 raise ValueError
         except (TypeError, ValueError):
             raise ValueError(f"device {dev.name!r}: type_factor entries must be (op type, factor), "
                              f"(op type, (factor, seconds per op)) or (op type, (compute factor, "
-                             f"memory factor, seconds per op)), got {entry!r}") from None
+                             f"memory factor, seconds per op[, patch factor])), got {entry!r}"
+                             ) from None
         names = {1: ("factor",), 2: ("factor", "seconds per op"),
-                 3: ("compute factor", "memory factor", "seconds per op")}[len(coefs)]
+                 3: ("compute factor", "memory factor", "seconds per op"),
+                 4: ("compute factor", "memory factor", "seconds per op",
+                     "patch factor")}[len(coefs)]
         for what, x in zip(names, coefs, strict=True):
             _number(dev.name, f"type_factor[{op_type!r}] {what}", x, 0, low_open=False)
 
@@ -120,13 +125,17 @@ class Device:
     duplex_efficiency: float = 1.0    # share of a copy's bandwidth while the other way is busy
     # ((op type, coefficients), ...) from calibration. Two forms: (factor, per-op seconds): the
     # op takes max(compute, memory roofline) x factor + per-op seconds, a bare float being
-    # (factor, 0); or (a, b, c), the CPU's three-coefficient form: a x compute roofline +
-    # b x memory roofline + c seconds. Launch overhead comes on top of either.
+    # (factor, 0); or (a, b, c[, d]), the CPU's form: a x compute roofline + b x memory
+    # roofline + c seconds (+ d x a convolution's patch-matrix bytes over the memory bandwidth,
+    # simulate.op_patch_bytes). Launch overhead comes on top of either.
     type_factor: tuple = ()
     calibrated: str = ""              # what the efficiencies were fitted to
     # How long an allocation that does not fit may wait for frees before the step fails (TF's
     # BFC allocator retries for up to 10 s, woken by deallocations); 0: out of memory at once.
     alloc_wait_s: float = 0.0
+    # Fixed cost of one step outside its ops (the framework's call: Python, dispatch, feeding
+    # the inputs, starting the executor); measured on the CPU preset by a near-empty step.
+    step_overhead_s: float = 0.0
 
     def __post_init__(self):
         check_device_fields(self)
@@ -140,15 +149,18 @@ class Device:
         """(time factor on the roofline, extra seconds per op) for an op type (for a
         three-coefficient entry: its compute factor and its seconds per op)."""
         v = _factors(self.type_factor).get(op_type, 1.0)
-        return (float(v), 0.0) if isinstance(v, (int, float)) else (float(v[0]), float(v[-1]))
+        if isinstance(v, (int, float)):
+            return float(v), 0.0
+        return float(v[0]), float(v[1] if len(v) == 2 else v[2])
 
-    def split_factors(self, op_type: str) -> tuple[float, float, float] | None:
-        """(a, b, c) when the op type has a three-coefficient entry (time = a x compute
-        roofline + b x memory roofline + c), else None."""
+    def split_factors(self, op_type: str) -> tuple[float, float, float, float] | None:
+        """(a, b, c, d) when the op type has a three- or four-coefficient entry (time = a x
+        compute roofline + b x memory roofline + c + d x the patch matrix's bytes over the
+        memory bandwidth; d = 0 in the three-coefficient form), else None."""
         v = _factors(self.type_factor).get(op_type)
-        if v is None or isinstance(v, (int, float)) or len(v) != 3:
+        if v is None or isinstance(v, (int, float)) or len(v) < 3:
             return None
-        return float(v[0]), float(v[1]), float(v[2])
+        return float(v[0]), float(v[1]), float(v[2]), float(v[3]) if len(v) == 4 else 0.0
 
     def with_memory(self, memory_bytes: int, reserve_bytes: int | None = None) -> Device:
         """The same device with another memory size (e.g. an H100 capped at 16 GiB). The reserve

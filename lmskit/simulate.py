@@ -88,14 +88,38 @@ def op_bytes(graph: Graph, name: str, batch: int) -> float:
     return float(sum(graph.tensors[t].bytes(batch) for t in op.inputs + op.outputs))
 
 
+CONV_TYPES = frozenset({"Conv2D", "Conv3D", "Conv2DBackpropInput", "Conv3DBackpropInputV2",
+                        "Conv2DBackpropFilter", "Conv3DBackpropFilterV2"})
+
+
+def op_patch_bytes(graph: Graph, name: str, batch: int) -> float:
+    """Bytes of the patch matrix (im2col) a convolution works through on a CPU: one row of
+    kernel-volume x input-channels values per output position, FLOPs / (2 x output channels)
+    values in all (forward and both gradients; Eigen and TF's CPU kernels pack or materialise
+    it). Its cost does not shrink with the output channels the way the FLOPs do: LeNet's
+    1-to-6-channel convolutions spend most of their time on it. 0 for other ops."""
+    op = graph.ops[name]
+    if op.type not in CONV_TYPES:
+        return 0.0
+    filt = op.outputs[0] if "Filter" in op.type else op.inputs[1]
+    tensor = graph.tensors[filt]
+    try:
+        cout = tensor.shape(batch)[-1]
+    except IndexError:
+        return 0.0
+    return tensor.itemsize * op_flops(graph, name, batch) / (2.0 * cout) if cout else 0.0
+
+
 def _linear_costs(graph: Graph):
-    """Per op (FLOPs, bytes) as a*batch + c, measured at batch 1 and 2; shared by rewrites."""
+    """Per op (FLOPs, bytes, patch bytes) as a*batch + c, measured at batch 1 and 2; shared by
+    rewrites."""
     table = graph.cache.setdefault("linear_costs", {})
     for name in graph.ops:
         if name not in table:
             f1, f2 = op_flops(graph, name, 1), op_flops(graph, name, 2)
             b1, b2 = op_bytes(graph, name, 1), op_bytes(graph, name, 2)
-            table[name] = (f2 - f1, 2 * f1 - f2, b2 - b1, 2 * b1 - b2)
+            p1, p2 = op_patch_bytes(graph, name, 1), op_patch_bytes(graph, name, 2)
+            table[name] = (f2 - f1, 2 * f1 - f2, b2 - b1, 2 * b1 - b2, p2 - p1, 2 * p1 - p2)
     return table
 
 
@@ -109,13 +133,14 @@ def op_time(graph: Graph, name: str, batch: int, device: Device, costs=None) -> 
                                                  else device.h2d_bandwidth)
     if op.type in FREE_TYPES:
         return 0.0
-    fa, fc, ba, bc = (costs or _linear_costs(graph))[name]
+    fa, fc, ba, bc, pa, pc = (costs or _linear_costs(graph))[name]
     compute = (fa * batch + fc) / (device.flops * device.compute_efficiency)
     memory = (ba * batch + bc) / (device.memory_bandwidth * device.bandwidth_efficiency)
     split = device.split_factors(op.type)
-    if split is not None:   # the CPU's three-coefficient form (Device.type_factor)
-        a, b, c = split
-        return a * compute + b * memory + c + device.launch_overhead_s
+    if split is not None:   # the CPU's per-term form (Device.type_factor)
+        a, b, c, d = split
+        patch = (pa * batch + pc) / (device.memory_bandwidth * device.bandwidth_efficiency)
+        return a * compute + b * memory + c + d * patch + device.launch_overhead_s
     factor, per_op = device.factor(op.type)
     return max(compute, memory) * factor + per_op + device.launch_overhead_s
 
@@ -388,6 +413,10 @@ def simulate(graph: Graph, device="p100-16gb", batch_size: int = 1, budget: int 
             peak_host = max(peak_host, host_bytes)
     if wait_oom is not None and oom != "(variables)":
         oom = wait_oom   # where the waiting allocator gave up
+    # The step's fixed cost outside its ops (Device.step_overhead_s) is paid with or without
+    # swapping, so it counts in the no-swap step too.
+    step_time += dev.step_overhead_s
+    compute_time += dev.step_overhead_s
     return Simulation(dev.name, batch_size, budget, int(peak_dev), int(peak_host), step_time,
                       compute_time, stall, int(swapped), oom, int(dev.host_memory_bytes),
                       recompute, waited, start if timeline else {}, end if timeline else {},
