@@ -360,6 +360,27 @@ def _axes_attr(op, module):
         _fail(op, what, axes, f"values in [{-r}, {r - 1}]")
 
 
+def _prelu(op, module):
+    # slope broadcasts to X one way (numpy rules, trailing axes): a per-channel slope of an
+    # NCHW tensor is [C, 1, 1], not [C] (which meets the last axis).
+    x, slope = _dims(op.operands[0]), _dims(op.operands[1])
+    if x is None or slope is None:
+        return
+    fits = len(slope) <= len(x) and all(
+        s in (1, d) for s, d in zip(reversed(slope), reversed(x), strict=False))
+    if not fits:
+        _fail(op, "slope's shape", list(slope), f"a shape that broadcasts to X's {list(x)} "
+              "(numpy rules, from the last axis: a per-channel slope of [N, C, H, W] is "
+              "[C, 1, 1])")
+
+
+def _direction(op, module):
+    direction = onnx_d.get_attr(op, "direction", "forward")
+    if direction not in ("forward", "reverse", "bidirectional"):
+        _fail(op, "attribute 'direction'", repr(direction),
+              "'forward', 'reverse' or 'bidirectional'")
+
+
 _CHECKS = {
     "Conv": _conv, "ConvTranspose": _conv, "MaxPool": _pool, "AveragePool": _pool,
     "Gemm": _gemm, "BatchNormalization": _batchnorm, "LRN": _lrn, "Clip": _clip,
@@ -375,6 +396,9 @@ for _kind in ("Squeeze", "Unsqueeze"):
     _CHECKS[_kind] = _axes_attr
 for _kind in ("Expand", "Tile", "ConstantOfShape"):
     _CHECKS[_kind] = _shape_vector
+_CHECKS["PRelu"] = _prelu
+for _kind in ("LSTM", "GRU", "RNN"):
+    _CHECKS[_kind] = _direction
 
 
 # ---- the budget ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ warning, as onnxruntime does), bounds what the compile allocates and verifies th
 One section per class: declared types, op validation, the compile budget and external data,
 graph hygiene, the IR verifier. Models are tiny hand-built ONNX graphs."""
 
+import re
 import time
 import warnings
 
@@ -557,3 +558,32 @@ def test_mean_of_an_empty_set_is_refused():
                     N("ReduceMean", ["k"], ["y"], keepdims=0, name="rm")], [], ["y"],
                    [("s", np.array([0], np.int64))])
     refused(m, "'rm'", "empty set")
+
+
+@pytest.mark.parametrize("x_shape,slope_shape,ok", [((2, 3, 4), (3,), False),
+                                                    ((2, 3, 4), (3, 1), True),
+                                                    ((2, 3, 4), (4,), True),
+                                                    ((2, 3, 4), (1, 2, 3, 4), False)])
+def test_prelu_slope_must_broadcast_to_x(x_shape, slope_shape, ok):
+    # A per-channel slope given as [C] meets the last axis: onnxruntime fails at run time; the
+    # verifier used to catch it as an out-of-bounds load naming no slope.
+    x = np.linspace(-1, 1, int(np.prod(x_shape)), dtype=np.float32).reshape(x_shape)
+    slope = np.full(slope_shape, 0.25, np.float32)
+    m = make_model([helper.make_node("PRelu", ["x", "s"], ["y"], name="p")], [("x", x)], ["y"],
+                   inits=[("s", slope)])
+    if ok:
+        check(m, [x])
+        return
+    with pytest.raises(ck.ModelError, match=r"node 'p' \(PRelu\): slope's shape is "
+                                            rf"{re.escape(str(list(slope_shape)))}"):
+        ck.compile(m, asm=False)
+
+
+def test_recurrent_direction_is_named_when_unknown():
+    w, r = np.zeros((1, 4, 2), np.float32), np.zeros((1, 4, 4), np.float32)
+    m = make_model([helper.make_node("RNN", ["x", "W", "R"], ["y"], name="r", hidden_size=4,
+                                     direction="sideways")],
+                   [("x", np.zeros((3, 1, 2), np.float32))], ["y"], inits=[("W", w), ("R", r)])
+    with pytest.raises(ck.ModelError, match=r"node 'r' \(RNN\): attribute 'direction' is "
+                                            r"'sideways'"):
+        ck.compile(m, asm=False)
