@@ -97,15 +97,15 @@ def op_patch_bytes(graph: Graph, name: str, batch: int) -> float:
     kernel-volume x input-channels values per output position, FLOPs / (2 x output channels)
     values in all (forward and both gradients; Eigen and TF's CPU kernels pack or materialise
     it). Its cost does not shrink with the output channels the way the FLOPs do: LeNet's
-    1-to-6-channel convolutions spend most of their time on it. 0 for other ops."""
+    1-to-6-channel convolutions spend most of their time on it. 0 for other ops, and for a
+    hand-made convolution without a filter tensor of known rank."""
     op = graph.ops[name]
     if op.type not in CONV_TYPES:
         return 0.0
-    filt = op.outputs[0] if "Filter" in op.type else op.inputs[1]
-    tensor = graph.tensors[filt]
     try:
+        tensor = graph.tensors[op.outputs[0] if "Filter" in op.type else op.inputs[1]]
         cout = tensor.shape(batch)[-1]
-    except IndexError:
+    except (IndexError, KeyError):
         return 0.0
     return tensor.itemsize * op_flops(graph, name, batch) / (2.0 * cout) if cout else 0.0
 

@@ -125,6 +125,9 @@ def test_patch_matrix_term_by_hand():
     assert op_patch_bytes(g, "c1", 2) == pytest.approx(2 * 6912)
     assert op_patch_bytes(g, "c2", 2) == pytest.approx(2 * 9216)
     assert op_patch_bytes(g, "x", 2) == 0.0                    # not a convolution
+    lone = build([("x", "Placeholder", [], "forward", ("B", 8, 8, 3)),
+                  ("c", "Conv2D", ["x"], "forward", ("B", 8, 8, 4))])
+    assert op_patch_bytes(lone, "c", 2) == 0.0                 # hand-made, no filter input
     dev = fit_cpu([(g, b, _conv_profile(b)) for b in (2, 4, 8)])
     assert dev.split_factors("Conv2D") == pytest.approx((CA, CB, CC, CD), rel=1e-5)
     # Held out at batch 32: c1 = 2 x 4.42368 + 1.5 x 5.7776 + 3 + 4 x 22.1184 = 108.98736 us,
