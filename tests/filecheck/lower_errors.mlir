@@ -4,11 +4,11 @@
 // a dynamic shape, an unsupported mode or output, training-mode Dropout, and a shape parameter
 // that is not a constant. Each piece fails on its own; the exit status is 1.
 
-func.func @unsupported_det(%a: tensor<3x3xf32>) -> tensor<f32> attributes {input_names = ["a"], output_names = ["y"], onnx_opset = 13 : i64} {
-  %y = "onnx.Det"(%a) {onnx_node_name = "det"} : (tensor<3x3xf32>) -> tensor<f32>
-  func.return %y : tensor<f32>
+func.func @unsupported_grid_sample(%x: tensor<1x1x2x2xf32>, %g: tensor<1x2x2x2xf32>) -> tensor<1x1x2x2xf32> attributes {input_names = ["x", "g"], output_names = ["y"], onnx_opset = 22 : i64} {
+  %y = "onnx.GridSample"(%x, %g) {onnx_node_name = "gs"} : (tensor<1x1x2x2xf32>, tensor<1x2x2x2xf32>) -> tensor<1x1x2x2xf32>
+  func.return %y : tensor<1x1x2x2xf32>
 }
-// CHECK-LABEL: compilerkit-opt: error: node 'det': op 'Det' cannot be lowered to Kernel IR
+// CHECK-LABEL: compilerkit-opt: error: node 'gs': op 'GridSample' cannot be lowered to Kernel IR
 // CHECK-SAME:    supported ops: Abs, {{.*}}, Add, {{.*}}, Xor
 
 // -----
