@@ -24,21 +24,30 @@ from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError, UnsupportedOpError
 from compilerkit.frontend.checks import budget_of, share_checks
 from compilerkit.lowering import (
+    attention,
     conv,
+    det,
     elementwise,
+    generators,
     indexing,
     layout,
     logic,
+    loss,
+    lppool,
     mathops,
     matmul,
     norm,
     normalization,
     pool,
+    quant,
     recurrent,
     reduction,
     resize,
+    scan,
     shape_ops,
+    topk,
     trig,
+    unfold,
 )
 from compilerkit.lowering.builder import KernelBuilder, memref_type, shape
 from compilerkit.lowering.conv_algorithm import check_algorithm
@@ -133,8 +142,7 @@ LOWERINGS.update({
 for _name in recurrent.GATES:
     LOWERINGS[_name] = _with_ctx(recurrent.lower_recurrent, module=1)
 
-from compilerkit.lowering import attention  # noqa: E402 - transformer ops, registered here
-
+# Transformer ops.
 LOWERINGS.update({
     "Einsum": _with_ctx(attention.lower_einsum),
     "Attention": _with_ctx(attention.lower_attention),
@@ -143,8 +151,7 @@ LOWERINGS.update({
     "SwiGLU": _with_ctx(attention.lower_swish),
 })
 
-from compilerkit.lowering import generators, lppool, scan, topk  # noqa: E402
-
+# Scans, generators and the ops whose value is the input's shape.
 LOWERINGS.update({
     "TopK": _with_ctx(topk.lower_topk, module=1),
     "CumProd": _with_ctx(scan.lower_cumprod, module=1),
@@ -161,27 +168,21 @@ LOWERINGS.update({
 
 # Quantisation (lowering/quant.py); lower_to_krnl refuses unsigned tensors elsewhere
 # (quant.check_unsigned).
-from compilerkit.lowering import quant  # noqa: E402 - with its registrations, in one block
-
 for _name, _lower in quant.LOWERINGS.items():
     LOWERINGS[_name] = _with_ctx(_lower)
 
-from compilerkit.lowering import unfold  # noqa: E402
-
+# Unpooling, im2col's inverse, crops.
 LOWERINGS.update({
     "MaxUnpool": _with_ctx(unfold.lower_max_unpool),
     "Col2Im": _with_ctx(unfold.lower_col2im, module=1),
     "CenterCropPad": _with_ctx(unfold.lower_center_crop_pad),
 })
 
-from compilerkit.lowering import loss  # noqa: E402
-
+# Losses.
 LOWERINGS.update({
     "NegativeLogLikelihoodLoss": _with_ctx(loss.lower_nll_loss),
     "SoftmaxCrossEntropyLoss": _with_ctx(loss.lower_softmax_cross_entropy),
 })
-
-from compilerkit.lowering import det  # noqa: E402
 
 LOWERINGS["Det"] = _with_ctx(det.lower_det)
 
