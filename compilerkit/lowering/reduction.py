@@ -170,12 +170,19 @@ def lower_cumsum(b: KernelBuilder, op, ins, module=None):
         raise NotImplementedError("CumSum with a non-constant axis")
     axis = int(axis.reshape(-1)[0])
     axis = axis + len(xs) if axis < 0 else axis
+    return [running_scan(b, op, x, axis, 0, b.add_)]
+
+
+def running_scan(b: KernelBuilder, op, x, axis: int, identity, combine):
+    """CumSum's and CumProd's nest: `combine`(running value, element) along `axis`, from
+    `identity`, honouring the op's exclusive and reverse attributes; returns the output."""
+    xs = shape(x)
     exclusive = onnx_d.get_attr(op, "exclusive", 0)
     reverse = onnx_d.get_attr(op, "reverse", 0)
     elem = x.type.element_type
     out = b.alloc(xs, elem)
     acc = b.alloc([d for k, d in enumerate(xs) if k != axis] or [1], elem)
-    fill(b, acc, 0.0 if is_float(elem) else 0)
+    fill(b, acc, float(identity) if is_float(elem) else int(identity))
     n = xs[axis]
     with b.nest(xs) as ivs:
         at = [iv for k, iv in enumerate(ivs) if k != axis] or [b.index(0)]
@@ -183,10 +190,10 @@ def lower_cumsum(b: KernelBuilder, op, ins, module=None):
         if reverse:
             pos[axis] = b.affine([(ivs[axis], -1)], n - 1)
         before = b.load(acc, at)
-        after = b.add_(before, b.load(x, pos))
+        after = combine(before, b.load(x, pos))
         b.store(after, acc, at)
         b.store(before if exclusive else after, out, pos)
-    return [out]
+    return out
 
 
 def lower_hardmax(b: KernelBuilder, op, ins, opset=13):

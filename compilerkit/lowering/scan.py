@@ -1,9 +1,7 @@
 """Lowering of the scans along an axis to Kernel IR: CumProd and ReverseSequence.
 
-CumProd (opset 26) is CumSum's nest (reduction.lower_cumsum) with a product: running products
-live in an accumulator indexed by the other dims, starting at 1; each output element is the
-accumulator before (exclusive) or after multiplying in its input; reverse walks the axis from
-its end. The axis is a compile-time constant.
+CumProd (opset 26) is CumSum's nest (reduction.running_scan) with a product starting at 1.
+The axis is a compile-time constant.
 
 ReverseSequence reverses the first sequence_lens[b] elements along time_axis of each batch
 entry b and copies the rest: out[t] = x[len - 1 - t] for t < len, x[t] after. The lengths are
@@ -18,9 +16,9 @@ from xdsl.dialects.builtin import i64
 
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.lowering.builder import INDEX, KernelBuilder, is_float, shape
+from compilerkit.lowering.builder import INDEX, KernelBuilder, shape
 from compilerkit.lowering.indexing import fail
-from compilerkit.lowering.matmul import fill
+from compilerkit.lowering.reduction import running_scan
 from compilerkit.lowering.topk import check_signless
 from compilerkit.onnx_passes.single_node import node_label
 
@@ -36,24 +34,8 @@ def lower_cumprod(b: KernelBuilder, op, ins, module=None):
     if not -rank <= axis < rank:
         fail(op, "axis", axis, f"a value in [{-rank}, {rank - 1}]")
     axis = axis + rank if axis < 0 else axis
-    exclusive = onnx_d.get_attr(op, "exclusive", 0)
-    reverse = onnx_d.get_attr(op, "reverse", 0)
-    elem = x.type.element_type
-    check_signless(op, elem)
-    out = b.alloc(xs, elem)
-    acc = b.alloc([d for k, d in enumerate(xs) if k != axis] or [1], elem)
-    fill(b, acc, 1.0 if is_float(elem) else 1)
-    n = xs[axis]
-    with b.nest(xs) as ivs:
-        at = [iv for k, iv in enumerate(ivs) if k != axis] or [b.index(0)]
-        pos = list(ivs)
-        if reverse:
-            pos[axis] = b.affine([(ivs[axis], -1)], n - 1)
-        before = b.load(acc, at)
-        after = b.mul(before, b.load(x, pos))
-        b.store(after, acc, at)
-        b.store(before if exclusive else after, out, pos)
-    return [out]
+    check_signless(op, x.type.element_type)
+    return [running_scan(b, op, x, axis, 1, b.mul)]
 
 
 def lower_reverse_sequence(b: KernelBuilder, op, ins):
