@@ -48,3 +48,15 @@ def test_lrn_of_a_constant_folds_to_the_run_time_answer(shape, size):
     ref = ort_run(make_model([node], [("x", x)], ["y"]), [x])[0]
     assert "LRN" not in str(ck.optimize_onnx(ck.import_onnx(folded)))
     np.testing.assert_allclose(ck.compile(folded, asm=False).run()[0], ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_lp_normalization_of_a_constant_folds_to_the_run_time_answer(p, axis):
+    # The reference evaluator's L1 norm forgot the absolute value: mixed signs cancelled.
+    x = np.array([[1.0, -2.0, 0.5], [3.0, 4.0, -1.0]], F32)
+    node = N("LpNormalization", ["x"], ["y"], name="lp", p=p, axis=axis)
+    folded = make_model([node], [], ["y"], inits=[("x", x)])
+    ref = ort_run(make_model([node], [("x", x)], ["y"]), [x])[0]
+    assert "LpNormalization" not in str(ck.optimize_onnx(ck.import_onnx(folded)))
+    np.testing.assert_allclose(ck.compile(folded, asm=False).run()[0], ref, rtol=1e-5, atol=1e-6)
