@@ -234,6 +234,20 @@ class Emitter:
         cur = self.b.load(self.status)
         self.b.store(self.b.select(ok, cur, code), self.status)
 
+    def maxnum(self, x, y):
+        """The larger number, a NaN operand ignored (IEEE maxNum). x86-64 and NVPTX have it as
+        an instruction (llvm.maxnum); elsewhere LLVM calls libm's fmaxf, which the emulated
+        machines do not provide, so it is spelled out: max(x, y), but the other operand where
+        one is NaN."""
+        b = self.b
+        if self.target.triple.split("-")[0] in ("x86_64", "nvptx64", "nvptx"):
+            name = f"llvm.maxnum.{_type_suffix(x.type)}"
+            fn = self.module.globals.get(name) or ir.Function(
+                self.module, ir.FunctionType(x.type, [x.type] * 2), name)
+            return b.call(fn, [x, y])
+        larger = b.select(b.fcmp_ordered(">", x, y), x, y)
+        return b.select(b.fcmp_unordered("uno", y, y), x, larger)
+
     def safe_divide(self, kind, x, y):
         """Signed integer x / y or x % y, guarded: y == 0 and INT_MIN / -1 trap on most CPUs
         (SIGFPE on x86, a fixed-point-divide exception on s390x) and are undefined in LLVM, so
@@ -482,6 +496,8 @@ class Emitter:
             fn = self.module.globals.get(name) or ir.Function(
                 self.module, ir.FunctionType(v[0].type, [v[0].type] * 2), name)
             return b.call(fn, [v[0], v[1]])
+        if n == "maxnumf":
+            return self.maxnum(v[0], v[1])
         if n in ("maxsi", "minsi"):
             # i1 holds booleans: signed, true would be -1 and max(true, false) false.
             cmp = b.icmp_unsigned if v[0].type == ir.IntType(1) else b.icmp_signed

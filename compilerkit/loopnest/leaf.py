@@ -44,6 +44,7 @@ RCX, R11 = GPR["rcx"], GPR["r11"]
 FLOAT_OPS = {"arith.addf": "VEX_VADDPS_YMM_YMM_YMMM256", "arith.subf": "VEX_VSUBPS_YMM_YMM_YMMM256",
              "arith.mulf": "VEX_VMULPS_YMM_YMM_YMMM256", "arith.divf": "VEX_VDIVPS_YMM_YMM_YMMM256",
              "arith.maximumf": "VEX_VMAXPS_YMM_YMM_YMMM256",
+             "arith.maxnumf": "VEX_VMAXPS_YMM_YMM_YMMM256",
              "arith.minimumf": "VEX_VMINPS_YMM_YMM_YMMM256",
              "arith.negf": None, "math.absf": None, "math.sqrt": None, "arith.select": None,
              "arith.cmpf": None, "math.exp": None, "math.log": None}
@@ -540,6 +541,15 @@ class Leaf:
             t = take()
             a.op(code, t, x, y)
             a.op("VEX_VCMPPS_YMM_YMM_YMMM256_IMM8", dst, x, x, 0x03)
+            a.op("VEX_VBLENDVPS_YMM_YMM_YMMM256_YMM", dst, t, x, dst)
+            free.insert(0, t)
+        elif name == "arith.maxnumf":
+            # maxNum: vmaxps(x, y) is y when either is NaN, which covers a NaN x; a NaN y is
+            # replaced by x.
+            x, y = srcs
+            t = take()
+            a.op(code, t, x, y)
+            a.op("VEX_VCMPPS_YMM_YMM_YMMM256_IMM8", dst, y, y, 0x03)
             a.op("VEX_VBLENDVPS_YMM_YMM_YMMM256_YMM", dst, t, x, dst)
             free.insert(0, t)
         elif code is not None:

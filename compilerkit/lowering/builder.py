@@ -94,12 +94,14 @@ class KernelBuilder:
         return self.add(arith.ConstantOp(IntegerAttr(int(value), elem)))
 
     def binary(self, kind: str, a, b):
-        """kind in add/sub/mul/div/max/min; picks the float or integer arith op."""
+        """kind in add/sub/mul/div/max/min/maxnum; picks the float or integer arith op."""
         f = is_float(a.type)
         op = {
             "add": (arith.AddfOp, arith.AddiOp), "sub": (arith.SubfOp, arith.SubiOp),
             "mul": (arith.MulfOp, arith.MuliOp), "div": (arith.DivfOp, arith.DivSIOp),
             "max": (arith.MaximumfOp, arith.MaxSIOp), "min": (arith.MinimumfOp, arith.MinSIOp),
+            # the larger number, a NaN ignored (IEEE maxNum): MaxPool's taps
+            "maxnum": (arith.MaxnumfOp, arith.MaxSIOp),
         }[kind][0 if f else 1]
         return self.add(op(a, b))
 

@@ -43,7 +43,7 @@ import numpy as np
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering import conv as conv_
-from compilerkit.lowering.builder import KernelBuilder, memref_type, shape
+from compilerkit.lowering.builder import KernelBuilder, is_float, memref_type, shape
 from compilerkit.lowering.conv import MAX_TAPS, conv_geometry
 from compilerkit.lowering.matmul import fill
 
@@ -116,8 +116,12 @@ def lower_pool(b: KernelBuilder, op, ins, module=None):
     st, dil, pads = conv_geometry(op, in_sp, k_sp, out_sp)
     win = _Window(x, out_dims, k_sp, st, dil, pads)
     r, elem = win.r, win.elem
-    identity = -math.inf if is_max else 0.0
-    fold = "max" if is_max else "add"
+    # Taps fold with maxNum, which skips a NaN: as ONNX's reference evaluator and onnxruntime's
+    # 1D kernel do (its 2D/3D kernels give NaN exactly when a window's last tap is NaN: an
+    # artifact of tap order). Its identity is NaN, so padding (read as NaN) is skipped too and
+    # a window with no number in it stays NaN.
+    identity = (math.nan if is_float(elem) else -math.inf) if is_max else 0.0
+    fold = "maxnum" if is_max else "add"
     out = b.alloc(out_dims, elem)
     if math.prod(out_dims) == 0:
         return [out]

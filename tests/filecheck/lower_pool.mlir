@@ -1,18 +1,19 @@
 // RUN: python -m compilerkit.opt --split-input-file -p lower-to-krnl %s | filecheck %s
 // Pooling (lowering/pool.py): one nest over the output positions (per batch entry, after a
 // copy, when the pool is padded), the last output axis innermost; its body folds the window's taps, unrolled in kernel order, into
-// one value starting at the reduction's identity (-inf for max, 0 for average), divides it by
+// one value starting at the reduction's identity (NaN for max, whose maxnumf skips a NaN, so a
+// window of padding and NaNs only stays NaN; 0 for average), divides it by
 // the window's count (AveragePool: a krnl.global of counts, taps inside x or inside the padded x
 // with count_include_pad) and stores it once. A padded pool first copies x[n] into a scratch
 // buffer [1, C, padded spatial] (conv.py's [groups, C/g, ...] with one group, index 0) whose
-// border holds the padding value (-inf for max, 0 for average), written whole inside the batch
+// border holds the padding value (NaN for max, 0 for average), written whole inside the batch
 // loop by conv._copy_in (border first, then x inside), so no tap is guarded; a padded strided
 // MaxPool splits the scratch's last axis by column phase instead (conv._phase_scratch,
 // conv._copy_phases).
 
 // MaxPool 2x2, stride 2 on [1, 1, 4, 4] -> [1, 1, 2, 2] (the Indices output absent: none):
-// nothing padded, so one nest over the output reads x at (2 oh + kh, 2 ow + kw) directly; -inf
-// is 0xff800000.
+// nothing padded, so one nest over the output reads x at (2 oh + kh, 2 ow + kw) directly; NaN
+// is 0x7fc00000.
 func.func @maxpool_2x2_s2(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x2x2xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
   %y, %idx = "onnx.MaxPool"(%x) {kernel_shape = [2, 2], strides = [2, 2], onnx_node_name = "mp"} : (tensor<1x1x4x4xf32>) -> (tensor<1x1x2x2xf32>, none)
   func.return %y : tensor<1x1x2x2xf32>
@@ -22,18 +23,18 @@ func.func @maxpool_2x2_s2(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x2x2xf32> attrib
 // CHECK-NOT:     krnl.alloc
 // CHECK:         "krnl.define_loops"() {{.*}} -> (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop)
 // CHECK:         ^bb0([[N:%[0-9]+]]: index, [[C:%[0-9]+]]: index, [[OH:%[0-9]+]]: index, [[OW:%[0-9]+]]: index):
-// CHECK-NEXT:      [[NINF:%[0-9]+]] = arith.constant 0xff800000 : f32
+// CHECK-NEXT:      [[NAN:%[0-9]+]] = arith.constant 0x7fc00000 : f32
 // CHECK-NEXT:      [[S:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:      [[H:%[0-9]+]] = arith.muli [[OH]], [[S]] : index
 // CHECK-NEXT:      [[S2:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:      [[W:%[0-9]+]] = arith.muli [[OW]], [[S2]] : index
 // CHECK-NEXT:      [[V:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[C]], [[H]], [[W]])
-// CHECK-NEXT:      [[M:%[0-9]+]] = arith.maximumf [[NINF]], [[V]] : f32
+// CHECK-NEXT:      [[M:%[0-9]+]] = arith.maxnumf [[NAN]], [[V]] : f32
 // Tap (0, 1): column 2 ow + 1.
 // CHECK:           [[W1:%[0-9]+]] = arith.addi {{%[0-9]+}}, {{%[0-9]+}} : index
 // CHECK-NEXT:      [[V1:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[C]], {{%[0-9]+}}, [[W1]])
-// CHECK-NEXT:      [[M1:%[0-9]+]] = arith.maximumf [[M]], [[V1]] : f32
-// CHECK-COUNT-2:   arith.maximumf
+// CHECK-NEXT:      [[M1:%[0-9]+]] = arith.maxnumf [[M]], [[V1]] : f32
+// CHECK-COUNT-2:   arith.maxnumf
 // CHECK-NEXT:      "krnl.store"({{%[0-9]+}}, [[Y]], [[N]], [[C]], [[OH]], [[OW]])
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 2 : i64]]
 // CHECK-NOT:     arith.select
@@ -41,8 +42,8 @@ func.func @maxpool_2x2_s2(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x2x2xf32> attrib
 
 // -----
 // MaxPool 3x3, pads 1, stride 1 on [1, 1, 3, 3] -> [1, 1, 3, 3]: a [1, 1, 5, 5] scratch
-// (extent max(1 + 3, 2 + 2 + 1) = 5; it used to be [1, 5, 5], zeroed and then set to -inf
-// outside the batch loop), set to -inf (no zero pass) inside the batch loop at group index 0;
+// (extent max(1 + 3, 2 + 2 + 1) = 5; it used to be [1, 5, 5], zeroed and then set to the identity
+// outside the batch loop), set to NaN (no zero pass) inside the batch loop at group index 0;
 // x lands at (h + 1, w + 1); tap (kh, kw) reads scratch[0, c, oh + kh, ow + kw]: nine
 // unguarded loads.
 func.func @maxpool_pads(%x: tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
@@ -56,8 +57,8 @@ func.func @maxpool_pads(%x: tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32> attribut
 // CHECK:         ^bb0([[N:%[0-9]+]]: index):
 // CHECK-NEXT:      [[G0:%[0-9]+]] = arith.constant 0 : index
 // CHECK:           ^bb0([[Z0:%[0-9]+]]: index, [[Z1:%[0-9]+]]: index, [[Z2:%[0-9]+]]: index):
-// CHECK-NEXT:        [[NINF:%[0-9]+]] = arith.constant 0xff800000 : f32
-// CHECK-NEXT:        "krnl.store"([[NINF]], [[P]], [[G0]], [[Z0]], [[Z1]], [[Z2]])
+// CHECK-NEXT:        [[NAN:%[0-9]+]] = arith.constant 0x7fc00000 : f32
+// CHECK-NEXT:        "krnl.store"([[NAN]], [[P]], [[G0]], [[Z0]], [[Z1]], [[Z2]])
 // CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 5 : i64], [0 : i64, 5 : i64]]
 // CHECK:         ^bb0([[CC:%[0-9]+]]: index, [[H:%[0-9]+]]: index, [[W:%[0-9]+]]: index):
 // CHECK:           [[V:%[0-9]+]] = "krnl.load"([[X]], [[N]], {{%[0-9]+}}, [[H]], [[W]])
@@ -67,23 +68,23 @@ func.func @maxpool_pads(%x: tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32> attribut
 // CHECK-NEXT:      [[W1:%[0-9]+]] = arith.addi [[W]], [[ONE2]] : index
 // CHECK-NEXT:      "krnl.store"([[V]], [[P]], [[G0]], [[CC]], [[H1]], [[W1]])
 // CHECK:         ^bb0([[C:%[0-9]+]]: index, [[OH:%[0-9]+]]: index, [[OW:%[0-9]+]]: index):
-// CHECK-NEXT:      [[I:%[0-9]+]] = arith.constant 0xff800000 : f32
+// CHECK-NEXT:      [[I:%[0-9]+]] = arith.constant 0x7fc00000 : f32
 // CHECK-NEXT:      [[GA:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:      [[T:%[0-9]+]] = "krnl.load"([[P]], [[GA]], [[C]], [[OH]], [[OW]])
-// CHECK-NEXT:      [[M:%[0-9]+]] = arith.maximumf [[I]], [[T]] : f32
+// CHECK-NEXT:      [[M:%[0-9]+]] = arith.maxnumf [[I]], [[T]] : f32
 // CHECK-NEXT:      [[K1:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:      [[OW1:%[0-9]+]] = arith.addi [[OW]], [[K1]] : index
 // CHECK-NEXT:      [[GB:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:      [[T1:%[0-9]+]] = "krnl.load"([[P]], [[GB]], [[C]], [[OH]], [[OW1]])
-// CHECK-NEXT:      arith.maximumf [[M]], [[T1]] : f32
-// CHECK-COUNT-7:   arith.maximumf
+// CHECK-NEXT:      arith.maxnumf [[M]], [[T1]] : f32
+// CHECK-COUNT-7:   arith.maxnumf
 // CHECK-NEXT:      "krnl.store"({{%[0-9]+}}, [[Y]], [[N]], [[C]], [[OH]], [[OW]])
 // CHECK-NOT:     arith.select
 
 // -----
 // MaxPool 3x3, stride 2, pads 1 on [1, 1, 5, 5] -> [1, 1, 3, 3] (ResNet's stem pool): the
 // padded row is 7 long, split into 2 phases of ceil(7 / 2) = 4 ([1, 1, 7, 2, 4]: one group,
-// C = 1, 7 padded rows; set to -inf inside the batch loop); input column w sits
+// C = 1, 7 padded rows; set to NaN inside the batch loop); input column w sits
 // at padded column w + 1: phase (w + 1) % 2, position (w + 1) // 2. Tap (kh, kw) reads row
 // 2 oh + kh, phase kw % 2, position ow + kw // 2: consecutive along the output row.
 func.func @maxpool_s2_pads_phases(%x: tensor<1x1x5x5xf32>) -> tensor<1x1x3x3xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
@@ -96,8 +97,8 @@ func.func @maxpool_s2_pads_phases(%x: tensor<1x1x5x5xf32>) -> tensor<1x1x3x3xf32
 // CHECK:         ^bb0([[N:%[0-9]+]]: index):
 // CHECK-NEXT:      [[G0:%[0-9]+]] = arith.constant 0 : index
 // CHECK:           ^bb0([[Z0:%[0-9]+]]: index, [[Z1:%[0-9]+]]: index, [[Z2:%[0-9]+]]: index, [[Z3:%[0-9]+]]: index):
-// CHECK-NEXT:        [[NINF:%[0-9]+]] = arith.constant 0xff800000 : f32
-// CHECK-NEXT:        "krnl.store"([[NINF]], [[P]], [[G0]], [[Z0]], [[Z1]], [[Z2]], [[Z3]])
+// CHECK-NEXT:        [[NAN:%[0-9]+]] = arith.constant 0x7fc00000 : f32
+// CHECK-NEXT:        "krnl.store"([[NAN]], [[P]], [[G0]], [[Z0]], [[Z1]], [[Z2]], [[Z3]])
 // CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 7 : i64], [0 : i64, 2 : i64], [0 : i64, 4 : i64]]
 // Input columns 2j (phase 1, position j) and 2j + 1 (phase 0, position j + 1) for j < 2 in one
 // nest: both column phases have j = 0 and 1, so it reads neighbouring columns (an interleaved
@@ -126,24 +127,24 @@ func.func @maxpool_s2_pads_phases(%x: tensor<1x1x5x5xf32>) -> tensor<1x1x3x3xf32
 // CHECK:           "krnl.store"({{%[0-9]+}}, [[P]], [[G0]], [[C2]], {{%[0-9]+}}, {{%[0-9]+}}, [[J2]])
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 5 : i64], [2 : i64, 3 : i64]]
 // CHECK:         ^bb0([[C:%[0-9]+]]: index, [[OH:%[0-9]+]]: index, [[OW:%[0-9]+]]: index):
-// CHECK-NEXT:      [[I:%[0-9]+]] = arith.constant 0xff800000 : f32
+// CHECK-NEXT:      [[I:%[0-9]+]] = arith.constant 0x7fc00000 : f32
 // CHECK-NEXT:      [[S:%[0-9]+]] = arith.constant 2 : index
 // CHECK-NEXT:      [[R:%[0-9]+]] = arith.muli [[OH]], [[S]] : index
 // CHECK-NEXT:      [[F0:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:      [[GA:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:      [[T0:%[0-9]+]] = "krnl.load"([[P]], [[GA]], [[C]], [[R]], [[F0]], [[OW]])
-// CHECK-NEXT:      [[M0:%[0-9]+]] = arith.maximumf [[I]], [[T0]] : f32
+// CHECK-NEXT:      [[M0:%[0-9]+]] = arith.maxnumf [[I]], [[T0]] : f32
 // CHECK:           [[F1:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:      [[GB:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:      [[T1:%[0-9]+]] = "krnl.load"([[P]], [[GB]], [[C]], {{%[0-9]+}}, [[F1]], [[OW]])
-// CHECK-NEXT:      [[M1:%[0-9]+]] = arith.maximumf [[M0]], [[T1]] : f32
+// CHECK-NEXT:      [[M1:%[0-9]+]] = arith.maxnumf [[M0]], [[T1]] : f32
 // CHECK:           [[F2:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:      [[K:%[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:      [[OW1:%[0-9]+]] = arith.addi [[OW]], [[K]] : index
 // CHECK-NEXT:      [[GC:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:      [[T2:%[0-9]+]] = "krnl.load"([[P]], [[GC]], [[C]], {{%[0-9]+}}, [[F2]], [[OW1]])
-// CHECK-NEXT:      arith.maximumf [[M1]], [[T2]] : f32
-// CHECK-COUNT-6:   arith.maximumf
+// CHECK-NEXT:      arith.maxnumf [[M1]], [[T2]] : f32
+// CHECK-COUNT-6:   arith.maxnumf
 // CHECK-NEXT:      "krnl.store"({{%[0-9]+}}, [[Y]], [[N]], [[C]], [[OH]], [[OW]])
 
 // -----
@@ -151,7 +152,7 @@ func.func @maxpool_s2_pads_phases(%x: tensor<1x1x5x5xf32>) -> tensor<1x1x3x3xf32
 // Per axis, window 0 covers rows -1, 0 (1 inside x), window 1 rows 1, 2 (2 inside); with
 // count_include_pad = 0 the divisors are the products [[1, 2], [2, 4]]. The scratch is
 // [1, 1, 4, 4] (one group, C = 1, extent max(1 + 3, 2 + 1 + 1) = 4), zero-bordered inside the
-// batch loop (never -inf); the sum starts at 0 and takes the taps in kernel order.
+// batch loop (never NaN); the sum starts at 0 and takes the taps in kernel order.
 func.func @avgpool_exclude_pad(%x: tensor<1x1x3x3xf32>) -> tensor<1x1x2x2xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
   %y = "onnx.AveragePool"(%x) {kernel_shape = [2, 2], strides = [2, 2], pads = [1, 1, 1, 1], onnx_node_name = "ap"} : (tensor<1x1x3x3xf32>) -> tensor<1x1x2x2xf32>
   func.return %y : tensor<1x1x2x2xf32>
@@ -161,7 +162,7 @@ func.func @avgpool_exclude_pad(%x: tensor<1x1x3x3xf32>) -> tensor<1x1x2x2xf32> a
 // CHECK:         [[P:%[0-9]+]] = "krnl.alloc"() {{.*}} -> memref<1x1x4x4xf32>
 // CHECK-NEXT:    [[CNT:%[0-9]+]] = "krnl.global"() {sym_name = "pool_count_{{[0-9]+}}", value = dense<{{\[\[}}1.000000e+00, 2.000000e+00], [2.000000e+00, 4.000000e+00]]> : tensor<2x2xf32>
 // CHECK-SAME:      -> memref<2x2xf32>
-// CHECK-NOT:     0xff800000
+// CHECK-NOT:     0x7fc00000
 // CHECK:         ^bb0([[N:%[0-9]+]]: index):
 // CHECK-NEXT:      [[G0:%[0-9]+]] = arith.constant 0 : index
 // CHECK:             [[Z:%[0-9]+]] = arith.constant 0.000000e+00 : f32
