@@ -534,22 +534,14 @@ class Leaf:
         a = self.frame.asm
         name = op.name
         code = FLOAT_OPS[name]
-        if name in ("arith.maximumf", "arith.minimumf"):
-            # NaN-propagating, as LLVM's lowering: vmaxps(x, y) is y when either is NaN, which
-            # covers a NaN y; a NaN x is blended back in.
+        if name in ("arith.maximumf", "arith.minimumf", "arith.maxnumf"):
+            # vmaxps(x, y) is y when either is NaN. NaN-propagating max/min (as LLVM's lowering)
+            # blends a NaN x back in; maxNum blends x in where y is NaN (a NaN x is covered).
             x, y = srcs
+            nan_of = y if name == "arith.maxnumf" else x
             t = take()
             a.op(code, t, x, y)
-            a.op("VEX_VCMPPS_YMM_YMM_YMMM256_IMM8", dst, x, x, 0x03)
-            a.op("VEX_VBLENDVPS_YMM_YMM_YMMM256_YMM", dst, t, x, dst)
-            free.insert(0, t)
-        elif name == "arith.maxnumf":
-            # maxNum: vmaxps(x, y) is y when either is NaN, which covers a NaN x; a NaN y is
-            # replaced by x.
-            x, y = srcs
-            t = take()
-            a.op(code, t, x, y)
-            a.op("VEX_VCMPPS_YMM_YMM_YMMM256_IMM8", dst, y, y, 0x03)
+            a.op("VEX_VCMPPS_YMM_YMM_YMMM256_IMM8", dst, nan_of, nan_of, 0x03)
             a.op("VEX_VBLENDVPS_YMM_YMM_YMMM256_YMM", dst, t, x, dst)
             free.insert(0, t)
         elif code is not None:
