@@ -11,6 +11,8 @@ LAB_ARGS ?=
 # JupyterLab refuses to run as root (containers, CI) unless told it may.
 ROOT_ARGS := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test` (0: one process); tests/conftest.py groups the work.
+TEST_WORKERS ?= 2
 FIGURES_DIR ?= figures
 
 .PHONY: venv lab test figures docs bench fuzz lint clean
@@ -37,7 +39,7 @@ lab: $(STAMP)
 # The whole suite: unit, property, snapshot (lit), notebook and browser tests (the docs site's
 # browser test needs the docs extra).
 test: $(STAMP) $(DOCS_STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The paper-figure notebooks at full size into $(FIGURES_DIR)/ (PNG, HTML, manifest.json,
 # REPORT.md); SMOKE=1 runs them at the test suite's small sizes. ONLY=12,14 reruns just those

@@ -115,14 +115,33 @@ def on_threads(work, n: int) -> list:
     return errors
 
 
+# Node-test results by case name, for this pytest process: the whole-registry run
+# (test_onnx_backend.py) and the per-family runs (test_ops_*.py) check the same cases, so each
+# case is compiled and run once and its result shared (the result is deterministic: fixed data,
+# fixed options).
+_NODE_RESULTS: dict = {}
+
+
+def node_results(cases) -> list:
+    """`conformance.run_node_case` for each of `cases`, each case run at most once per process."""
+    from compilerkit import conformance
+
+    out = []
+    for case in cases:
+        if case.name not in _NODE_RESULTS:
+            _NODE_RESULTS[case.name] = conformance.run_node_case(case)
+        out.append(_NODE_RESULTS[case.name])
+    return out
+
+
 def node_test_passes(ops) -> dict:
     """Run every ONNX backend node test that uses one of `ops`; fail on any wrong answer and
     return, per op, how many cases passed (a case of several ops counts for each)."""
     from compilerkit import conformance
 
     ops = set(ops)
-    cases = [c for c in conformance.node_cases() if ops & set(conformance._ops_of(c.model))]
-    results = [conformance.run_node_case(c) for c in cases]
+    results = node_results(c for c in conformance.node_cases()
+                           if ops & set(conformance._ops_of(c.model)))
     wrong = [r.name for r in results if r.status == conformance.WRONG]
     assert not wrong, f"wrong answers: {wrong}"
     passed = {op: sum(r.status == conformance.PASSED and op in r.op.split("+")

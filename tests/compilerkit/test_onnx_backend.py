@@ -9,13 +9,15 @@ A case refused as given is retried as onnx-mlir's "constant-input" + "static" va
 `conformance.constant_static_variant`). Both counts are printed."""
 
 import pytest
+from ckhelpers import node_results
 
 from compilerkit import conformance
 
 
 @pytest.mark.slow
 def test_onnx_node_tests():
-    results = conformance.run_node_tests()
+    # Shared with the per-family tests (test_ops_*.py): each case runs once per session.
+    results = node_results(conformance.node_cases())
     t = conformance.totals(results)
     wrong = sorted(r.name for r in results if r.status == conformance.WRONG)
     print(f"\nONNX node tests for supported ops: {t['cases']} cases, {t['passed']} pass as "
