@@ -299,8 +299,8 @@ def _cell(value) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-# What issue 7 asks REPORT.md to put side by side: (topic, notebook, figure name without the
-# smoke suffix, or None for every figure of that notebook).
+# The papers' headline results REPORT.md puts side by side: (topic, notebook, figure name
+# without the smoke suffix, or None for every figure of that notebook).
 TOPICS = [
     ("ResNet-50 largest batch with swapping", "04_tflms_batch_size.ipynb",
      "tflms_resnet50_batch_ratio"),
@@ -375,7 +375,7 @@ def _links(entry: dict) -> str:
 
 
 def write_report(manifest: dict, out_dir: Path) -> Path:
-    """figures/REPORT.md: the papers' numbers beside ours, per topic of issue 7 and per figure."""
+    """figures/REPORT.md: the papers' numbers beside ours, per topic and per figure."""
     versions = manifest.get("versions", {})
     figures = manifest.get("figures", {})
     size = {True: "smoke (`SMOKE=1`: small sizes, not the papers' settings)",

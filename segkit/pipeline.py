@@ -1,4 +1,4 @@
-"""End to end (issue 17 item 3): image -> boundary nets compiled by compilerkit -> a patch loop
+"""End to end: image -> boundary nets compiled by compilerkit -> a patch loop
 over the volume -> affinities -> watershed + agglomeration -> scores against ground truth.
 
 The steps, each a function a notebook can call on its own:

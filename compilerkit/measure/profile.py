@@ -304,7 +304,7 @@ def bench_figure(result: dict, floor: float | None = None):
     fig.add_hline(y=floor, line_dash="dash", line_color="#e15759", row=1, col=1)
     # On a log axis an annotation's y is log10 of the value.
     fig.add_annotation(x=1, xref="x domain", y=math.log10(floor), yref="y", showarrow=False,
-                       text=f"issue 12 floor: {floor}x", xanchor="right", yanchor="top",
+                       text=f"target floor: {floor}x", xanchor="right", yanchor="top",
                        font_color="#e15759")
     fig.add_hline(y=1.0, line_dash="dot", line_color="#888", row=1, col=1)
     stages = list(dict.fromkeys(k for r in rows for k in r["stage_s"]))

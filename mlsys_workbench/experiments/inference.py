@@ -301,7 +301,7 @@ def bench(model=None, sides=None, volume_shape=BENCH_VOLUME, caps=BENCH_CAPS,
           repeat: int = 3, progress: bool = True, machine=None) -> dict:
     """The ZNNi curve of `model` (default znn_net()) measured per algorithm and side, and the
     planner's pick per RAM cap against the best measured (`compare_plans`), with the load
-    before and after. Goals (issue 15): the pick within 10% of the best measured, and at
+    before and after. Goals: the pick within 10% of the best measured, and at
     least 2x the smallest valid patch."""
     from compilerkit import roofline as rl
 
