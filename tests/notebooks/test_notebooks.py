@@ -36,6 +36,17 @@ def test_stored_without_outputs(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_cell_has_an_id(path):
+    """nbformat 4.5 cell ids: without them every read prints a MissingIDFieldWarning (log noise
+    in `make figures`), and a future nbformat refuses the file."""
+    import json
+
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    missing = [i for i, cell in enumerate(cells) if "id" not in cell]
+    assert not missing, f"{path.name}: cells {missing} have no id"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_solutions_are_folded(path):
     """An exercise's solution opens collapsed in JupyterLab, so reading on does not give it away."""
     nb = nbformat.read(path, as_version=4)
