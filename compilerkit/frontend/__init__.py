@@ -67,6 +67,7 @@ from compilerkit.frontend.hygiene import (
     text,
 )
 from compilerkit.frontend.old_opsets import upgrade
+from compilerkit.frontend.sequences import rewrite as rewrite_sequences
 from compilerkit.frontend.tensors import sparse_to_dense, to_array
 
 __all__ = ["ModelError", "UnsupportedOpError", "OptionError", "DeclaredShapeWarning",
@@ -284,6 +285,8 @@ def import_model(model, input_shapes: dict | None = None,
 def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
     budget = DEFAULT_MAX_BYTES if max_bytes is None else check_max_bytes(max_bytes)
     input_shapes = check_input_shapes(input_shapes)
+    # Sequences and optionals known when compiling become lists of tensors (sequences.py).
+    proto, _ = rewrite_sequences(proto, input_shapes)
     # What compilerkit does not compile is refused as unsupported before the hygiene checks,
     # which would otherwise misread it (a subgraph's outer-scope reads look unsorted to the
     # checker; a sequence input has no tensor shape).
