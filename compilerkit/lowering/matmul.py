@@ -14,10 +14,14 @@ emulated targets), and multiplied strip by strip (`emit_strip_matmul`): the kern
 strip in place instead of packing it on every call (codegen/microkernel.py: `ldb == NR`).
 The lanes are the `lanes` option of the `lower-to-krnl` pass (the compile sets the target's;
 `python -m compilerkit.opt -p lower-to-krnl` without it stores AVX-512's). Same sums in the
-same order as B read whole: same bits.
+same order as B read whole: same bits. MatMul with a constant 2-D B (x @ W, a transformer's
+projections) takes the same path where it measured faster (`_constant_strips`), all of A's
+batch rows as the rows of one product.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -88,7 +92,7 @@ def integer_matmul(b: KernelBuilder, a, bm, out, batch, m, n, k, trans_a=False, 
         b.store(b.add_(b.load(out, at), b.mul(b.load(a, a_at), b.load(bm, b_at))), out, at)
 
 
-def lower_matmul(b: KernelBuilder, op, ins):
+def lower_matmul(b: KernelBuilder, op, ins, module=None):
     a, bm = ins
     sa, sb = list(shape(a)), list(shape(bm))
     a2 = [1] + sa if len(sa) == 1 else sa
@@ -104,6 +108,14 @@ def lower_matmul(b: KernelBuilder, op, ins):
                        m, n, k)
         return [out]
     a_batch, b_batch = a2[:-2], b2[:-2]
+    rows = math.prod(batch) * m
+    strips = _constant_strips(b, op, module, rows, n, k) if len(sb) == 2 else None
+    if strips is not None:
+        # x @ W with a constant W: every batch entry's rows are rows of one product.
+        zero = b.index(0)
+        emit_strip_matmul(b, a, strips, out, rows, n, k, [zero, zero, zero],
+                          (k, 1), n, strip_width(n, b.lanes))
+        return [out]
     with b.nest(batch) as ivs:
         # Element offsets of this batch entry in each flat buffer (broadcast batch dims).
         def offset(dims, mat_size):
@@ -116,6 +128,29 @@ def lower_matmul(b: KernelBuilder, op, ins):
                 b.affine([(iv, s * m * n) for iv, s in zip(ivs, strides(batch), strict=True)])]
         emit_matmul(b, a, bm, out, m, n, k, offs, (k, 1), n, n)
     return [out]
+
+
+STRIP_MIN_ROWS = 24  # fewer rows: the micro-kernel reads B in place anyway (PACK_MIN_ROWS)
+STRIP_MAX_COLUMNS = 512  # wider: one product per strip re-reads A too often
+
+
+def _constant_strips(b: KernelBuilder, op, module, m: int, n: int, k: int):
+    """A constant 2-D float B (a layer's weights) as `in_strips` in the module, for the
+    micro-kernel to read in place (the module docstring); None when B is not constant, the
+    target has no vectors, or N is not whole strips (C would need padding columns), and
+    outside the sizes where it measured faster than packing B (1 thread, AVX2: 128 x 256 x
+    256 0.77x -> 0.90x onnxruntime, 64 x 128 x 512 0.73x -> 0.88x, 128 x 1024 x 256 0.83x
+    -> 0.97x; 128 x 256 x 1024 and one-row products were slower in strips)."""
+    if (module is None or b.lanes <= 1 or n % strip_width(n, b.lanes)
+            or m < STRIP_MIN_ROWS or n > STRIP_MAX_COLUMNS):
+        return None
+    elem = op.results[0].type.element_type
+    bnp = onnx_d.constant_value(op.operands[1], module)
+    if bnp is None or not is_float(elem):
+        return None
+    bnp = np.asarray(bnp).reshape(k, n).astype(onnx_d.numpy_dtype(elem), copy=False)
+    return b.constant(in_strips(bnp, strip_width(n, b.lanes)), module,
+                      f"bt_{node_label(op)}", elem)
 
 
 def lower_gemm(b: KernelBuilder, op, ins):

@@ -1,0 +1,85 @@
+"""The kernels transformer blocks spend their time in, against onnxruntime: Softmax and
+LogSoftmax on the last axis (lowering/norm.py: one nest per row, the max and the sum in
+per-lane partials), and MatMul with a constant B (lowering/matmul.py: the weights stored in
+the micro-kernel's strips). Values that tell right from nearly right: rows shorter than one
+strip, rows with a tail, large logits, -inf (a causal mask) and NaN entries; the 2-thread
+answer bit-identical to the 1-thread one."""
+
+import numpy as np
+import pytest
+from ckhelpers import make_model, ort_run
+from onnx import helper
+
+import compilerkit as ck
+from compilerkit.pipeline import compile_to
+
+N = helper.make_node
+R = np.random.default_rng(29)
+
+
+def _softmax_model(op, shape, axis=-1, opset=13):
+    x = np.zeros(shape, np.float32)
+    return make_model([N(op, ["x"], ["y"], axis=axis)], [("x", x)], ["y"], opset=opset)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("shape", [(3, 5), (2, 16), (4, 37), (2, 3, 130)])
+def test_softmax_rows_against_onnxruntime(op, shape):
+    x = (R.standard_normal(shape) * 30).astype(np.float32)
+    x.reshape(-1, shape[-1])[0, 1:] = -np.inf  # a causal mask's first row: one finite entry
+    model = _softmax_model(op, shape)
+    cm = ck.compile(model, asm=False)
+    got = cm.run(x, num_threads=1)[0]
+    ref = ort_run(model, [x])[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+    assert got.tobytes() == cm.run(x, num_threads=2)[0].tobytes()
+
+
+def test_softmax_rows_nan_and_opset_11():
+    """A NaN makes its row NaN and leaves the others alone; opset 11 flattens at axis 1, so a
+    2-D input's rows are the same rows."""
+    x = (R.standard_normal((3, 50)) * 5).astype(np.float32)
+    x[1, 17] = np.nan
+    for opset, axis in ((13, -1), (11, 1)):
+        model = _softmax_model("Softmax", x.shape, axis=axis, opset=opset)
+        got = ck.compile(model, asm=False).run(x)[0]
+        assert np.isnan(got[1]).all() and np.isfinite(got[[0, 2]]).all()
+        np.testing.assert_allclose(got[[0, 2]], ort_run(model, [x])[0][[0, 2]], rtol=1e-5,
+                                   atol=1e-6)
+
+
+def test_softmax_rows_sum_to_one_in_long_rows():
+    """Rows of 4097 (256 strips and a tail of 1): each row's terms are all counted once."""
+    x = R.standard_normal((2, 4097)).astype(np.float32)
+    got = ck.compile(_softmax_model("Softmax", x.shape), asm=False).run(x)[0]
+    np.testing.assert_allclose(got.astype(np.float64).sum(axis=1), 1.0, rtol=1e-5)
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-9)
+
+
+def _matmul(m, k, n, batch=()):
+    w = R.standard_normal((k, n)).astype(np.float32)
+    x = R.standard_normal((*batch, m, k)).astype(np.float32)
+    const = make_model([N("MatMul", ["x", "w"], ["y"])], [("x", x)], ["y"], inits=[("w", w)])
+    given = make_model([N("MatMul", ["x", "w"], ["y"])], [("x", x), ("w", w)], ["y"])
+    return x, w, const, given
+
+
+@pytest.mark.parametrize("m,k,n,batch,strips", [
+    (128, 64, 256, (), True),     # the transformer projection's shape: strips
+    (8, 32, 64, (2, 3), True),    # batch rows gathered into one product (48 rows)
+    (4, 64, 64, (), False),       # few rows: the kernel reads B in place anyway
+    (32, 16, 40, (), False),      # N not whole strips
+    (30, 16, 1024, (), False),    # wide N: packing measured faster
+])
+def test_matmul_constant_weights(m, k, n, batch, strips):
+    """x @ W with W an initializer agrees with W given at run time bit for bit (K within one
+    k tile: the same sums in the same order) and with float64; the strips are used exactly
+    where `_constant_strips` says (a `bt_` global in the Kernel IR)."""
+    x, w, const, given = _matmul(m, k, n, batch)
+    got = ck.compile(const, asm=False).run(x)[0]
+    assert got.tobytes() == ck.compile(given, asm=False).run(x, w)[0].tobytes()
+    want = x.astype(np.float64) @ w.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    kir = compile_to("kernel-ir", const)
+    assert ("bt_" in str(kir)) == strips
