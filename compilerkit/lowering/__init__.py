@@ -79,7 +79,7 @@ LOWERINGS.update({
     "Clip": _with_ctx(elementwise.lower_clip, module=1, opset=1),
     "Cast": _with_ctx(elementwise.lower_cast),
     "Expand": _with_ctx(elementwise.lower_expand),
-    "MatMul": _with_ctx(matmul.lower_matmul),
+    "MatMul": _with_ctx(matmul.lower_matmul, module=1),
     "Gemm": _with_ctx(matmul.lower_gemm),
     "Conv": _with_ctx(conv.lower_conv),
     "ConvTranspose": _with_ctx(conv.lower_conv_transpose),
