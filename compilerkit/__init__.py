@@ -30,14 +30,22 @@ from compilerkit.pipeline import (
     CompiledModel,
     check_module,
     check_opt_level,
+    check_options,
     compile_to,
 )
 from compilerkit.runtime import InputError, RunError, check_num_threads
+from compilerkit.specialize import (
+    DEFAULT_CACHE_SIZE,
+    SpecializationWarning,
+    SpecializedModel,
+    specializing_model,
+)
 
 __all__ = ["compile", "compile_kernel", "compile_to", "import_onnx", "optimize_onnx", "lower",
            "to_llvm", "CompiledModel",
            "ModelError", "UnsupportedOpError", "OptionError", "InputError", "RunError",
-           "DeclaredShapeWarning", "OpsetUpgradeWarning",
+           "DeclaredShapeWarning", "OpsetUpgradeWarning", "SpecializationWarning",
+           "SpecializedModel",
            "SUPPORTED", "print_ir",
            "parse_ir", "Target", "get_backend"]
 
@@ -76,7 +84,8 @@ def to_llvm(kmodule, target: Target | None = None) -> str:
 def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
             asm: bool = True, max_bytes: int | None = None,
             num_threads: int | None = None, codegen: str = "llvm",
-            conv_algorithm: str = "classic", schedule=None) -> CompiledModel:
+            conv_algorithm: str = "classic", schedule=None,
+            specialize_cache: int = DEFAULT_CACHE_SIZE) -> CompiledModel:
     """Compile an ONNX model (path, bytes or ModelProto) for `target` at -O`opt_level`.
     `max_bytes` (default 2 GiB) is the compile budget: no tensor, and not all constants
     together, may need more; a model asking for more gets a ModelError naming the op and size
@@ -94,9 +103,26 @@ def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
     which says why "classic" is the default). `schedule` replaces the Kernel IR schedule
     passes: None (the target's at -O`opt_level`), a pass pipeline string, or "tuned" (after
     `import compilerkit.tune`: LoopTune's policy tunes every matmul nest, cached by shape).
-    Same as `compile_to("native", model, ...)`."""
+    A model with inputs whose values decide shapes (Expand's shape, Range's limits...),
+    sequence or optional inputs, or sequence outputs is compiled on its first run for those
+    values and again for each new one, the last `specialize_cache` forms kept: a
+    SpecializedModel (compilerkit/specialize.py; a SpecializationWarning says so once).
+    Otherwise the same as `compile_to("native", model, ...)`."""
     check_opt_level(opt_level)
     check_num_threads(num_threads)
+    check_options(target, opt_level, input_shapes=input_shapes, max_bytes=max_bytes, asm=asm,
+                  codegen=codegen, conv_algorithm=conv_algorithm, schedule=schedule)
+
+    def compile_form(proto, shapes):
+        cm = compile_to("native", proto, target, opt_level, shapes, max_bytes, asm=asm,
+                        codegen=codegen, conv_algorithm=conv_algorithm, schedule=schedule)
+        cm.num_threads = num_threads
+        return cm
+
+    special = specializing_model(model, compile_form, input_shapes, specialize_cache,
+                                 num_threads)
+    if special is not None:
+        return special
     cm = compile_to("native", model, target, opt_level, input_shapes, max_bytes, asm=asm,
                     codegen=codegen, conv_algorithm=conv_algorithm, schedule=schedule)
     cm.num_threads = num_threads

@@ -263,10 +263,12 @@ class _Rewriter:
                     else:
                         elems = [] if opt == EMPTY else [opt[1]]
                 names = []
+                elem = _element_type(o.type)
                 for e in elems:  # each element its own output, made by a node of its own
                     names.append(self.fresh(o.name))
                     self.add("Identity", [e], [names[-1]], "output")
-                    outputs.append(helper.make_tensor_value_info(names[-1], 0, None))
+                    outputs.append(helper.make_tensor_value_info(names[-1], elem, None)
+                                   if elem else helper.make_empty_tensor_value_info(names[-1]))
                 layout.append((kind, names))
             else:
                 outputs.append(o)
@@ -490,6 +492,18 @@ class _Rewriter:
             self.seqs[y] = list(self.seqs[x])
         else:  # a tensor, optional or not (opset 18 takes both)
             self.add("Identity", [x], [y], label)
+
+
+def _element_type(tp) -> int:
+    """The element type of the tensors inside a sequence or optional type (0: not said)."""
+    kind = tp.WhichOneof("value")
+    if kind == "tensor_type":
+        return tp.tensor_type.elem_type
+    if kind == "sequence_type":
+        return _element_type(tp.sequence_type.elem_type)
+    if kind == "optional_type":
+        return _element_type(tp.optional_type.elem_type)
+    return 0
 
 
 def element_count(layout) -> int:
