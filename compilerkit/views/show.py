@@ -59,8 +59,8 @@ def _selected(node: dict, nodes, ops) -> bool:
     return node["name"] in nodes
 
 
-def node_excerpt(source, stage: str, nodes=None, ops=None, max_lines: int = 40,
-                 width: int = 130, tags: bool = False) -> str:
+def node_excerpt(source, stage: str, nodes=None, ops=None, span: bool = False,
+                 max_lines: int = 40, width: int = 130, tags: bool = False) -> str:
     """The lines of one IR stage that came from some ONNX nodes, so that one attention or one
     LayerNorm of a whole model fits a screen.
 
@@ -68,7 +68,9 @@ def node_excerpt(source, stage: str, nodes=None, ops=None, max_lines: int = 40,
     (``Provenance(onnx_module, kmodule)``: the ONNX IR after `optimize_onnx`, the Kernel IR
     from `lower`). `stage`: "onnx-ir" or "kernel-ir". The nodes are chosen by `nodes` (a
     regular expression searched in each node's name, or a collection of names) and/or `ops`
-    (ONNX op types: needs the ONNX IR, which says each node's op). The chosen nodes' lines
+    (ONNX op types: needs the ONNX IR, which says each node's op); with `span`, every node
+    from the first chosen to the last (the helper nodes an exporter put between the nodes of
+    one layer, which carry no layer name, come along). The chosen nodes' lines
     come in program order as compilerkit prints them, at most `max_lines` per node (then a
     line saying how many more). In the Kernel IR each node's lines follow a header
     ``// <node> (<op>)``; in the ONNX IR (one line per op, its result named after the node)
@@ -89,7 +91,10 @@ def node_excerpt(source, stage: str, nodes=None, ops=None, max_lines: int = 40,
         if all(n["op"] is None for n in known):
             raise ValueError("selecting by op type needs the ONNX IR module (it says each "
                              "node's op): build the Provenance with it")
-    chosen = [n for n in known if _selected(n, nodes, ops)]
+    picked = [k for k, n in enumerate(known) if _selected(n, nodes, ops)]
+    if span and picked:
+        picked = list(range(picked[0], picked[-1] + 1))
+    chosen = [known[k] for k in picked]
     if not chosen:
         raise ValueError(f"no node of the {stage} matches nodes={nodes!r}, ops={ops!r}; "
                          f"nodes are e.g. {[n['name'] for n in known[:6]]}")

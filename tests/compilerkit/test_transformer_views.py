@@ -85,6 +85,10 @@ def test_node_excerpt_onnx_ir_is_the_nodes_own_lines(prov):
     # The Softmax between them is left out, and the gap is marked.
     assert [("onnx.Add" in t, t.strip() == "...", "onnx.Reshape" in t) for t in both] == [
         (True, False, False), (False, True, False), (False, False, True)]
+    # With span, every node from the first to the last: the Softmax too (the "..." left is the
+    # folded shape, a Constant and no node).
+    spanned = node_excerpt(prov, "onnx-ir", nodes="^(add|reshape)$", span=True).splitlines()
+    assert ['"onnx.Softmax"' in t for t in spanned] == [False, True, False, False]
 
 
 def test_node_excerpt_kernel_ir_has_a_header_per_node_and_a_cap(prov):
