@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import re
 
-from compilerkit.provenance import IR_STAGES
+from xdsl.dialects.builtin import ModuleOp
+
+from compilerkit.provenance import IR_STAGES, Provenance
 from compilerkit.provenance import of as provenance_of
 
 
@@ -64,18 +66,19 @@ def node_excerpt(source, stage: str, nodes=None, ops=None, span: bool = False,
     """The lines of one IR stage that came from some ONNX nodes, so that one attention or one
     LayerNorm of a whole model fits a screen.
 
-    `source`: a CompiledModel, or a `compilerkit.provenance.Provenance` built on the modules
-    (``Provenance(onnx_module, kmodule)``: the ONNX IR after `optimize_onnx`, the Kernel IR
-    from `lower`). `stage`: "onnx-ir" or "kernel-ir". The nodes are chosen by `nodes` (a
-    regular expression searched in each node's name, or a collection of names) and/or `ops`
-    (ONNX op types: needs the ONNX IR, which says each node's op); with `span`, every node
-    from the first chosen to the last (the helper nodes an exporter put between the nodes of
-    one layer, which carry no layer name, come along). The chosen nodes' lines
-    come in program order as compilerkit prints them, at most `max_lines` per node (then a
-    line saying how many more). In the Kernel IR each node's lines follow a header
-    ``// <node> (<op>)``; in the ONNX IR (one line per op, its result named after the node)
-    "..." marks where other ops were left out. The provenance tags (`onnx_node_name` /
-    `onnx_node`) are dropped unless `tags`; lines longer than `width` are cut with "...".
+    `source`: a CompiledModel, an ONNX IR module (`import_onnx`, `optimize_onnx`), or a
+    `compilerkit.provenance.Provenance` built on both modules (``Provenance(onnx_module,
+    kmodule)``, the Kernel IR from `lower`: the ONNX IR says which op each node is).
+    `stage`: "onnx-ir" or "kernel-ir". The nodes are chosen by `nodes` (a regular expression
+    searched in each node's name, or a collection of names) and/or `ops` (ONNX op types: needs
+    the ONNX IR); with `span`, every node from the first chosen to the last (the helper nodes
+    an exporter put between the nodes of one layer, which carry no layer name, come along).
+    The chosen nodes' lines come in program order as compilerkit prints them, at most
+    `max_lines` per node (then a line saying how many more). In the Kernel IR each node's
+    lines follow a header ``// <node> (<op>)``; in the ONNX IR (one line per op, its result
+    named after the node) "..." marks where other ops were left out. The provenance tags
+    (`onnx_node_name` / `onnx_node`) are dropped unless `tags`; lines longer than `width` are
+    cut with "...".
     Raises ValueError when the stage is not one of the two, a selection by op type has no ONNX
     IR to read the types from, or nothing is selected."""
     if stage not in IR_STAGES:
@@ -84,7 +87,11 @@ def node_excerpt(source, stage: str, nodes=None, ops=None, span: bool = False,
         raise ValueError("choose the nodes: nodes= (a pattern or names) and/or ops= (op types)")
     if max_lines < 1 or width < 20:
         raise ValueError(f"max_lines must be >= 1 and width >= 20, got {max_lines}, {width}")
-    prov = source if hasattr(source, "stage_ranges") else provenance_of(source)
+    if isinstance(source, ModuleOp):  # one module: ONNX IR, or Kernel IR alone
+        kernel = any(op.name.startswith("krnl.") for op in source.walk())
+        prov = Provenance(None, source) if kernel else Provenance(source)
+    else:
+        prov = source if isinstance(source, Provenance) else provenance_of(source)
     known = prov.nodes
     if ops is not None:
         ops = {ops} if isinstance(ops, str) else set(ops)

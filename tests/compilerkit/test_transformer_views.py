@@ -112,6 +112,12 @@ def test_node_excerpt_refuses_what_it_cannot_show(prov):
     kernel_only = Provenance(None, prov.modules["kernel-ir"])
     with pytest.raises(ValueError, match="needs the ONNX IR module"):
         node_excerpt(kernel_only, "kernel-ir", ops=["Softmax"])
+    with pytest.raises(ValueError, match="needs the ONNX IR module"):
+        node_excerpt(prov.modules["kernel-ir"], "kernel-ir", ops=["Softmax"])
+    # A module alone: the ONNX IR by op type, the Kernel IR by node name.
+    assert '"onnx.Softmax"' in node_excerpt(prov.modules["onnx-ir"], "onnx-ir", ops="Softmax")
+    assert "math.exp" in node_excerpt(prov.modules["kernel-ir"], "kernel-ir", nodes=["softmax"],
+                                      max_lines=500)
     # The Reshape is a view: it has an ONNX IR line, and at most a view op in the Kernel IR.
     assert "onnx.Reshape" in node_excerpt(prov, "onnx-ir", nodes=["reshape"])
 
