@@ -52,10 +52,12 @@ __all__ = ["compile", "compile_kernel", "compile_to", "import_onnx", "optimize_o
 # Each function below is one call into the stage driver (compilerkit/pipeline.py).
 
 
-def import_onnx(model, input_shapes=None, max_bytes=None):
+def import_onnx(model, input_shapes=None, max_bytes=None, max_unroll=None):
     """ONNX file path, bytes or ModelProto -> ONNX IR module (as imported). `max_bytes`
-    (default 2 GiB) bounds every tensor and the constants the compile may hold."""
-    return Compilation(input_shapes=input_shapes, max_bytes=max_bytes).import_model(model)
+    (default 2 GiB) bounds every tensor and the constants the compile may hold; `max_unroll`
+    the loop iterations unrolled (as `compile`'s)."""
+    return Compilation(input_shapes=input_shapes, max_bytes=max_bytes,
+                       max_unroll=max_unroll).import_model(model)
 
 
 def optimize_onnx(module):
@@ -82,14 +84,17 @@ def to_llvm(kmodule, target: Target | None = None) -> str:
 
 
 def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
-            asm: bool = True, max_bytes: int | None = None,
+            asm: bool = True, max_bytes: int | None = None, max_unroll: int | None = None,
             num_threads: int | None = None, codegen: str = "llvm",
             conv_algorithm: str = "classic", schedule=None,
             specialize_cache: int = DEFAULT_CACHE_SIZE) -> CompiledModel:
     """Compile an ONNX model (path, bytes or ModelProto) for `target` at -O`opt_level`.
     `max_bytes` (default 2 GiB) is the compile budget: no tensor, and not all constants
     together, may need more; a model asking for more gets a ModelError naming the op and size
-    before anything is allocated. `num_threads` (None: the machine's cores) is how many threads
+    before anything is allocated. If, Loop and Scan are unrolled and inlined on import
+    (frontend/control_flow.py): `max_unroll` (default 1024) bounds the loop iterations and scan
+    steps of the whole model, a model needing more gets an UnsupportedOpError naming the node.
+    `num_threads` (None: the machine's cores) is how many threads
     the parallel loops (-O2+) use by default, kept as `.num_threads`; `run(...,
     num_threads=n)` overrides it per call, and the answer is the same for every count.
     `codegen` writes the machine code: "llvm" (LLVM IR, then LLVM's optimiser and code
@@ -111,11 +116,13 @@ def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
     check_opt_level(opt_level)
     check_num_threads(num_threads)
     check_options(target, opt_level, input_shapes=input_shapes, max_bytes=max_bytes, asm=asm,
-                  codegen=codegen, conv_algorithm=conv_algorithm, schedule=schedule)
+                  codegen=codegen, conv_algorithm=conv_algorithm, schedule=schedule,
+                  max_unroll=max_unroll)
 
     def compile_form(proto, shapes):
         cm = compile_to("native", proto, target, opt_level, shapes, max_bytes, asm=asm,
-                        codegen=codegen, conv_algorithm=conv_algorithm, schedule=schedule)
+                        codegen=codegen, conv_algorithm=conv_algorithm, schedule=schedule,
+                        max_unroll=max_unroll)
         cm.num_threads = num_threads
         return cm
 
@@ -124,7 +131,8 @@ def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
     if special is not None:
         return special
     cm = compile_to("native", model, target, opt_level, input_shapes, max_bytes, asm=asm,
-                    codegen=codegen, conv_algorithm=conv_algorithm, schedule=schedule)
+                    codegen=codegen, conv_algorithm=conv_algorithm, schedule=schedule,
+                    max_unroll=max_unroll)
     cm.num_threads = num_threads
     return cm
 

@@ -59,6 +59,7 @@ from compilerkit.frontend.arguments import (  # noqa: F401 (check_opt_level, hea
     library_paths,
 )
 from compilerkit.frontend.arguments import _got as option_got
+from compilerkit.frontend.control_flow import check_max_unroll
 from compilerkit.ir import check_main, parse_ir
 from compilerkit.lowering.conv_algorithm import ALGORITHMS
 from compilerkit.onnx_passes.single_node import main_func
@@ -102,6 +103,7 @@ class Options:
 
     input_shapes: dict | None = None  # ONNX input name -> dims, fixing dynamic dimensions
     max_bytes: int | None = None  # the compile budget (default 2 GiB; see frontend.checks)
+    max_unroll: int | None = None  # loop iterations unrolled (frontend/control_flow.py)
     onnx_passes: list | str | None = None  # None: passes.onnx_pipeline()
     schedule: list | str | None = None  # Kernel IR passes; None: target.schedule_passes(O)
     codegen: str = "llvm"  # a name in CODEGENS
@@ -214,6 +216,8 @@ def check_options(target=None, opt_level=3, **options) -> None:
         raise OptionError(f"target must be a name, a Target or a Backend, got {option_got(target)}")
     check_input_shapes(options.get("input_shapes"))
     check_max_bytes(options.get("max_bytes"))
+    if options.get("max_unroll") is not None:
+        check_max_unroll(options["max_unroll"])
     check_passes("onnx_passes", options.get("onnx_passes"))
     schedule = options.get("schedule")
     if schedule == "tuned" and "tuned" not in NAMED_SCHEDULES:
@@ -328,7 +332,8 @@ class Compilation:
     def import_model(self, model) -> ModuleOp:
         """ONNX model -> ONNX IR as imported (verified)."""
         t = time.perf_counter()
-        module = import_model(model, self.options.input_shapes, self.options.max_bytes)
+        module = import_model(model, self.options.input_shapes, self.options.max_bytes,
+                              self.options.max_unroll)
         verify_ir(module, "import")
         self.pass_timings.append(("onnx-ir", "import", time.perf_counter() - t))
         return module

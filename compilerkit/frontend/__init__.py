@@ -57,6 +57,7 @@ from compilerkit.frontend.checks import (
     record_declared,
     set_budget,
 )
+from compilerkit.frontend.control_flow import CONTROL_FLOW, expand_control_flow
 from compilerkit.frontend.hygiene import (
     MAX_OPSET,
     MIN_OPSET,
@@ -270,21 +271,29 @@ def _onnx_attr_value(a: onnx.AttributeProto, base_dir, max_bytes=None):
 
 
 def import_model(model, input_shapes: dict | None = None,
-                 max_bytes: int | None = None) -> ModuleOp:
+                 max_bytes: int | None = None, max_unroll: int | None = None) -> ModuleOp:
     """ONNX model (path, bytes or ModelProto) -> ONNX IR module with one `main_graph` func.
-    `max_bytes` (default checks.DEFAULT_MAX_BYTES) bounds every tensor the compile holds."""
+    `max_bytes` (default checks.DEFAULT_MAX_BYTES) bounds every tensor the compile holds;
+    `max_unroll` (default control_flow.DEFAULT_MAX_UNROLL) the loop iterations and scan steps
+    unrolled (If, Loop and Scan are inlined on import: control_flow.py)."""
     proto, base_dir = load_model(model)
     try:
-        return _import(proto, base_dir, input_shapes, max_bytes)
+        return _import(proto, base_dir, input_shapes, max_bytes, max_unroll)
     except UnicodeDecodeError as e:
         # protobuf decodes string fields (names, attributes) only when they are read.
         raise ModelError(f"the model holds a name or string that is not valid UTF-8 ({e}); "
                          "the file may be corrupt") from None
 
 
-def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
+def _import(proto, base_dir, input_shapes, max_bytes, max_unroll=None) -> ModuleOp:
     budget = DEFAULT_MAX_BYTES if max_bytes is None else check_max_bytes(max_bytes)
     input_shapes = check_input_shapes(input_shapes)
+    # If, Loop and Scan are unrolled and inlined first (control_flow.py): what follows sees
+    # one flat graph; `cf_tags` marks the nodes of conditional regions for the lowering.
+    proto, cf_tags = expand_control_flow(
+        proto, lambda p: _fix_input_shapes(_light_copy(p, base_dir, budget), input_shapes,
+                                           {t.name for t in p.graph.initializer}),
+        inference_message, max_unroll)
     # Sequences and optionals known when compiling become lists of tensors (sequences.py).
     proto, _ = rewrite_sequences(proto, input_shapes)
     # What compilerkit does not compile is refused as unsupported before the hygiene checks,
@@ -305,7 +314,8 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
                 f"node {label!r}: op {text(node.op_type)!r} is not an operator of the default "
                 f"ONNX domain (onnx {onnx.__version__} defines {len(onnx_d.OPS) - 1})")
         for a in node.attribute:
-            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) and (
+                    node.op_type not in CONTROL_FLOW):
                 raise UnsupportedOpError(
                     f"node {label!r} ({node.op_type}): attribute {text(a.name)!r} is a "
                     "subgraph; control flow (If, Loop, Scan) is not supported")
@@ -437,6 +447,7 @@ def _import(proto, base_dir, input_shapes, max_bytes) -> ModuleOp:
                 t = UnrankedTensorType(elem)
             result_types.append(t)
         attrs["onnx_node_name"] = StringAttr(label)
+        attrs.update(cf_tags.attributes(label))
         op = onnx_d.create(node.op_type, operands, result_types, attrs)
         block.add_op(op)
         for name, res in zip(node.output, op.results, strict=False):

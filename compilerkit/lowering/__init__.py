@@ -51,6 +51,7 @@ from compilerkit.lowering import (
 )
 from compilerkit.lowering.builder import KernelBuilder, memref_type, shape
 from compilerkit.lowering.conv_algorithm import check_algorithm
+from compilerkit.lowering.guards import RegionGuards
 from compilerkit.onnx_passes.single_node import main_func
 from compilerkit.onnx_passes.validate_onnx import check_result_types, validate_op
 from mlsys_viz.units import human_bytes
@@ -258,6 +259,7 @@ def lower_to_krnl(module: ModuleOp, conv_algorithm: str = "classic",
     share_checks(module, new)
     opset = None
     n_globals = 0
+    region_guards = RegionGuards()  # checks of conditional regions (guards.py)
     for op in src.body.block.ops:
         if op is ret:
             break
@@ -316,6 +318,7 @@ def lower_to_krnl(module: ModuleOp, conv_algorithm: str = "classic",
         except NotImplementedError as e:
             raise UnsupportedOpError(f"node {_label(op)!r}: op {kind!r}: {e}") from None
         _tag_nests(block, first_new, _label(op))
+        region_guards.lowered(op, ins, block, first_new)
         for k, res in enumerate(op.results[len(outs):], start=len(outs)):
             if res.uses:
                 raise UnsupportedOpError(f"node {_label(op)!r}: output {k} of {kind} is not "
@@ -324,6 +327,7 @@ def lower_to_krnl(module: ModuleOp, conv_algorithm: str = "classic",
         # Only the outputs the lowering computed; the check above refuses uses of the others.
         for res, m in zip(op.results, outs, strict=False):
             values[res] = m
+    region_guards.apply()
     n_in = len(in_types)
     taken = set()
     for k, v in enumerate(ret.operands):

@@ -58,7 +58,7 @@ def elem_code(elem) -> int:
 def _onnx_attrs(op) -> dict:
     attrs = {}
     for name, attr in op.attributes.items():
-        if name == "onnx_node_name":
+        if name in ("onnx_node_name", "onnx_guards", "onnx_guard"):  # compilerkit's own tags
             continue
         value = onnx_d.from_mlir_attr(attr)
         if isinstance(attr, DenseIntOrFPElementsAttr):
