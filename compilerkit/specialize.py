@@ -54,6 +54,9 @@ SHAPE_OPERANDS = {"Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShap
                   "Col2Im": (1, 2), "CenterCropPad": (1,), "MaxUnpool": (2,),
                   "HannWindow": (0,), "HammingWindow": (0,), "BlackmanWindow": (0,),
                   **{op: (1,) for op in _REDUCE_AXES}, **POSITION_OPERANDS}
+# A Loop's trip count and condition decide how often the frontend unrolls its body
+# (frontend/control_flow.py), and so its scan outputs' shapes.
+SHAPE_OPERANDS["Loop"] = (0, 1)
 
 
 class SpecializationWarning(UserWarning):

@@ -51,7 +51,7 @@ from compilerkit.lowering import (
 )
 from compilerkit.lowering.builder import KernelBuilder, memref_type, shape
 from compilerkit.lowering.conv_algorithm import check_algorithm
-from compilerkit.lowering.guards import RegionGuards
+from compilerkit.lowering.guards import RegionGuards, lower_unexpanded
 from compilerkit.onnx_passes.single_node import main_func
 from compilerkit.onnx_passes.validate_onnx import check_result_types, validate_op
 from mlsys_viz.units import human_bytes
@@ -186,6 +186,11 @@ LOWERINGS.update({
 })
 
 LOWERINGS["Det"] = _with_ctx(det.lower_det)
+
+# Control flow is unrolled on import (frontend/control_flow.py): none reaches the lowering from
+# an ONNX model, and one in hand-written ONNX IR is refused (guards.lower_unexpanded).
+for _name in ("If", "Loop", "Scan"):
+    LOWERINGS[_name] = _with_ctx(lower_unexpanded)
 
 SUPPORTED = sorted(LOWERINGS)
 

@@ -26,6 +26,8 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr, i1
 
 from compilerkit.dialects import krnl
+from compilerkit.dialects import onnx as onnx_d
+from compilerkit.frontend import UnsupportedOpError
 
 GUARDS, GUARD = "onnx_guards", "onnx_guard"  # frontend/control_flow.py writes them
 _GUARDED = (krnl.CheckOp, arith.DivSIOp, arith.RemSIOp)
@@ -107,3 +109,13 @@ def _mask(op, conds) -> None:
         new += [one, safe]
         op.parent_block().insert_ops_before(new, op)
         op.operands = [lhs, safe.result]
+
+
+def lower_unexpanded(b, op, ins):  # noqa: ARG001 - the registry's signature
+    """If, Loop and Scan are unrolled when the ONNX model is imported (frontend/control_flow.py);
+    one that reaches the lowering (ONNX IR written by hand, without its subgraphs) is refused."""
+    name = op.attributes.get("onnx_node_name")
+    raise UnsupportedOpError(
+        f"node {name.data if name else '?'!r}: {onnx_d.op_type(op)} reached the lowering; "
+        "compilerkit unrolls control flow when it imports the ONNX model (with its subgraphs), "
+        "so compile the model rather than its ONNX IR")

@@ -291,7 +291,9 @@ def test_unroll_limit_is_an_option_with_a_clear_error():
 
 def test_node_tests_pass():
     passed = node_test_passes(["If", "Loop", "Scan"])
-    assert passed["If"] >= 1 and passed["Scan"] >= 4 + 14  # scan*, linear_attention_*
+    # test_if; test_loop11 and range_*_expanded (compiled for their trip count: specialize.py);
+    # scan_sum, scan9_* and the linear_attention_*_expanded cases
+    assert passed["If"] >= 1 and passed["Loop"] >= 3 and passed["Scan"] >= 4 + 14
 
 
 def test_emulated_s390x_agrees_with_the_host():
