@@ -5,6 +5,8 @@ the micro-kernel's strips). Values that tell right from nearly right: rows short
 strip, rows with a tail, large logits, -inf (a causal mask) and NaN entries; the 2-thread
 answer bit-identical to the 1-thread one."""
 
+import re
+
 import numpy as np
 import pytest
 from ckhelpers import make_model, ort_run
@@ -83,3 +85,30 @@ def test_matmul_constant_weights(m, k, n, batch, strips):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
     kir = compile_to("kernel-ir", const)
     assert ("bt_" in str(kir)) == strips
+
+
+@pytest.mark.parametrize("kind,attrs,batch", [
+    ("LSTM", {}, 1), ("GRU", {}, 1), ("GRU", {"linear_before_reset": 1}, 1), ("LSTM", {}, 3)])
+def test_recurrent_weights_layout_against_onnxruntime(kind, attrs, batch):
+    """Batch 1 keeps R^T row-major (one call of the one-row kernel over every gate), larger
+    batches in strips (lowering/recurrent.py); both answer as onnxruntime does, both
+    directions, the 2-thread answer the 1-thread one's bits."""
+    seq, inp, hid = 5, 6, 24
+    g = {"LSTM": 4, "GRU": 3, "RNN": 1}[kind]
+    w = (R.standard_normal((2, g * hid, inp)) * 0.3).astype(np.float32)
+    r = (R.standard_normal((2, g * hid, hid)) * 0.3).astype(np.float32)
+    bias = (R.standard_normal((2, 2 * g * hid)) * 0.3).astype(np.float32)
+    x = R.standard_normal((seq, batch, inp)).astype(np.float32)
+    model = make_model([N(kind, ["x", "w", "r", "b"], ["y", "y_h"], hidden_size=hid,
+                          direction="bidirectional", **attrs)], [("x", x)], ["y", "y_h"],
+                       inits=[("w", w), ("r", r), ("b", bias)])
+    cm = ck.compile(model, asm=False)
+    got = cm.run(x, num_threads=1)
+    for a, ref in zip(got, ort_run(model, [x]), strict=True):
+        np.testing.assert_allclose(a, ref, rtol=1e-5, atol=1e-5)
+    assert all(a.tobytes() == c.tobytes()
+               for a, c in zip(got, cm.run(x, num_threads=2), strict=True))
+    kir = str(compile_to("kernel-ir", model))
+    layouts = re.findall(r'sym_name = "rt_[^"]*", value = [^:]*: tensor<([^>]*)>', kir)
+    assert len(layouts) == 2  # one R^T per direction
+    assert all(t.startswith(f"{hid}x") == (batch == 1) for t in layouts)
