@@ -2,8 +2,9 @@
 
 Each stage is a box; arrows join consecutive stages.  The data (stage names, what each stage is,
 where it lives in the code) is plain Python so the same table can be printed or linked.
-`CURRICULUM` lists every notebook with its track, what it teaches and what it assumes;
-`tests/test_tour.py` fails when a notebook in `notebooks/` is missing from it.
+`CURRICULUM` lists every notebook with its track, what it teaches, what it assumes and how long
+it runs (at full size and at `SMOKE=1`, on the machine `TIMED_ON` names); `tests/test_tour.py`
+fails when a notebook in `notebooks/` is missing from it or has no times.
 """
 
 from __future__ import annotations
@@ -107,86 +108,131 @@ TRACKS = {
 }
 
 
+# Where the lessons' times were measured: wall clock of one run of the whole notebook (Run All,
+# or `make figures`), rounded; a busier or a faster machine scales them all.
+TIMED_ON = "a 2-core x86-64 machine (AMD EPYC, no GPU) shared with other jobs"
+
+
 @dataclass(frozen=True)
 class Lesson:
     notebook: str          # file stem in notebooks/
     track: str             # a key of TRACKS
     teaches: str
     assumes: tuple[str, ...] = ()   # notebook stems to do first
+    full_min: float | None = None   # minutes for the whole notebook at full size (SMOKE=0)
+    smoke_min: float | None = None  # minutes at SMOKE=1 (the test suite's size)
+
+    def time(self) -> str:
+        """'16 min / 40 s': the full-size time, then the SMOKE=1 time ('?' where not timed)."""
+        return f"{_minutes(self.full_min)} / {_minutes(self.smoke_min)}"
+
+
+def _minutes(m: float | None) -> str:
+    if m is None:
+        return "?"
+    if m < 2:
+        return f"{max(5, 5 * round(m * 12)):.0f} s"   # to 5 s
+    if m < 10:
+        return f"{m:.1f}".removesuffix(".0") + " min"
+    return f"{m:.0f} min"
 
 
 CURRICULUM = (
     Lesson("01_training_graphs", "memory",
-           "a Keras training step as a graph: forward, backward and update ops, sizes by batch"),
+           "a Keras training step as a graph: forward, backward and update ops, sizes by batch",
+           full_min=0.5, smoke_min=0.3),
     Lesson("02_tensor_lifetimes", "memory",
            "when each tensor lives, the memory peak and what it is made of, an animated step",
-           ("01_training_graphs",)),
+           ("01_training_graphs",),
+           full_min=0.5, smoke_min=0.3),
     Lesson("03_swap_rewrite", "memory",
            "the TFLMS swap rules one at a time, the safety checker, the bit-identical real run",
-           ("02_tensor_lifetimes",)),
+           ("02_tensor_lifetimes",),
+           full_min=1, smoke_min=0.5),
     Lesson("04_tflms_batch_size", "memory",
            "ResNet-50: the largest batch per swap policy against the paper's 4.7x",
-           ("03_swap_rewrite",)),
+           ("03_swap_rewrite",),
+           full_min=16, smoke_min=0.7),
     Lesson("05_3dunet_swapping", "memory",
            "a 3D U-Net at 192³: swap against recompute, the swap parameters' cost",
-           ("04_tflms_batch_size",)),
+           ("04_tflms_batch_size",),
+           full_min=2.5, smoke_min=1.3),
     Lesson("06_patches_vs_full_volume", "memory",
-           "training on patches against full volumes: Dice and memory", ("05_3dunet_swapping",)),
+           "training on patches against full volumes: Dice and memory", ("05_3dunet_swapping",),
+           full_min=5, smoke_min=0.8),
     Lesson("07_lms_data_parallel", "memory",
-           "swapping on N GPUs with a ring allreduce of the gradients", ("04_tflms_batch_size",)),
+           "swapping on N GPUs with a ring allreduce of the gradients", ("04_tflms_batch_size",),
+           full_min=1, smoke_min=0.3),
     Lesson("10_onnx_to_native", "compiling",
-           "a small CNN through ONNX IR, Kernel IR, LLVM IR and assembly, linked side by side"),
+           "a small CNN through ONNX IR, Kernel IR, LLVM IR and assembly, linked side by side",
+           full_min=0.5, smoke_min=0.3),
     Lesson("11_kernel_ir_schedules", "compiling",
            "loop order and tiling by hand, measured; whole models against onnxruntime",
-           ("10_onnx_to_native",)),
+           ("10_onnx_to_native",),
+           full_min=1, smoke_min=0.25),
     Lesson("12_endianness", "compiling",
            "byte order, a cross-compiling bug and its fix, an emulated s390x run",
-           ("10_onnx_to_native",)),
+           ("10_onnx_to_native",),
+           full_min=0.5, smoke_min=0.2),
     Lesson("13_gpu_backend", "compiling",
            "Kernel IR to PTX: threads, tiles in shared memory; runs on a GPU where one exists",
-           ("10_onnx_to_native",)),
+           ("10_onnx_to_native",),
+           full_min=0.5, smoke_min=0.2),
     Lesson("14_onnx_conformance", "compiling",
            "ONNX's backend tests and whole models: which ops pass, which are refused",
-           ("10_onnx_to_native",)),
+           ("10_onnx_to_native",),
+           full_min=6, smoke_min=0.5),
     Lesson("15_looptune", "compiling",
            "LoopTune: a learned loop tuner over Kernel IR against searches and numpy",
-           ("11_kernel_ir_schedules", "16_loopnest_codegen")),
+           ("11_kernel_ir_schedules", "16_loopnest_codegen"),
+           full_min=6, smoke_min=0.4),
     Lesson("16_loopnest_codegen", "compiling",
            "LoopNest: Kernel IR straight to AVX2 machine code, compile time against LLVM",
-           ("11_kernel_ir_schedules",)),
+           ("11_kernel_ir_schedules",),
+           full_min=1, smoke_min=0.25),
     Lesson("17_fast_convolutions", "compiling",
            "Winograd, FFT, L3 fusion and a hierarchical roofline that picks the algorithm",
-           ("11_kernel_ir_schedules",)),
+           ("11_kernel_ir_schedules",),
+           full_min=5, smoke_min=0.35),
     Lesson("18_3d_inference", "compiling",
            "ZNNi's sliding-window inference and planner, PZnet's blocked 3-D Conv",
-           ("17_fast_convolutions",)),
+           ("17_fast_convolutions",),
+           full_min=15, smoke_min=0.75),
     Lesson("20_train_swap_compile", "compiling",
            "train with swapping, export to ONNX, compile for host, s390x and GPU",
-           ("03_swap_rewrite", "12_endianness")),
+           ("03_swap_rewrite", "12_endianness"),
+           full_min=3, smoke_min=1),
     Lesson("30_watershed_single_linkage", "segmentation",
-           "watershed on an affinity graph and size-dependent single linkage against waterz"),
+           "watershed on an affinity graph and size-dependent single linkage against waterz",
+           full_min=3, smoke_min=0.5),
     Lesson("31_chunked_agglomeration", "segmentation",
            "chunked agglomeration on Dask, equal to the whole volume; one worker against two",
-           ("30_watershed_single_linkage",)),
+           ("30_watershed_single_linkage",),
+           full_min=2, smoke_min=0.5),
     Lesson("32_recursive_boundary_detection", "segmentation",
            "VD2D, recursive VD2D3D and N4 boundary nets trained on synthetic EM",
-           ("30_watershed_single_linkage",)),
+           ("30_watershed_single_linkage",),
+           full_min=25, smoke_min=1.5),
     Lesson("33_znn_task_parallel", "segmentation",
            "ZNN: a 3D ConvNet's training step as a task graph on every core",
-           ("32_recursive_boundary_detection",)),
+           ("32_recursive_boundary_detection",),
+           full_min=3, smoke_min=0.8),
     Lesson("34_em_pipeline", "segmentation",
            "image to scored segmentation: trained nets compiled by compilerkit, then agglomerated",
-           ("32_recursive_boundary_detection", "31_chunked_agglomeration", "10_onnx_to_native")),
+           ("32_recursive_boundary_detection", "31_chunked_agglomeration", "10_onnx_to_native"),
+           full_min=5, smoke_min=1.1),
 )
 
 
 def curriculum_markdown() -> str:
     """The curriculum as one Markdown table per track (for the tour notebook and the docs)."""
-    parts = []
+    parts = [f"Times: the whole notebook at full size / at `SMOKE=1`, wall clock on {TIMED_ON}."]
     for track, title in TRACKS.items():
-        parts.append(f"**{title}**\n\n| notebook | what it teaches | do first |\n|---|---|---|")
+        parts.append(f"**{title}**\n\n| notebook | what it teaches | do first | time |"
+                     "\n|---|---|---|---|")
         for lesson in CURRICULUM:
             if lesson.track == track:
                 first = ", ".join(f"`{a[:2]}`" for a in lesson.assumes) or "-"
-                parts[-1] += f"\n| `{lesson.notebook}` | {lesson.teaches} | {first} |"
+                parts[-1] += (f"\n| `{lesson.notebook}` | {lesson.teaches} | {first} | "
+                              f"{lesson.time()} |")
     return "\n\n".join(parts)
