@@ -165,11 +165,31 @@ class SpecializedModel:
                            and text(i.name) not in self.input_shapes
                            and i.name not in self.value_inputs
                            and math.isinf(_static_size(i))}
+        # The signature run() takes, as CompiledModel.inputs: (name, shape, dtype) per graph
+        # input; a sequence's shape is None, an unknown dimension -1.
+        self.inputs = [(text(i.name), self._declared_shape(i), self._dtype(i))
+                       for i in self.graph_inputs]
         self.compiled = OrderedDict()
         self.compiles = 0
         self.latest = None
         self._lock = threading.Lock()
         self._warned = False
+
+    def _declared_shape(self, vi):
+        t = _tensor_type(vi.type) if _sequence_type(vi.type) is None else None
+        if t is None:
+            return None
+        if text(vi.name) in self.input_shapes:
+            return tuple(self.input_shapes[text(vi.name)])
+        return tuple(d.dim_value if d.HasField("dim_value") else -1
+                     for d in t.tensor_type.shape.dim)
+
+    @staticmethod
+    def _dtype(vi):
+        t = _tensor_type(vi.type)
+        if t is None and _sequence_type(vi.type) is not None:
+            t = _tensor_type(_sequence_type(vi.type).sequence_type.elem_type)
+        return _np_dtype(t.tensor_type.elem_type) if t is not None else None
 
     # ---- the key of a run, and the arrays the compiled form takes -----------------------------
     def _arguments(self, arrays):
