@@ -128,9 +128,12 @@ def test_node_cases_select_by_op(monkeypatch):
 
 def test_the_tested_ops_are_the_lowering_registry():
     # Not a hand list that drifts: every op the registry lowers (and Constant, which
-    # lower_to_krnl handles itself) is selected, and nothing else.
+    # lower_to_krnl handles itself, and the sequence ops the frontend resolves) is selected,
+    # and nothing else.
+    from compilerkit.frontend.sequences import OPTIONAL_OPS, SEQUENCE_OPS
     from compilerkit.lowering import LOWERINGS
-    assert set(cf.OPS) == set(LOWERINGS) | {"Constant"}
+    assert set(cf.RESOLVED_OPS) <= set(SEQUENCE_OPS + OPTIONAL_OPS)
+    assert set(cf.OPS) == set(LOWERINGS) | {"Constant"} | set(cf.RESOLVED_OPS)
     # The ops that were lowered but never tested before the list was derived.
     assert {"Split", "Tile", "Expand", "LogSoftmax", "ReduceMin", "ReduceProd", "GlobalMaxPool",
             "Ceil", "Floor", "Reciprocal", "ConstantOfShape"} <= set(cf.OPS)
