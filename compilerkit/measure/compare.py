@@ -51,11 +51,12 @@ def op_comparison(ck_rows, ort_rows) -> list[dict]:
 def profile_overhead(rows, latency_s: float) -> dict:
     """A profile's node seconds against the latency measured without the profiler:
     {"nodes_s" (the sum over the rows, the untimed remainder left out), "latency_s",
-    "kernels" (nodes with a row), "per_kernel_s" ((nodes_s - latency_s) / kernels, what the
+    "kernels" (rows that took time: compilerkit lists views and folded nodes with 0 s),
+    "per_kernel_s" ((nodes_s - latency_s) / kernels, what the
     profiler added per kernel where the sum exceeds the latency, else 0.0)}."""
     if latency_s <= 0:
         raise ValueError(f"latency_s must be > 0, got {latency_s}")
-    timed = [r for r in rows if r["op_type"] != "untimed"]
+    timed = [r for r in rows if r["op_type"] != "untimed" and r["seconds"] > 0]
     total = sum(r["seconds"] for r in timed)
     extra = max(0.0, total - latency_s)
     return {"nodes_s": total, "latency_s": latency_s, "kernels": len(timed),
