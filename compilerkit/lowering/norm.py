@@ -62,6 +62,32 @@ def lower_softmax(b: KernelBuilder, op, ins, opset=13):
     return [out]
 
 
+def over_row(b: KernelBuilder, d: int, width: int, body):
+    """body(column, lane) for every column of a row of d: whole strips of `width`, then the
+    tail, column c on lane c % width. Rows of per-lane partials (`width` running sums or
+    maxima, indexed by lane) make a row's reduction vector code: the module docstring."""
+    full, tail = divmod(d, width)
+    with b.nest([full, width]) as (c, lane):
+        body(b.affine([(c, width), (lane, 1)]), lane)
+    if tail:
+        with b.nest([tail]) as (t,):
+            body(b.affine([(t, 1)], full * width), t)
+
+
+def combine_lanes(b: KernelBuilder, buf, spare, o, kind: str, width: int):
+    """The buffer (buf or spare, both [rows, width]) whose [o, 0] is the `kind` (add, max)
+    of buf[o, :]: halving steps (lane l takes lanes l and l + half), each reading one
+    buffer and writing the other, so every nest stores contiguously and reads nothing it
+    writes (a vector step each, and what the loopnest code generator takes)."""
+    src, dst, half = buf, spare, width // 2
+    while half:
+        with b.nest([half]) as (lane,):
+            far = b.load(src, [o, b.affine([(lane, 1)], half)])
+            b.store(b.binary(kind, b.load(src, [o, lane]), far), dst, [o, lane])
+        src, dst, half = dst, src, half // 2
+    return src
+
+
 def _softmax_rows(b: KernelBuilder, x, out, log: bool, width: int):
     """(Log)Softmax of each row of x [outer, d] into out, one nest per row, the max and the
     sum in `width` partials per row (the module docstring says why). The partials are
@@ -69,32 +95,8 @@ def _softmax_rows(b: KernelBuilder, x, out, log: bool, width: int):
     parallel)."""
     outer, d = shape(x)
     elem = x.type.element_type
-    full, tail = divmod(d, width)
     # per-lane partials of the max and the sum, and a second buffer for each one's halving
     mx, total, mx2, total2 = (b.alloc([outer, width], elem) for _ in range(4))
-
-    def over_row(body):
-        """body(column, lane) for every column of the row: whole strips of `width`, then
-        the tail, each column on lane column % width."""
-        with b.nest([full, width]) as (c, lane):
-            body(b.affine([(c, width), (lane, 1)]), lane)
-        if tail:
-            with b.nest([tail]) as (t,):
-                body(b.affine([(t, 1)], full * width), t)
-
-    def combine(buf, o, kind, spare):
-        """The buffer whose [o, 0] is the `kind` of buf[o, :]: halving steps (lane l takes
-        lanes l and l + half), each reading one buffer and writing the other, so every nest
-        stores contiguously and reads nothing it writes (a vector step each, and what the
-        loopnest code generator takes)."""
-        src, dst, half = buf, spare, width // 2
-        while half:
-            with b.nest([half]) as (lane,):
-                far = b.load(src, [o, b.affine([(lane, 1)], half)])
-                b.store(b.binary(kind, b.load(src, [o, lane]), far), dst, [o, lane])
-            src, dst, half = dst, src, half // 2
-        return src
-
     with b.nest([outer]) as (o,):
         zero = b.index(0)
         with b.nest([width]) as (lane,):
@@ -104,8 +106,8 @@ def _softmax_rows(b: KernelBuilder, x, out, log: bool, width: int):
         def row_max(j, lane):
             b.store(b.binary("max", b.load(mx, [o, lane]), b.load(x, [o, j])), mx, [o, lane])
 
-        over_row(row_max)
-        top = combine(mx, o, "max", mx2)
+        over_row(b, d, width, row_max)
+        top = combine_lanes(b, mx, mx2, o, "max", width)
 
         def row_exp(j, lane):
             e = b.unary("exp", b.binary("sub", b.load(x, [o, j]), b.load(top, [o, zero])))
@@ -113,8 +115,8 @@ def _softmax_rows(b: KernelBuilder, x, out, log: bool, width: int):
                 b.store(e, out, [o, j])
             b.store(b.add_(b.load(total, [o, lane]), e), total, [o, lane])
 
-        over_row(row_exp)
-        den = combine(total, o, "add", total2)
+        over_row(b, d, width, row_exp)
+        den = combine_lanes(b, total, total2, o, "add", width)
         with b.nest([d]) as (k,):
             if log:
                 shifted = b.binary("sub", b.load(x, [o, k]), b.load(top, [o, zero]))

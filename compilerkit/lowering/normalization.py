@@ -22,6 +22,7 @@ from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError
 from compilerkit.lowering.builder import KernelBuilder, is_float, shape
 from compilerkit.lowering.matmul import fill
+from compilerkit.lowering.norm import combine_lanes, over_row
 from compilerkit.onnx_passes.single_node import node_label
 
 
@@ -76,6 +77,56 @@ def normalize(b: KernelBuilder, x, keep, red, eps, affine, want_mean=False):
     return out, mean, var
 
 
+def normalize_rows(b: KernelBuilder, x, keep, red, eps, affine, want_mean=False):
+    """`normalize` for x [rows, d] (keep [rows], red [d]: LayerNormalization on the last
+    axes), one nest per row (the row stays in cache over its three passes), the sums in
+    2 * lanes per-lane partials (norm.over_row: one running sum is a chain of dependent
+    adds, which kept the loop scalar); the same shift by the row's first element, the mean
+    and variance of the same terms added in another order. Returns what `normalize` does."""
+    (rows,), (d,) = keep, red
+    elem = x.type.element_type
+    width = 2 * b.lanes
+    mean, inv = b.alloc([rows], elem), b.alloc([rows], elem)
+    sums, spare = b.alloc([rows, width], elem), b.alloc([rows, width], elem)
+    out = b.alloc([rows, d], elem)
+    n = b.const(float(d), elem)
+    with b.nest([rows]) as (o,):
+        zero = b.index(0)
+        x0 = b.load(x, [o, zero])
+
+        def shifted(j):  # x - x0 - (mean - x0) once mean holds mean - x0
+            return b.binary("sub", b.load(x, [o, j]), x0)
+
+        def summed(term):
+            """The row's sum of term(column), into the returned buffer's [o, 0]."""
+            with b.nest([width]) as (lane,):
+                b.store(b.const(0.0, elem), sums, [o, lane])
+
+            def add(j, lane):
+                b.store(b.add_(b.load(sums, [o, lane]), term(j)), sums, [o, lane])
+
+            over_row(b, d, width, add)
+            return combine_lanes(b, sums, spare, o, "add", width)
+
+        total = summed(shifted)
+        with b.nest([1]) as (_,):  # mean holds mean - x0 until the end
+            b.store(b.binary("div", b.load(total, [o, zero]), n), mean, [o])
+
+        def centred(j):
+            return b.binary("sub", shifted(j), b.load(mean, [o]))
+
+        squares = summed(lambda j: b.mul(centred(j), centred(j)))
+        with b.nest([1]) as (_,):  # 1 / sqrt(var / n + eps)
+            v = b.add_(b.binary("div", b.load(squares, [o, zero]), n), b.const(eps, elem))
+            b.store(b.binary("div", b.const(1.0, elem), b.unary("sqrt", v)), inv, [o])
+        with b.nest([d]) as (k,):
+            b.store(affine([o, k], b.mul(centred(k), b.load(inv, [o]))), out, [o, k])
+        if want_mean:
+            with b.nest([1]) as (_,):
+                b.store(b.add_(b.load(x, [o, zero]), b.load(mean, [o])), mean, [o])
+    return out, mean, inv
+
+
 def _param_view(b, p, normalized, what):
     """Scale or bias (broadcastable to the normalised dims) as a [D] view, or None where it is
     one value for all; a broadcast within the normalised dims is refused."""
@@ -112,8 +163,9 @@ def lower_layer_norm(b: KernelBuilder, op, ins):
         return y
 
     want_mean = len(op.results) > 1 and bool(op.results[1].uses)
-    out, mean, inv_std = normalize(b, b.view(x, keep + [d]), keep, [d], eps, affine,
-                                   want_mean)
+    width = 2 * b.lanes
+    rows = normalize_rows if b.lanes > 1 and d >= width else normalize
+    out, mean, inv_std = rows(b, b.view(x, keep + [d]), keep, [d], eps, affine, want_mean)
     outs = [b.view(out, xs)]
     for res, buf in zip(op.results[1:], (mean, inv_std), strict=False):
         if getattr(res.type, "element_type", None) != x.type.element_type:

@@ -112,3 +112,34 @@ def test_recurrent_weights_layout_against_onnxruntime(kind, attrs, batch):
     layouts = re.findall(r'sym_name = "rt_[^"]*", value = [^:]*: tensor<([^>]*)>', kir)
     assert len(layouts) == 2  # one R^T per direction
     assert all(t.startswith(f"{hid}x") == (batch == 1) for t in layouts)
+
+
+@pytest.mark.parametrize("shape,offset", [((2, 3, 40), 0.0), ((1, 64, 256), 0.0),
+                                          ((4, 37), 1000.0)])
+def test_layer_norm_rows_against_onnxruntime(shape, offset):
+    """LayerNormalization on the last axis, one nest per row with per-lane sums
+    (lowering/normalization.py normalize_rows): Y, Mean and InvStdDev as onnxruntime's, a
+    row with a tail, rows of mean 1000 and spread 1e-2 (the shift by the row's first
+    element keeps their digits), the 2-thread answer the 1-thread one's bits."""
+    d = shape[-1]
+    scale = 1e-2 if offset else 1.0
+    x = (R.standard_normal(shape) * scale + offset).astype(np.float32)
+    gamma, beta = R.standard_normal(d).astype(np.float32), R.standard_normal(d).astype(
+        np.float32)
+    model = make_model([N("LayerNormalization", ["x", "g", "b"], ["y", "mean", "isd"],
+                          axis=-1)], [("x", x)], ["y", "mean", "isd"],
+                       inits=[("g", gamma), ("b", beta)], opset=17)
+    cm = ck.compile(model, asm=False)
+    got = cm.run(x, num_threads=1)
+    ref = ort_run(model, [x])
+    x64 = x.astype(np.float64)
+    m64 = x64.mean(axis=-1, keepdims=True)
+    y64 = (x64 - m64) / np.sqrt(((x64 - m64) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+    y64 = y64 * gamma + beta
+    # within float32 rounding of the exact answer, and no further from it than onnxruntime
+    np.testing.assert_allclose(got[0], y64, rtol=1e-4, atol=1e-4 * (1 + offset))
+    assert np.abs(got[0] - y64).max() <= np.abs(ref[0] - y64).max() * 1.01 + 1e-6
+    np.testing.assert_allclose(got[1], ref[1], rtol=1e-6, atol=1e-6 * scale)
+    np.testing.assert_allclose(got[2], ref[2], rtol=1e-4)
+    assert all(a.tobytes() == c.tobytes()
+               for a, c in zip(got, cm.run(x, num_threads=2), strict=True))
