@@ -126,11 +126,11 @@ def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
         cm.num_threads = num_threads
         return cm
 
-    special = specializing_model(model, compile_form, input_shapes, specialize_cache,
-                                 num_threads)
+    special, source = specializing_model(model, compile_form, input_shapes, specialize_cache,
+                                         num_threads)
     if special is not None:
         return special
-    cm = compile_to("native", model, target, opt_level, input_shapes, max_bytes, asm=asm,
+    cm = compile_to("native", source, target, opt_level, input_shapes, max_bytes, asm=asm,
                     codegen=codegen, conv_algorithm=conv_algorithm, schedule=schedule,
                     max_unroll=max_unroll)
     cm.num_threads = num_threads

@@ -378,25 +378,28 @@ class SpecializedModel:
 
 def specializing_model(model, compile_fn, input_shapes=None,
                        cache_size: int = DEFAULT_CACHE_SIZE, num_threads=None):
-    """A SpecializedModel for `model` (an ONNX path, bytes or ModelProto) when it needs one
-    (`needs_specializing`), else None. MLIR sources, and anything the frontend cannot read,
-    are None too: the normal compile reports them."""
+    """(a SpecializedModel for `model` when it needs one (`needs_specializing`), else None;
+    the source to compile otherwise). `model` is an ONNX path, bytes or ModelProto; a path's
+    or bytes' model is parsed here once and handed on as the ModelProto (parsing ResNet-50's
+    100 MB took 2 s: not twice), unless its weights are stored outside it (the frontend reads
+    them from the path's folder). MLIR sources, and anything the frontend cannot read, come
+    back as they are: the normal compile reports them."""
     check_cache_size(cache_size)
     if isinstance(model, str) and (model.endswith(".mlir") or (
             "{" in model and not os.path.exists(model))):
-        return None
+        return None, model
     if not isinstance(model, (ModelProto, bytes, bytearray, memoryview, str)) and not hasattr(
             model, "__fspath__"):
-        return None
+        return None, model
     try:
         proto, base_dir = load_model(model)
     except (ModelError, OptionError, OSError):
-        return None
+        return None, model
+    external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer)
     if not needs_specializing(proto):
-        return None
-    if base_dir is not None and any(t.data_location == onnx.TensorProto.EXTERNAL
-                                    for t in proto.graph.initializer):
+        return None, (model if external and base_dir is not None else proto)
+    if external and base_dir is not None:
         from onnx.external_data_helper import load_external_data_for_model
 
         load_external_data_for_model(proto, base_dir)  # the forms are built from protos
-    return SpecializedModel(proto, compile_fn, input_shapes, cache_size, num_threads)
+    return SpecializedModel(proto, compile_fn, input_shapes, cache_size, num_threads), None
