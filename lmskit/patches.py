@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import progress
+
 # Label channels of mlsys_datasets.brats (WT, TC, ET); the paper scores WT and TC.
 REGIONS = {"WT": 0, "TC": 1}
 # Share of patches forced to contain tumour (nnU-Net's oversample_foreground_percent).
@@ -306,7 +308,8 @@ def train(model, images, labels, steps: int, seed: int = 0, batch: int = 1,
 
     rng = np.random.default_rng(seed)
     losses = []
-    for _ in range(steps):
+    kind = "patches" if patch < side else "full volumes"
+    for _ in progress.bar(range(steps), desc=f"training on {kind}"):
         if patch == side:
             pick = rng.integers(len(images), size=batch)
             x, y = images[pick], labels[pick]

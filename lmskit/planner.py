@@ -292,7 +292,8 @@ def evaluate(graph: Graph, policy: str, device, batch_size: int, budget: int | N
 def compare(graph: Graph, device="p100-16gb", batch_size: int = 1, policies=POLICIES,
             budget: int | None = None) -> dict:
     """policy -> Simulation of the graph that policy makes, all at one device and batch."""
-    return {p: evaluate(graph, p, device, batch_size, budget)[1] for p in policies}
+    return {p: evaluate(graph, p, device, batch_size, budget)[1]
+            for p in progress.bar(policies, desc=f"policies at batch {batch_size}")}
 
 
 def max_batch_size(graph: Graph, device="p100-16gb", policy: str = "none",

@@ -353,7 +353,7 @@ def throughput_curve(graph: Graph, device, policy: str, max_batch: int,
     cands = sorted({max(1, round(max_batch ** (i / (points - 1)))) for i in range(points)}
                    | {max_batch})
     out = []
-    for b in cands:
+    for b in progress.bar(cands, desc=f"{policy}: batches"):
         try:
             s = evaluate(graph, policy, device, b, budget)[1]
         except InfeasibleError:

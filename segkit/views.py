@@ -56,25 +56,32 @@ def _union_min(ids, pairs):
     return np.array([ids[find(k)] for k in range(len(ids))], np.uint64)
 
 
-def merge_frames(aff, thresholds, z: int, basins=None) -> dict:
+def merge_frames(aff, thresholds, z: int, basins=None, progress: bool = True) -> dict:
     """The mean-affinity merge tree cut at each of ``thresholds`` (high to low), on slice
     ``z``: {'thresholds', 'frames' (2D label arrays), 'segments' (count in the volume at each
-    threshold), 'heights' (affinity of every merge, in order)}."""
+    threshold), 'heights' (affinity of every merge, in order)}.  ``progress``: a tqdm bar, one
+    step for the agglomeration and one per threshold (a 256^3 volume takes most of a minute)."""
+    from tqdm.auto import tqdm
+
     from .basins import watershed
     from .linkage import relabel
 
     thresholds = sorted((float(t) for t in thresholds), reverse=True)
-    base = watershed(aff) if basins is None else np.asarray(basins, np.uint64)
-    _, history = agglomerate(aff, min(thresholds), mode="mean", basins=base,
-                             return_merges=True)
-    ids = np.unique(base)
-    ids = ids[ids != 0]
-    frames, counts = [], []
-    for t in thresholds:
-        done = history["height"] > t
-        names = _union_min(ids, zip(history["a"][done], history["b"][done], strict=True))
-        frames.append(relabel(np.ascontiguousarray(base[z]), ids, names))
-        counts.append(int(len(np.unique(names))))
+    with tqdm(total=1 + len(thresholds), desc="merge tree", leave=False,
+              disable=not progress) as bar:
+        base = watershed(aff) if basins is None else np.asarray(basins, np.uint64)
+        _, history = agglomerate(aff, min(thresholds), mode="mean", basins=base,
+                                 return_merges=True)
+        bar.update()
+        ids = np.unique(base)
+        ids = ids[ids != 0]
+        frames, counts = [], []
+        for t in thresholds:
+            done = history["height"] > t
+            names = _union_min(ids, zip(history["a"][done], history["b"][done], strict=True))
+            frames.append(relabel(np.ascontiguousarray(base[z]), ids, names))
+            counts.append(int(len(np.unique(names))))
+            bar.update()
     return {"thresholds": thresholds, "frames": frames, "segments": counts,
             "heights": np.asarray(history["height"])}
 
