@@ -45,14 +45,15 @@ MAX_VALUE_ELEMENTS = 1024
 _REDUCE_AXES = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
                 "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
 # Operands whose values decide a result's shape, or which the lowering reads when compiling
-# (lowering/shape_ops.py, resize.py, reduction.py, indexing.py, unfold.py, topk.py, scan.py),
-# by node input position.
+# (lowering/shape_ops.py, resize.py, reduction.py, indexing.py, unfold.py, topk.py, scan.py;
+# Clip's bounds and Pad's value, elementwise.py and shape_ops.py), by node input position.
 SHAPE_OPERANDS = {"Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,),
-                  "Range": (0, 1, 2), "Slice": (1, 2, 3, 4), "Pad": (1, 3), "Squeeze": (1,),
+                  "Range": (0, 1, 2), "Slice": (1, 2, 3, 4), "Pad": (1, 2, 3), "Squeeze": (1,),
                   "Unsqueeze": (1,), "Split": (1,), "CumSum": (1,), "CumProd": (1,),
                   "Resize": (1, 2, 3), "Upsample": (1,), "OneHot": (1,), "TopK": (1,),
                   "Col2Im": (1, 2), "CenterCropPad": (1,), "MaxUnpool": (2,),
                   "HannWindow": (0,), "HammingWindow": (0,), "BlackmanWindow": (0,),
+                  "Clip": (1, 2),
                   **{op: (1,) for op in _REDUCE_AXES}, **POSITION_OPERANDS}
 # A Loop's trip count and condition decide how often the frontend unrolls its body
 # (frontend/control_flow.py), and so its scan outputs' shapes.
