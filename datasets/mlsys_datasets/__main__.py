@@ -46,11 +46,11 @@ def main(argv=None) -> int:
                   f"{zoo.ONNX_DIR} (regenerate with `python -m mlsys_datasets build`)",
                   file=sys.stderr)
             return 1
-        print(f"check passed: {len(zoo.ONNX_MODELS)} models and manifest.json rebuild "
+        print(f"check passed: {len(zoo.ALL_MODELS)} models and manifest.json rebuild "
               f"byte-identically")
         return 0
     entries = zoo.manifest()["models"]
-    for name in zoo.ONNX_MODELS:
+    for name in zoo.ALL_MODELS:
         e = entries.get(f"{name}.onnx")
         if e is None:
             print(f"{name:24s} (missing from manifest)")
