@@ -73,11 +73,31 @@ def rewrite(proto: ModelProto, input_shapes: dict | None = None,
         if kind in ("sequence_type", "optional_type") and vi.name not in {
                 t.name for t in g.initializer}:
             raise UnsupportedOpError(
-                f"graph input {text(vi.name)!r} is a {kind.removesuffix('_type')}: the IR's "
+                f"graph input {text(vi.name)!r} is {_a(kind.removesuffix('_type'))}: the IR's "
                 "functions take tensors; compilerkit.compile specialises on its length (or "
                 "presence) at run time")
-    check_graph(proto)  # one producer per name, sorted: what the walk below relies on
+    _check_definitions(proto)
     return _Rewriter(proto, input_shapes, flatten_outputs).run()
+
+
+def _check_definitions(proto: ModelProto) -> None:
+    """One producer per name, sorted: what the walk relies on. The import's full hygiene
+    check where no node holds a subgraph; with one (If, Loop, SequenceMap), only unique
+    definitions: ONNX's node checker, given no outer scope, reads a body's outer-scope reads
+    as unsorted nodes."""
+    g = proto.graph
+    if not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+               for n in g.node for a in n.attribute):
+        check_graph(proto)
+        return
+    seen = {t.name for t in g.initializer} | {i.name for i in g.input}
+    for k, n in enumerate(g.node):
+        for name in n.output:
+            if name and name in seen:
+                raise ModelError(f"tensor {text(name)!r} is defined twice (again by node "
+                                 f"{node_label(n, k)!r}); every tensor needs exactly one "
+                                 "producer")
+            seen.add(name)
 
 
 class _Rewriter:
@@ -248,11 +268,20 @@ class _Rewriter:
             self.node(node, node_label(node, k))
         outputs, layout = [], []
         for o in g.output:
+            declared = o.type.WhichOneof("value")
+            if declared in ("sequence_type", "optional_type") and not (
+                    o.name in self.seqs or o.name in self.opts):
+                made_by = next((f" made by node {node_label(n, k)!r} ({n.op_type})"
+                                for k, n in enumerate(g.node) if o.name in n.output), "")
+                raise UnsupportedOpError(
+                    f"graph output {text(o.name)!r} is {_a(declared.removesuffix('_type'))}"
+                    f"{made_by}, which compilerkit cannot resolve when compiling (the "
+                    "sequence and optional ops, and SequenceMap, are resolved)")
             if o.name in self.seqs or o.name in self.opts:
                 kind = SEQUENCE if o.name in self.seqs else OPTIONAL
                 if not self.flatten:
                     raise UnsupportedOpError(
-                        f"graph output {text(o.name)!r} is a {kind}: the IR's functions return "
+                        f"graph output {text(o.name)!r} is {_a(kind)}: the IR's functions return "
                         "tensors; compilerkit.compile returns it as a list")
                 if kind == SEQUENCE:
                     elems = self.seqs[o.name]
@@ -301,7 +330,7 @@ class _Rewriter:
             if name in self.seqs or name in self.opts:
                 kind = SEQUENCE if name in self.seqs else OPTIONAL
                 raise UnsupportedOpError(
-                    f"node {label!r} ({op}): input {k} {text(name)!r} is a {kind}; compilerkit "
+                    f"node {label!r} ({op}): input {k} {text(name)!r} is {_a(kind)}; compilerkit "
                     f"resolves sequences and optionals when compiling, and {op} on one is not "
                     "supported")
         self.nodes.append(node)
@@ -492,6 +521,10 @@ class _Rewriter:
             self.seqs[y] = list(self.seqs[x])
         else:  # a tensor, optional or not (opset 18 takes both)
             self.add("Identity", [x], [y], label)
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
 def _element_type(tp) -> int:

@@ -214,3 +214,18 @@ def test_a_model_without_sequences_is_left_as_it_came():
               [("y", T.FLOAT, None)])
     out, layout = rewrite(m)
     assert out is m and layout == [("tensor", ["y"])]
+
+
+def test_a_sequence_made_by_control_flow_is_refused_naming_its_node():
+    """An If whose branches build sequences: compilerkit resolves sequences only through the
+    sequence ops, so it names the node rather than misreading the output."""
+    def branch(n):
+        return helper.make_graph([helper.make_node("SequenceConstruct", ["x"] * n, ["s"])],
+                                 f"b{n}", [], [helper.make_tensor_sequence_value_info(
+                                     "s", T.FLOAT, None)])
+    m = model([helper.make_node("If", ["c"], ["res"], then_branch=branch(1),
+                                else_branch=branch(2), name="choose")],
+              [("c", T.BOOL, []), ("x", T.FLOAT, [2, 3])], [("res", T.FLOAT, "seq")])
+    with pytest.raises(ck.UnsupportedOpError,
+                       match=r"graph output 'res' is a sequence made by node 'choose' \(If\)"):
+        run(m, np.array(True), X)
