@@ -32,13 +32,20 @@ def cpu_busy(seconds: float = 1.0) -> float:
     return 1.0 - (idle1 - idle0) / max(total1 - total0, 1e-9)
 
 
-def wait_quiet(threshold: float = 0.15, timeout: float = 300.0) -> dict:
+def wait_quiet(threshold: float = 0.15, timeout: float = 300.0, progress: bool = True) -> dict:
     """Wait (up to ``timeout`` s) until other processes use under ``threshold`` of the CPU;
-    returns what the machine looked like when we started measuring."""
+    returns what the machine looked like when we started measuring.  ``progress``: a bar of the
+    seconds waited (a busy machine makes this the longest silence of a notebook)."""
+    from tqdm.auto import tqdm
+
     start = time.perf_counter()
     busy = cpu_busy()
-    while busy > threshold and time.perf_counter() - start < timeout:
-        busy = cpu_busy(2.0)
+    waiting = busy > threshold and timeout > 0
+    with tqdm(total=round(timeout), desc="waiting for a quiet CPU", leave=False,
+              bar_format="{l_bar}{bar}| {n}/{total} s", disable=not (progress and waiting)) as bar:
+        while busy > threshold and time.perf_counter() - start < timeout:
+            busy = cpu_busy(2.0)
+            bar.update(min(bar.total, round(time.perf_counter() - start)) - bar.n)
     return {"busy_before": round(busy, 3), "load1": os.getloadavg()[0],
             "waited_s": round(time.perf_counter() - start, 1), "quiet": busy <= threshold}
 
