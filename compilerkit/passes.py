@@ -33,13 +33,14 @@ from compilerkit.onnx_passes.decompose import DecomposePass
 from compilerkit.onnx_passes.fold_pool_pad import FoldPoolPadPass
 from compilerkit.onnx_passes.fuse_conv import FuseConvPass
 from compilerkit.onnx_passes.fuse_elementwise import FuseElementwisePass
+from compilerkit.onnx_passes.fuse_gelu import FuseGeluPass
 from compilerkit.onnx_passes.shape_inference import ShapeInferencePass
 from compilerkit.onnx_passes.validate_onnx import ValidatePass
 from compilerkit.stages import verify_ir
 
 PASSES: dict[str, type[ModulePass]] = {p.name: p for p in (
     ShapeInferencePass, ValidatePass, ConstantFoldingPass, DecomposePass, FuseConvPass,
-    FuseElementwisePass, FoldPoolPadPass, DeadCodePass,
+    FuseElementwisePass, FuseGeluPass, FoldPoolPadPass, DeadCodePass,
     LowerToKrnlPass, FoldLayoutPass, TileMatmulPass, UnrollSmallPass, ParallelizePass, GpuMapPass,
     GuardIndicesPass, PlanBuffersPass)}
 
@@ -48,12 +49,13 @@ def onnx_pipeline() -> list[ModulePass]:
     """ONNX IR -> optimised ONNX IR. Shape inference first (ONNX's own, per node), validation
     of what lowering will assume, folding to a fixed point with shape inference, decomposition
     (BatchNormalization into Conv, Gemm), folding again, Conv fusion (Pad, per-channel
-    Mul/Add and the activation into the Conv), an activation into the Add/Sub/Mul/Div before
-    it, a zero Pad of a non-negative tensor into the MaxPool after it, dead code, and
-    validation of what is left."""
+    Mul/Add and the activation into the Conv), GELU written out as elementwise nodes (exact
+    or tanh form) into one Gelu, an activation into the Add/Sub/Mul/Div before it, a zero Pad
+    of a non-negative tensor into the MaxPool after it, dead code, and validation of what is
+    left."""
     return [ShapeInferencePass(), ValidatePass(), ConstantFoldingPass(), DecomposePass(),
-            ConstantFoldingPass(), FuseConvPass(), FuseElementwisePass(), FoldPoolPadPass(),
-            DeadCodePass(), ValidatePass()]
+            ConstantFoldingPass(), FuseConvPass(), FuseGeluPass(), FuseElementwisePass(),
+            FoldPoolPadPass(), DeadCodePass(), ValidatePass()]
 
 
 def kernel_pipeline(target, opt_level: int, schedule=None,

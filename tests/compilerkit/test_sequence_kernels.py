@@ -5,6 +5,7 @@ the micro-kernel's strips). Values that tell right from nearly right: rows short
 strip, rows with a tail, large logits, -inf (a causal mask) and NaN entries; the 2-thread
 answer bit-identical to the 1-thread one."""
 
+import math
 import re
 
 import numpy as np
@@ -13,6 +14,8 @@ from ckhelpers import make_model, ort_run
 from onnx import helper
 
 import compilerkit as ck
+from compilerkit.frontend.arguments import OptionError
+from compilerkit.passes import parse_pipeline
 from compilerkit.pipeline import compile_to
 
 N = helper.make_node
@@ -143,3 +146,36 @@ def test_layer_norm_rows_against_onnxruntime(shape, offset):
     np.testing.assert_allclose(got[2], ref[2], rtol=1e-4)
     assert all(a.tobytes() == c.tobytes()
                for a, c in zip(got, cm.run(x, num_threads=2), strict=True))
+
+
+@pytest.mark.parametrize("grouping", ["torch", "halved", "keras_tanh"])
+def test_gelu_chain_becomes_one_gelu(grouping):
+    """fuse-gelu (onnx_passes/fuse_gelu.py): the exact GELU in five nodes (either grouping)
+    and the tanh form in eight are one Gelu in the ONNX IR, answering as onnxruntime does
+    (NaN and infinities included); a bad tolerance is an OptionError naming the pass."""
+    x = R.standard_normal((2, 8, 16)).astype(np.float32) * 3
+    x[0, 0, :4] = [np.nan, np.inf, -np.inf, 0.0]
+    consts = [("s2", np.float32(math.sqrt(2))), ("one", np.float32(1.0)),
+              ("half", np.float32(0.5))]
+    if grouping == "torch":
+        nodes = [N("Div", ["x", "s2"], ["u"]), N("Erf", ["u"], ["e"]),
+                 N("Add", ["e", "one"], ["a"]), N("Mul", ["x", "a"], ["m"]),
+                 N("Mul", ["m", "half"], ["y"])]
+    elif grouping == "halved":
+        nodes = [N("Div", ["x", "s2"], ["u"]), N("Erf", ["u"], ["e"]),
+                 N("Add", ["one", "e"], ["a"]), N("Mul", ["half", "x"], ["h"]),
+                 N("Mul", ["h", "a"], ["y"])]
+    else:
+        consts += [("three", np.float32(3.0)), ("c", np.float32(0.044715)),
+                   ("k", np.float32(math.sqrt(2 / math.pi)))]
+        nodes = [N("Mul", ["half", "x"], ["h"]), N("Pow", ["x", "three"], ["p"]),
+                 N("Mul", ["c", "p"], ["t"]), N("Add", ["x", "t"], ["i"]),
+                 N("Mul", ["k", "i"], ["s"]), N("Tanh", ["s"], ["e"]),
+                 N("Add", ["one", "e"], ["a"]), N("Mul", ["h", "a"], ["y"])]
+    model = make_model(nodes, [("x", x)], ["y"], inits=consts, opset=17)
+    ir = str(compile_to("onnx-ir", model))
+    assert "onnx.Gelu" in ir and "onnx.Erf" not in ir and "onnx.Tanh" not in ir
+    got = ck.compile(model, asm=False).run(x)[0]
+    np.testing.assert_allclose(got, ort_run(model, [x])[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(OptionError, match="fuse-gelu"):
+        parse_pipeline("fuse-gelu{tolerance=0.5}")
