@@ -17,6 +17,7 @@
 // LIST-NEXT:  fold-pool-pad
 // LIST-NEXT:  fuse-conv
 // LIST-NEXT:  fuse-elementwise
+// LIST-NEXT:  fuse-gelu
 // LIST-NEXT:  gpu-map
 // LIST-NEXT:  guard-indices
 // LIST-NEXT:  lower-to-krnl
