@@ -321,6 +321,8 @@ TOPICS = [
     ("Real-weight models vs onnxruntime at 1 and 2 threads", "11_kernel_ir_schedules.ipynb",
      "real_weight_vs_onnxruntime"),
     ("ONNX conformance counts", "14_onnx_conformance.ipynb", "onnx_conformance"),
+    ("Transformer decoder vs onnxruntime at 1 thread (goal >= 1.0x)",
+     "19_transformer_step_by_step.ipynb", "transformer_vs_onnxruntime"),
     ("LoopNest codegen vs LLVM: compile time per nest and model", "16_loopnest_codegen.ipynb",
      "loopnest_codegen"),
     ("LoopTune policy vs searches on held-out matmuls", "15_looptune.ipynb",

@@ -198,6 +198,10 @@ CURRICULUM = (
            "ZNNi's sliding-window inference and planner, PZnet's blocked 3-D Conv",
            ("17_fast_convolutions",),
            full_min=15, smoke_min=0.75),
+    Lesson("19_transformer_step_by_step", "compiling",
+           "a Keras GPT-style decoder step by step: attention and LayerNorm in both IRs, "
+           "what fuses, time per op type against onnxruntime",
+           ("10_onnx_to_native",), full_min=6.5, smoke_min=1.8),
     Lesson("20_train_swap_compile", "compiling",
            "train with swapping, export to ONNX, compile for host, s390x and GPU",
            ("03_swap_rewrite", "12_endianness"),
