@@ -26,7 +26,7 @@ def _relu_case(expected=None):
 
 
 def _clip_case():
-    # min/max arrive as graph inputs: not constants, so compilerkit refuses the case as given.
+    # min/max arrive as graph inputs: compile() specialises on their values (specialize.py).
     x = np.linspace(-2, 2, 6, dtype=np.float32)
     lo, hi = np.float32(-1), np.float32(1)
     vi = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, s)
@@ -51,8 +51,24 @@ def test_a_wrong_expectation_is_reported_wrong_with_its_error():
     assert "differs" in r.reason
 
 
-def test_parameter_inputs_pass_as_the_constant_static_variant():
-    r = cf.run_node_case(_clip_case())
+def _dropout_case():
+    # training_mode arrives as a graph input: refused as given (training is not compiled,
+    # and compilerkit does not specialise on it); as a constant False it compiles.
+    x = np.linspace(-2, 2, 6, dtype=np.float32)
+    vi = [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [6]),
+          helper.make_tensor_value_info("ratio", onnx.TensorProto.FLOAT, []),
+          helper.make_tensor_value_info("training", onnx.TensorProto.BOOL, [])]
+    g = helper.make_graph([helper.make_node("Dropout", ["x", "ratio", "training"], ["y"])],
+                          "g", vi,
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [6])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    return _case("test_dropout_tiny", model, [x, np.float32(0.5), np.array(False)], [x])
+
+
+def test_parameter_inputs_pass_as_given_or_as_the_constant_static_variant():
+    r = cf.run_node_case(_clip_case())  # specialised on min/max
+    assert (r.status, r.variant) == (cf.PASSED, cf.GIVEN)
+    r = cf.run_node_case(_dropout_case())
     assert (r.status, r.variant) == (cf.PASSED, cf.CONSTANT)
 
 
