@@ -1,9 +1,9 @@
 """Frontend: ONNX protobuf (file, bytes or ModelProto) -> ONNX IR.
 
 Assumes a single ONNX graph (the default domain, opsets MIN_OPSET..MAX_OPSET; older ones are
-upgraded to MIN_OPSET with onnx.version_converter, old_opsets.py); subgraphs
-(control flow) and non-tensor graph inputs and outputs are refused as unsupported before the
-graph is checked. Graph inputs that are also initializers are treated as constants; sparse
+upgraded to MIN_OPSET with onnx.version_converter, old_opsets.py). If, Loop and Scan are
+unrolled and inlined into the graph first (control_flow.py); other subgraphs and non-tensor
+graph inputs and outputs are refused as unsupported before the graph is checked. Graph inputs that are also initializers are treated as constants; sparse
 initializers become dense ones. Names are the model's own for the user (any Unicode; bytes that
 are not UTF-8 are shown escaped, hygiene.text) and ASCII spellings of them in the IR (_hint).
 Every dynamic dimension of a real input must be fixed, either by the model or by `input_shapes`;

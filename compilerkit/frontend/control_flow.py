@@ -44,8 +44,17 @@ from xdsl.dialects.builtin import ArrayAttr, StringAttr
 
 from compilerkit.frontend.arguments import OptionError
 from compilerkit.frontend.checks import ModelError, UnsupportedOpError
+from compilerkit.frontend.control_scan import ScanSteps
 from compilerkit.frontend.hygiene import model_opset, node_label, text
-from compilerkit.frontend.subgraphs import Known, Names, all_names, inline_graph, static_dims
+from compilerkit.frontend.subgraphs import (
+    Known,
+    Later,
+    Names,
+    all_names,
+    inline_graph,
+    proto_type,
+    static_dims,
+)
 
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 DEFAULT_MAX_UNROLL = 1024  # loop iterations and scan steps unrolled per model, together
@@ -77,18 +86,6 @@ class Tags:
         return out
 
 
-class _Later(Exception):
-    """A node that cannot be expanded before the graph is typed again (the reason)."""
-
-
-def _proto_type(vi):
-    tt = vi.type.tensor_type
-    if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
-        return (tt.elem_type, None)
-    return (tt.elem_type, [d.dim_value if d.HasField("dim_value") else -1
-                           for d in tt.shape.dim])
-
-
 def _type_text(t) -> str:
     elem = onnx.helper.tensor_dtype_to_np_dtype(t[0]).name if t[0] else "?"
     return f"{elem}{t[1]}" if t[1] is not None else f"{elem}[unranked]"
@@ -117,7 +114,7 @@ def expand_control_flow(proto: ModelProto, light, message, max_unroll=None):
     return _Expander(model, light, message, limit).run()
 
 
-class _Expander:
+class _Expander(ScanSteps):
     def __init__(self, model, light, message, limit):
         self.model, self.light, self.message, self.limit = model, light, message, limit
         self.opset = model_opset(model)
@@ -132,7 +129,7 @@ class _Expander:
         g = self.model.graph
         while has_control_flow(g):
             inferred = self._infer()
-            types = {vi.name: _proto_type(vi) for vi in list(inferred.graph.value_info)
+            types = {vi.name: proto_type(vi) for vi in list(inferred.graph.value_info)
                      + list(inferred.graph.output) + list(inferred.graph.input)}
             self.known = Known(types, self.opset)
             for t in g.initializer:
@@ -147,7 +144,7 @@ class _Expander:
                 self.made = []
                 try:
                     getattr(self, "_" + node.op_type.lower())(node, typed)
-                except _Later as e:
+                except Later as e:
                     blocked = blocked or str(e)
                     new.append(node)
                     self.known.tainted.update(o for o in node.output if o)
@@ -223,11 +220,11 @@ class _Expander:
                                      f"opset {self.opset}")
 
     def value(self, name, label, op, what):
-        """The known value of `name`, or _Later while it is not typed yet, or None (it is
+        """The known value of `name`, or Later while it is not typed yet, or None (it is
         computed from data at run time)."""
         v = self.known.get(name)
         if v is None and name in self.known.tainted:
-            raise _Later(f"node {label!r} ({op}): {what} {name!r} is not known yet")
+            raise Later(f"node {label!r} ({op}): {what} {name!r} is not known yet")
         return v
 
     # ---- If ----------------------------------------------------------------------------------
@@ -251,11 +248,11 @@ class _Expander:
             if got != len(node.output):
                 raise ModelError(f"node {label!r} (If): {which} has {got} outputs, the node "
                                  f"{len(node.output)}")
-            types[which] = [_proto_type(o) for o in tbranch[which].output]
+            types[which] = [proto_type(o) for o in tbranch[which].output]
         for k, (t, e) in enumerate(zip(types["then_branch"], types["else_branch"],
                                        strict=True)):
             if static_dims(t) is None or static_dims(e) is None:
-                raise _Later(f"node {label!r} (If): its condition is computed at run time and "
+                raise Later(f"node {label!r} (If): its condition is computed at run time and "
                              f"output {k} has no static shape (then {_type_text(t)}, else "
                              f"{_type_text(e)}); compilerkit computes both branches and "
                              "selects, which needs static shapes")
@@ -360,130 +357,6 @@ class _Expander:
             return None  # nothing carried: the remaining iterations compute nothing used
         self.count(label, "Loop", m - k, take=False)  # each iteration counts itself
         return self.scalar(cond, f"{label}/{k}/active", guards)
-
-    # ---- Scan --------------------------------------------------------------------------------
-    def _scan(self, node, typed) -> None:
-        label, guards = node.name, self.tags.guarded.get(node.name, ())
-        a = {x.name: helper.get_attribute_value(x) for x in node.attribute}
-        body = a["body"]
-        body_ranks = [None if t[1] is None else len(t[1]) for t in (
-            _proto_type(o) for o in next(x.g for x in typed.attribute if x.name == "body").output)]
-        n_scan = a["num_scan_inputs"]
-        if self.opset < 9:
-            self._scan8(node, body, a, n_scan, label, guards, body_ranks)
-            return
-        ins = list(node.input)
-        n = len(ins) - n_scan
-        if n < 0 or len(body.input) != len(ins) or len(body.output) < n:
-            raise ModelError(f"node {label!r} (Scan): the body takes {len(body.input)} inputs "
-                             f"and gives {len(body.output)} outputs for {len(ins)} inputs of "
-                             f"which {n_scan} are scanned")
-        states, outs = self.steps(label, body, a, ins[:n], ins[n:], guards)
-        self._scan_outputs(node, a, states, outs, label, guards, body_ranks[n:])
-
-    def _scan_outputs(self, node, a, states, outs, label, guards, ranks, extra_axis=0) -> None:
-        n = len(states)
-        self._outputs(node, states, label, "Scan", guards)
-        out_axes = a.get("scan_output_axes") or [0] * len(outs)
-        out_dirs = a.get("scan_output_directions") or [0] * len(outs)
-        for j, out in enumerate(node.output[n:]):
-            if not out:
-                continue
-            axis = out_axes[j]
-            if axis < 0:
-                if ranks[j] is None:
-                    raise _Later(f"node {label!r} (Scan): scan output {j} has no known rank")
-                axis += ranks[j] + 1
-            values = outs[j][::-1] if out_dirs[j] else outs[j]
-            self.stack(values, axis + extra_axis, f"{label}/scan{j}", guards, out)
-
-    def steps(self, label, body, a, states, xs, guards, prefix="", shapes=None):
-        """Run the body over the scan inputs `xs` (opset 9's form; `shapes`: their dims when
-        they are not typed yet): (final states, per scan output the list of its per-step
-        values)."""
-        axes = a.get("scan_input_axes") or [0] * len(xs)
-        dirs = a.get("scan_input_directions") or a.get("directions") or [0] * len(xs)
-        lengths, norm = set(), []
-        for j, x in enumerate(xs):
-            dims = shapes[j] if shapes else self.known.dims(x)
-            if dims is None:
-                if x in self.known.tainted:
-                    raise _Later(f"node {label!r} (Scan): scan input {j} is not typed yet")
-                raise UnsupportedOpError(f"node {label!r} (Scan): scan input {j} "
-                                         f"({text(x)!r}) has no static shape")
-            axis = axes[j] + len(dims) if axes[j] < 0 else axes[j]
-            if not 0 <= axis < len(dims):
-                raise ModelError(f"node {label!r} (Scan): scan_input_axes[{j}] = {axes[j]} is "
-                                 f"out of range for a tensor of rank {len(dims)}")
-            lengths.add(dims[axis])
-            norm.append(axis)
-        if len(lengths) != 1:
-            raise ModelError(f"node {label!r} (Scan): the scan inputs have different sequence "
-                             f"lengths {sorted(lengths)}")
-        length = lengths.pop()
-        if length == 0:
-            raise UnsupportedOpError(f"node {label!r} (Scan): the sequence is empty, so the "
-                                     "scan outputs' element shapes are unknown")
-        self.count(label, "Scan", length)
-        n = len(states)
-        outs = [[] for _ in range(len(body.output) - n)]
-        for t in range(length):
-            step = f"{label}/{prefix}{t}/"
-            bind = {body.input[j].name: s for j, s in enumerate(states)}
-            for j, x in enumerate(xs):
-                pos = self.const(np.int64(length - 1 - t if dirs[j] else t), step + "pos")
-                bind[body.input[n + j].name] = self.node("Gather", [x, pos], step + "slice",
-                                                         guards, axis=norm[j])
-            got = self.inline(body, bind, step, guards)
-            states = got[:n]
-            for j, v in enumerate(got[n:]):
-                outs[j].append(v)
-        return states, outs
-
-    def _scan8(self, node, body, a, n_scan, label, guards, body_ranks) -> None:
-        """Opset 8: input 0 is sequence_lens, every other input has a batch axis 0 and the
-        scan axis 1; the body runs per batch item."""
-        ins = list(node.input)
-        lens, rest = ins[0], ins[1:]
-        n = len(rest) - n_scan
-        if n < 0 or len(body.input) != len(rest) or len(body.output) < n:
-            raise ModelError(f"node {label!r} (Scan): the body takes {len(body.input)} inputs "
-                             f"for {len(rest)} inputs of which {n_scan} are scanned")
-        scan_dims = [self.known.dims(x) for x in rest[n:]]
-        for j, (x, dims) in enumerate(zip(rest[n:], scan_dims, strict=True)):
-            if dims is None or len(dims) < 2:
-                if x in self.known.tainted:
-                    raise _Later(f"node {label!r} (Scan): scan input {j} is not typed yet")
-                raise UnsupportedOpError(f"node {label!r} (Scan): scan input {j} ({text(x)!r}) "
-                                         "has no static shape with batch and sequence axes")
-        if not scan_dims:
-            raise ModelError(f"node {label!r} (Scan): num_scan_inputs must be at least 1")
-        batch, length = scan_dims[0][0], scan_dims[0][1]
-        if lens:
-            v = self.value(lens, label, "Scan", "sequence_lens (input 0)")
-            if v is None or not np.all(v == length):
-                raise UnsupportedOpError(
-                    f"node {label!r} (Scan): sequence_lens ({text(lens)!r}) must be a constant "
-                    f"equal to the sequence length {length} for every batch item")
-        states_b, outs_b = [], []
-        for b in range(batch):
-            pick = self.const(np.int64(b), f"{label}/b{b}/index")
-            items = [self.node("Gather", [x, pick], f"{label}/b{b}/item", guards, axis=0)
-                     for x in rest]
-            s, o = self.steps(label, body, a, items[:n], items[n:], guards, f"b{b}/",
-                              [d[1:] for d in scan_dims])
-            states_b.append(s)
-            outs_b.append(o)
-        for j in range(n):
-            if node.output[j]:
-                self.stack([s[j] for s in states_b], 0, f"{label}/state{j}", guards,
-                           node.output[j])
-        for j, out in enumerate(node.output[n:]):
-            if out:
-                per_item = [self.node("Concat", [self.unsqueeze(v, 0, f"{label}/s{j}", guards)
-                                                 for v in o[j]], f"{label}/seq{j}", guards,
-                                      axis=0) for o in outs_b]
-                self.stack(per_item, 0, f"{label}/scan{j}", guards, out)
 
 
 __all__ = ["expand_control_flow", "check_max_unroll", "Tags", "CONTROL_FLOW",

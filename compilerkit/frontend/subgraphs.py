@@ -34,6 +34,19 @@ FOLDABLE = frozenset({
 KNOWN_LIMIT = 4096  # elements: larger tensors are never folded here (onnx_passes does that)
 
 
+class Later(Exception):
+    """A node that cannot be expanded before the graph is typed again (the reason)."""
+
+
+def proto_type(vi):
+    """(elem, dims with -1 for unknown, or None when the rank is unknown) of a ValueInfo."""
+    tt = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
+        return (tt.elem_type, None)
+    return (tt.elem_type, [d.dim_value if d.HasField("dim_value") else -1
+                           for d in tt.shape.dim])
+
+
 class Names:
     """Fresh tensor and node names: none is used anywhere in the model, subgraphs included."""
 
@@ -254,5 +267,5 @@ def _run(node, values, opset):
     return ev.run(None, feeds)
 
 
-__all__ = ["Names", "Known", "inline_graph", "rename_outer", "freshen", "all_names", "subgraphs",
-           "static_dims"]
+__all__ = ["Later", "proto_type", "Names", "Known", "inline_graph", "rename_outer", "freshen",
+           "all_names", "subgraphs", "static_dims"]

@@ -76,9 +76,12 @@ def _mask(op, conds) -> None:
     new = []
     taken = None
     for mem, negated in conds:
-        zero = arith.ConstantOp(IntegerAttr(0, IndexType()))
-        load = krnl.LoadOp(mem, [zero.result] * len(mem.type.get_shape()))
-        new += [zero, load]
+        rank = len(mem.type.get_shape())  # a scalar; [1] read at 0 as well
+        if rank:
+            zero = arith.ConstantOp(IntegerAttr(0, IndexType()))
+            new.append(zero)
+        load = krnl.LoadOp(mem, [zero.result] * rank if rank else [])
+        new.append(load)
         value = load.res
         if value.type != i1:
             z = arith.ConstantOp(IntegerAttr(0, value.type))
