@@ -6,6 +6,7 @@
     python benchmarks/compile_bench.py --models resnet50,mobilenet_v2 [--repeat 7]
     python benchmarks/compile_bench.py --light [--models squeezenet]   # onnx's light models
     python benchmarks/compile_bench.py --emulated [--models lenet,mlp]  # s390x/ppc64 rows
+    python benchmarks/compile_bench.py --modern [--models vit,lstm]     # the modern set
 
 Default mode, per model of `mlsys_datasets.REAL_WEIGHT_MODELS` (`real_weight_model(name,
 size)`, built and cached on first use, never downloaded):
@@ -30,9 +31,17 @@ The thread API (`compile(..., num_threads=)`, `CompiledModel.run(..., num_thread
 when compilerkit has it; otherwise the rows say "threads": "not supported" and the 2-thread
 compilerkit column is empty.
 
+--modern: per model of `mlsys_datasets.zoo.MODERN_MODELS` (transformers, recurrent nets, a 2D
+U-Net, a detection head, quantised variants) on `zoo.sample_inputs`: op types, file size,
+whether it compiles (else the error, first line), agreement with onnxruntime as
+tests/compilerkit/test_modern_models.py judges it, one compile's seconds, and compilerkit
+against onnxruntime at 1 and 2 threads, interleaved, with `compilerkit.measure.timing.best_of`
+(wall clock: the 2-thread runs use threads other than the caller's).
+
 Writes benchmarks/results/compile_bench.json: the default mode under "real_weight" (--smoke:
 "real_weight_smoke"), --light under "rows" / "geomean_light_speed_ratio", --emulated under
-"emulated_rows"; each mode keeps the other keys.
+"emulated_rows", --modern under "modern_rows" and "modern_summary"; each mode keeps the other
+keys.
 """
 
 import argparse
@@ -89,9 +98,13 @@ def main(argv=None):
                     help="onnx's light models and the committed datasets models, 1 thread")
     ap.add_argument("--emulated", action="store_true",
                     help="time the emulated s390x/ppc64 targets against the host instead")
+    ap.add_argument("--modern", action="store_true",
+                    help="the modern set (transformers, RNNs, U-Net, detection, quantised)")
     args = ap.parse_args(argv)
     wanted = [m for m in args.models.split(",") if m]
     repeat = args.repeat or (3 if args.smoke else 7)
+    if args.modern:
+        return modern(wanted, args.opt, repeat)
     if args.emulated:
         return emulated(set(wanted) or set(EMULATED_MODELS), args.opt, min(repeat, 3))
     if args.light:
@@ -429,6 +442,146 @@ def emulated(wanted, opt, repeat):
                   f"{emu_s*1e3:9.2f} ms  x{emu_s/host_s:8.0f}  max|diff| {diff:.1e}", flush=True)
             del cm
     write_results({"emulated_rows": rows})
+
+
+
+# --------------------------------------------------------------------------- the modern set
+
+
+def modern_agreement(name, got, feeds) -> dict:
+    """Error against onnxruntime as tests/compilerkit/test_modern_models.py judges it: QDQ
+    models against the graph as written (basic optimisation), within one output step; the
+    rest within AGREE of the output's scale."""
+    import onnx
+    import onnxruntime as ort
+    from mlsys_datasets import zoo
+
+    path = str(zoo.onnx_path(name))
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    qdq = zoo.QUANTISED.get(name, ("", ""))[1] == "static"
+    if qdq:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    ref = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    err = max(float(np.max(np.abs(np.asarray(g, np.float64) - r))) for g, r in
+              zip(got, ref, strict=True))
+    scale = max(float(np.max(np.abs(r))) for r in ref) or 1.0
+    row = {"max_abs_error": err, "rel_error": err / scale}
+    if qdq:
+        model = onnx.load(path)
+        inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+        made_by = {o: n for n in model.graph.node for o in n.output}
+        step = float(np.max(inits[made_by[model.graph.output[0].name].input[1]]))
+        row.update(output_step=step, error_steps=err / step, agrees=err <= step * (1 + 1e-6),
+                   reference="onnxruntime, basic optimisation (QDQ as written)")
+    else:
+        row.update(agrees=err / scale <= AGREE, reference="onnxruntime")
+    return row
+
+
+def bench_modern(name: str, opt: int, repeat: int, threads_ok: bool) -> dict:
+    from collections import Counter
+
+    import onnx
+    from mlsys_datasets import zoo
+
+    from compilerkit.measure import timing
+
+    path = str(zoo.onnx_path(name))
+    entry = zoo.manifest()["models"][f"{name}.onnx"]
+    model_ops = Counter(n.op_type for n in onnx.load(path).graph.node)
+    feeds = zoo.sample_inputs(name)
+    arrays = list(feeds.values())
+    row = {"model": name, "made_by": entry["source"], "bytes": entry["size"],
+           "nodes": sum(model_ops.values()), "ops": sorted(model_ops),
+           "input_shapes": {k: list(v.shape) for k, v in feeds.items()}, "opt_level": opt}
+    gc.collect()
+    t = time.perf_counter()
+    try:
+        cm = ck.compile(path, opt_level=opt, asm=False, input_shapes=row["input_shapes"],
+                        **({"num_threads": None} if threads_ok else {}))
+        got = cm.run(*arrays)
+    except Exception as error:  # noqa: BLE001 - one model's failure must not end the run
+        row["compiles"] = False
+        row["error"] = f"{type(error).__name__}: {str(error).splitlines()[0]}"
+        return row
+    row["compiles"] = True
+    row["compile_s"] = time.perf_counter() - t
+    row["stage_s"] = {k: round(v, 4) for k, v in cm.timings.items()}
+    row.update(modern_agreement(name, got, feeds))
+    sessions = {n: ort_session(path, n) for n in THREADS}
+    calls = {f"ort_{n}": partial(sessions[n].run, None, feeds) for n in THREADS}
+    for n in THREADS if threads_ok else (1,):
+        calls[f"ck_{n}"] = (partial(cm.run, *arrays, num_threads=n) if threads_ok
+                            else partial(cm.run, *arrays))
+    best = timing.best_of(calls, repeat, clock_name="wall")
+    for k, v in best.items():
+        row[f"{k}_ms"] = v * 1e3
+    for n in THREADS:
+        ck_ms = row.get(f"ck_{n}_ms")
+        row[f"ratio_{n}"] = row[f"ort_{n}_ms"] / ck_ms if ck_ms else None
+    del cm, sessions, calls
+    gc.collect()
+    return row
+
+
+def format_modern(r) -> str:
+    if not r["compiles"]:
+        return f"{r['model']:22s} does not compile: {r['error'][:160]}"
+    agree = f"{r['error_steps']:.2f} steps" if "error_steps" in r else f"{r['rel_error']:.1e}"
+    return (f"{r['model']:22s} {r['nodes']:4d} nodes  compile {r['compile_s']:6.1f}s  "
+            f"err {agree:>10s} {'ok' if r['agrees'] else 'DISAGREES'}  "
+            f"1t ck {r['ck_1_ms']:8.3f} ort {r['ort_1_ms']:8.3f} ms {_fmt(r['ratio_1'])}  "
+            f"2t ck {_fmt(r.get('ck_2_ms'), '8.3f', '')} ort {r['ort_2_ms']:8.3f} ms "
+            f"{_fmt(r['ratio_2'])}")
+
+
+def modern(wanted, opt: int, repeat: int):
+    from mlsys_datasets import zoo
+
+    from compilerkit.measure import timing
+
+    names = wanted or list(zoo.MODERN_MODELS)
+    unknown = [n for n in names if n not in zoo.MODERN_MODELS]
+    if unknown:
+        sys.exit(f"unknown model(s) {', '.join(unknown)}; the modern set: "
+                 f"{', '.join(zoo.MODERN_MODELS)}")
+    threads_ok = thread_api()
+    load_start = timing.load()
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    rows = []
+    for name in names:
+        rows.append(bench_modern(name, opt, repeat, threads_ok))
+        print(format_modern(rows[-1]), flush=True)
+    ok = [r for r in rows if r["compiles"]]
+    families = {"transformer": ("bert_encoder", "gpt_decoder", "vit"),
+                "recurrent": ("lstm", "gru")}
+    summary = {
+        "started_utc": started, "opt_level": opt, "repeat": repeat,
+        "threads": "supported" if threads_ok else "not supported",
+        "statistic": "ms: best of `repeat` interleaved rounds (compilerkit.measure.timing."
+                     "best_of, wall clock); ratio = onnxruntime / compilerkit (> 1: faster)",
+        "compile": "one compile per model, wall seconds",
+        "onnxruntime": {"version": _version("onnxruntime"), "intra_op_num_threads": "= n",
+                        "inter_op_num_threads": 1, "execution_mode": "sequential",
+                        "graph_optimization": "all (the timed sessions)"},
+        "load": {"start": load_start, "end": timing.load(), "cpus": os.cpu_count(),
+                 "note": "timings under load: a 2-core machine shared with other sessions; "
+                         "the contenders are interleaved round by round"},
+        "compiled": f"{len(ok)} of {len(rows)}",
+        "agree": sum(bool(r.get("agrees")) for r in ok),
+        "geomean_ratio": {str(n): geomean([r[f"ratio_{n}"] for r in ok]) for n in THREADS},
+        "geomean_ratio_by_family": {
+            fam: {str(n): geomean([r[f"ratio_{n}"] for r in ok if r["model"] in members])
+                  for n in THREADS} for fam, members in families.items()},
+    }
+    print(f"\n{summary['compiled']} compile, {summary['agree']} agree; geomean onnxruntime / "
+          f"compilerkit: " + ", ".join(f"{n} thread(s) {_fmt(summary['geomean_ratio'][str(n)])}"
+                                        for n in THREADS)
+          + f"  (load {load_start} -> {summary['load']['end']})")
+    write_results({"modern_rows": rows, "modern_summary": summary})
+    return rows
 
 
 if __name__ == "__main__":
