@@ -283,7 +283,8 @@ def _direction(b, op, kind, ins, sz, d, reverse, acts, clip, lbr, forget, hs, cs
     # added inside r * (...) instead), for every row of X in X's own order; gate k's
     # columns start at wts.col(k) (padding columns of whole strips are zero, never read).
     xw = b.alloc([rows, gp], elem)
-    fill(b, xw, 0.0)
+    if bias is None or gp != g:  # with a bias and no padding columns, its nest writes all
+        fill(b, xw, 0.0)
     if bias is not None:
         with b.nest([rows, g]) as (row, j):
             dref = b.index(d)
