@@ -64,8 +64,10 @@ func.func @gru(%x: tensor<2x1x3xf32>, %w: tensor<1x6x3xf32>, %r: tensor<1x6x2xf3
 // CHECK:         func.return
 
 // -----
-// Constant W and R: laid out at compile time as the micro-kernel's B, in strips of 32 columns
-// (the default lanes=16), the 2 gate columns padded to one strip; xw's rows are that wide.
+// Constant W and R: laid out at compile time as the micro-kernel's B, W^T in strips of 32
+// columns (the default lanes=16), the 2 gate columns padded to one strip; xw's rows are that
+// wide. A batch of 1 keeps R^T row-major, [hidden, xw's width], so each step's product is one
+// call of the one-row kernel over every gate column.
 func.func @rnn_constant_weights(%x: tensor<2x1x3xf32>) -> tensor<1x1x2xf32> attributes {input_names = ["x"], output_names = ["yh"], onnx_opset = 14 : i64} {
   %none = "onnx.NoValue"() : () -> none
   %w = "onnx.Constant"() {value = dense<[[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]> : tensor<1x2x3xf32>} : () -> tensor<1x2x3xf32>
@@ -75,8 +77,26 @@ func.func @rnn_constant_weights(%x: tensor<2x1x3xf32>) -> tensor<1x1x2xf32> attr
 }
 // CHECK-LABEL: func.func @rnn_constant_weights(
 // CHECK:         [[WT:%[0-9]+]] = "krnl.global"() {sym_name = "wt_rnn_0", {{.*}} memref<96xf32>
-// CHECK-NEXT:    [[RT:%[0-9]+]] = "krnl.global"() {sym_name = "rt_rnn_0", {{.*}} memref<64xf32>
+// CHECK-NEXT:    [[RT:%[0-9]+]] = "krnl.global"() {sym_name = "rt_rnn_0", {{.*}} memref<2x32xf32>
 // CHECK-NEXT:    [[XW:%[0-9]+]] = "krnl.alloc"() {{.*}} memref<2x32xf32>
 // CHECK:         "krnl.matmul"({{%[0-9]+}}, [[WT]], [[XW]], {{.*}} {sizes = [2 : i64, 32 : i64, 3 : i64], {{.*}} strides = [3 : i64, 1 : i64, 32 : i64, 32 : i64]
-// CHECK:         "krnl.matmul"({{%[0-9]+}}, [[RT]], [[XW]], {{.*}} {sizes = [1 : i64, 32 : i64, 2 : i64], {{.*}} strides = [2 : i64, 1 : i64, 32 : i64, 32 : i64]
+// CHECK:         "krnl.matmul"({{%[0-9]+}}, [[RT]], [[XW]], {{.*}} {sizes = [1 : i64, 2 : i64, 2 : i64], {{.*}} strides = [2 : i64, 1 : i64, 32 : i64, 32 : i64]
+// CHECK:         func.return
+
+// -----
+// The same RNN on a batch of 2: R^T in strips too (a strip of 32 columns, 64 elements), each
+// step's product a strip product over the padded width.
+func.func @rnn_constant_weights_batch(%x: tensor<2x2x3xf32>) -> tensor<1x2x2xf32> attributes {input_names = ["x"], output_names = ["yh"], onnx_opset = 14 : i64} {
+  %none = "onnx.NoValue"() : () -> none
+  %w = "onnx.Constant"() {value = dense<[[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]> : tensor<1x2x3xf32>} : () -> tensor<1x2x3xf32>
+  %r = "onnx.Constant"() {value = dense<[[[0.5, -0.5], [0.25, 1.0]]]> : tensor<1x2x2xf32>} : () -> tensor<1x2x2xf32>
+  %y, %yh = "onnx.RNN"(%x, %w, %r, %none, %none, %none) {hidden_size = 2 : i64, onnx_node_name = "rnn"} : (tensor<2x2x3xf32>, tensor<1x2x3xf32>, tensor<1x2x2xf32>, none, none, none) -> (none, tensor<1x2x2xf32>)
+  func.return %yh : tensor<1x2x2xf32>
+}
+// CHECK-LABEL: func.func @rnn_constant_weights_batch(
+// CHECK:         [[WT:%[0-9]+]] = "krnl.global"() {sym_name = "wt_rnn_0", {{.*}} memref<96xf32>
+// CHECK-NEXT:    [[RT:%[0-9]+]] = "krnl.global"() {sym_name = "rt_rnn_0", {{.*}} memref<64xf32>
+// CHECK-NEXT:    [[XW:%[0-9]+]] = "krnl.alloc"() {{.*}} memref<4x32xf32>
+// CHECK:         "krnl.matmul"({{%[0-9]+}}, [[WT]], [[XW]], {{.*}} {sizes = [4 : i64, 32 : i64, 3 : i64], {{.*}} strides = [3 : i64, 1 : i64, 32 : i64, 32 : i64]
+// CHECK:         "krnl.matmul"({{%[0-9]+}}, [[RT]], [[XW]], {{.*}} {sizes = [2 : i64, 32 : i64, 2 : i64], {{.*}} strides = [2 : i64, 1 : i64, 32 : i64, 32 : i64]
 // CHECK:         func.return
