@@ -123,11 +123,20 @@ def _supports_threads(cm) -> bool:
         return False
 
 
+def _ir_op_types(cm) -> dict[str, str]:
+    """node name -> op type in the ONNX IR the compile lowered ({} when it kept none)."""
+    prov = getattr(cm, "provenance", None)
+    if prov is None or prov.modules.get("onnx-ir") is None:
+        return {}
+    return {n["name"]: n["op"] for n in prov.nodes}
+
+
 def profile_nodes(model, num_threads: int = 1, repeat: int = 5, input_shapes=None,
                   feeds=None, opt_level: int = 3, **options) -> list[dict]:
     """Per-node seconds of compilerkit's code for `model` (path, bytes or ModelProto), timed in
     context (see the module docstring). One row per ONNX node, in graph order:
     {"node", "op_type", "seconds" (median over `repeat` runs), "share" (of the nodes' sum)},
+    then a row for each node a pass made (fuse-gelu's Gelu, op type from the ONNX IR),
     then one row {"node": "(rest of the run)", "op_type": "untimed", ...}: the whole run minus
     the nodes (median over the runs). `feeds`: [(name, array)]; default `oracle.random_inputs`.
     `num_threads` is passed to the compiled model when compilerkit supports threads; a row
@@ -171,8 +180,10 @@ def profile_nodes(model, num_threads: int = 1, repeat: int = 5, input_shapes=Non
     known = {label for label, _ in labels}
     for label, op_type in labels:
         rows.append({"node": label, "op_type": op_type, "seconds": seconds.get(label, 0.0)})
-    # Nests tagged with a name the ONNX graph does not have (a node a pass created).
-    rows += [{"node": node, "op_type": "?", "seconds": s}
+    # Nests tagged with a name the ONNX graph does not have: a node a pass created (fuse-gelu's
+    # Gelu); its op type is the compile's ONNX IR's.
+    made = _ir_op_types(cm) if set(seconds) - known else {}
+    rows += [{"node": node, "op_type": made.get(node, "?"), "seconds": s}
              for node, s in seconds.items() if node not in known]
     total = sum(r["seconds"] for r in rows)
     for r in rows:

@@ -169,3 +169,44 @@ def test_op_comparison_figure_folds_the_rest_into_one_row():
     assert "µs" in fig.layout.xaxis.title.text and fig.layout.yaxis.title.text == "op type"
     with pytest.raises(ValueError, match="empty"):
         op_comparison_figure([])
+
+
+def tanh_gelu_model():
+    """X[8, 64] -> Keras's approximate Gelu as tf2onnx writes it (eight elementwise nodes)."""
+    import math
+
+    import numpy as np
+
+    def c(name, v):
+        return numpy_helper.from_array(np.array(v, np.float32), name)
+
+    inits = [c("three", 3.0), c("k", 0.044715), c("s", math.sqrt(2 / math.pi)), c("one", 1.0),
+             c("half", 0.5)]
+    nodes = [helper.make_node("Pow", ["X", "three"], ["p"], name="pow"),
+             helper.make_node("Mul", ["k", "p"], ["kp"], name="mul_k"),
+             helper.make_node("Add", ["X", "kp"], ["inner"], name="add_inner"),
+             helper.make_node("Mul", ["s", "inner"], ["si"], name="mul_s"),
+             helper.make_node("Tanh", ["si"], ["t"], name="tanh"),
+             helper.make_node("Add", ["one", "t"], ["a"], name="add_one"),
+             helper.make_node("Mul", ["X", "half"], ["xh"], name="mul_half"),
+             helper.make_node("Mul", ["xh", "a"], ["Y"], name="gelu_out")]
+    g = helper.make_graph(nodes, "gelu",
+                          [helper.make_tensor_value_info("X", TensorProto.FLOAT, [8, 64])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [8, 64])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_profile_rows_of_a_node_a_pass_made_carry_its_op_type():
+    """fuse-gelu replaces the eight nodes by one Gelu node of a new name; its profile row says
+    Gelu (read from the compile's ONNX IR), not "?"."""
+    from compilerkit.measure.profile import profile_nodes
+
+    model = tanh_gelu_model()
+    m = ck.optimize_onnx(ck.import_onnx(model))
+    made = [n for n in Provenance(m).nodes if n["op"] == "Gelu"]
+    if not made:
+        pytest.skip("no fuse-gelu pass in this compilerkit")
+    rows = profile_nodes(model, repeat=1)
+    extra = [r for r in rows if r["node"] == made[0]["name"]]
+    assert len(extra) == 1 and extra[0]["op_type"] == "Gelu" and extra[0]["seconds"] > 0
+    assert not [r for r in rows if r["op_type"] == "?"]
