@@ -4,8 +4,8 @@ Softmax works on a [outer, D, inner] view: opset < 13 flattens the input to 2-D 
 (default 1), opset >= 13 normalises along the one axis (default -1). Max is subtracted before
 exp, so large logits do not overflow. When the axis is the last one (inner = 1: attention's
 scores, a classifier's logits) each row is one nest, so the row stays in cache between its
-passes, and the row's max and sum are taken in `2 * lanes` running partials, one per
-position modulo that width, combined at the end of the row: a single running sum is a chain
+passes, and the row's max and sum are taken in ROW_PARTIALS running partials, one per
+position modulo that count, combined at the end of the row: a single running sum is a chain
 of dependent adds that LLVM may not reorder (no fast-math), so that loop, its exp included,
 ran one element at a time (9x onnxruntime's time on 4 x 128 x 128 attention scores). The
 max is exact in any order; the sum is the same terms added in another order (as
@@ -36,7 +36,7 @@ def lower_softmax(b: KernelBuilder, op, ins, opset=13):
         d, inner = xs[axis], math.prod(xs[axis + 1:])
     elem = x.type.element_type
     out = b.alloc(xs, elem)
-    width = 2 * b.lanes
+    width = ROW_PARTIALS
     if inner == 1 and b.lanes > 1 and d >= width:
         _softmax_rows(b, b.view(x, [outer, d]), b.view(out, [outer, d]), log, width)
         return [out]
@@ -60,6 +60,13 @@ def lower_softmax(b: KernelBuilder, op, ins, opset=13):
             v = b.binary("div", b.load(ov, [o, k, i]), b.load(total, [o, i]))
         b.store(v, ov, [o, k, i])
     return [out]
+
+
+# Partials per row (over_row): a fixed count, not the target's lanes, so every target with
+# vectors (AVX2, AVX-512, the 4-lane emulated ones) adds the same terms in the same order and
+# gets the same bits; 16 is two AVX2 vectors (two independent add chains), one AVX-512 vector.
+# The GPU (1 lane) keeps the plain nests, which its thread mapping takes.
+ROW_PARTIALS = 16
 
 
 def over_row(b: KernelBuilder, d: int, width: int, body):

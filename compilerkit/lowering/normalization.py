@@ -22,7 +22,7 @@ from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError
 from compilerkit.lowering.builder import KernelBuilder, is_float, shape
 from compilerkit.lowering.matmul import fill
-from compilerkit.lowering.norm import combine_lanes, over_row
+from compilerkit.lowering.norm import ROW_PARTIALS, combine_lanes, over_row
 from compilerkit.onnx_passes.single_node import node_label
 
 
@@ -80,12 +80,12 @@ def normalize(b: KernelBuilder, x, keep, red, eps, affine, want_mean=False):
 def normalize_rows(b: KernelBuilder, x, keep, red, eps, affine, want_mean=False):
     """`normalize` for x [rows, d] (keep [rows], red [d]: LayerNormalization on the last
     axes), one nest per row (the row stays in cache over its three passes), the sums in
-    2 * lanes per-lane partials (norm.over_row: one running sum is a chain of dependent
+    ROW_PARTIALS per-lane partials (norm.over_row: one running sum is a chain of dependent
     adds, which kept the loop scalar); the same shift by the row's first element, the mean
     and variance of the same terms added in another order. Returns what `normalize` does."""
     (rows,), (d,) = keep, red
     elem = x.type.element_type
-    width = 2 * b.lanes
+    width = ROW_PARTIALS
     mean, inv = b.alloc([rows], elem), b.alloc([rows], elem)
     sums, spare = b.alloc([rows, width], elem), b.alloc([rows, width], elem)
     out = b.alloc([rows, d], elem)
@@ -163,8 +163,7 @@ def lower_layer_norm(b: KernelBuilder, op, ins):
         return y
 
     want_mean = len(op.results) > 1 and bool(op.results[1].uses)
-    width = 2 * b.lanes
-    rows = normalize_rows if b.lanes > 1 and d >= width else normalize
+    rows = normalize_rows if b.lanes > 1 and d >= ROW_PARTIALS else normalize
     out, mean, inv_std = rows(b, b.view(x, keep + [d]), keep, [d], eps, affine, want_mean)
     outs = [b.view(out, xs)]
     for res, buf in zip(op.results[1:], (mean, inv_std), strict=False):

@@ -179,3 +179,17 @@ def test_gelu_chain_becomes_one_gelu(grouping):
     np.testing.assert_allclose(got, ort_run(model, [x])[0], rtol=1e-5, atol=1e-6)
     with pytest.raises(OptionError, match="fuse-gelu"):
         parse_pipeline("fuse-gelu{tolerance=0.5}")
+
+
+def test_row_kernels_same_bits_on_the_emulated_target():
+    """The per-row partials are a fixed count (norm.ROW_PARTIALS), not the target's lanes:
+    the 4-lane s390x target (big-endian, emulated) computes Softmax and LayerNormalization
+    rows bit for bit as the host does."""
+    x = (R.standard_normal((3, 37)) * 4).astype(np.float32)
+    gamma = R.standard_normal(37).astype(np.float32)
+    model = make_model([N("Softmax", ["x"], ["s"], axis=-1),
+                        N("LayerNormalization", ["s", "g"], ["y"], axis=-1)],
+                       [("x", x)], ["s", "y"], inits=[("g", gamma)], opset=17)
+    host = ck.compile(model, asm=False).run(x)
+    emulated = ck.compile(model, target="s390x", asm=False).run(x)
+    assert all(a.tobytes() == e.tobytes() for a, e in zip(host, emulated, strict=True))
