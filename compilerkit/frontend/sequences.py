@@ -11,7 +11,7 @@ None), and replaces the ops on them (the ONNX spec, opset 11 to 24):
     SequenceAt        an Identity of the element        SequenceLength  a Constant
     SplitToSequence   Slices (and Squeezes: keepdims=0 without `split`) of the input
     ConcatFromSequence  a Concat (of Unsqueezed elements when new_axis=1)
-    SequenceMap       its body inlined once per element (fresh names for the body's tensors)
+    SequenceMap       its body inlined once per element (subgraphs.inline_graph)
     Optional, OptionalGetElement, OptionalHasElement, Identity of a sequence or optional
 
 Positions (SequenceInsert/Erase/At), splits and the split input's shape must be known when
@@ -33,6 +33,7 @@ from onnx import ModelProto, helper, numpy_helper
 
 from compilerkit.frontend.checks import ModelError, UnsupportedOpError
 from compilerkit.frontend.hygiene import check_graph, model_opset, node_label, text
+from compilerkit.frontend.subgraphs import Names, all_names, inline_graph
 
 SEQUENCE_OPS = ("SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase",
                 "SequenceAt", "SequenceLength", "SplitToSequence", "ConcatFromSequence",
@@ -462,31 +463,18 @@ class _Rewriter:
                 raise ModelError(f"node {label!r} (SequenceMap): sequence {text(name)!r} has "
                                  f"{len(self.seqs[name])} tensors, the first one {n}")
         results = [[] for _ in node.output]
+        # The body copied once per element by the frontend's one subgraph inliner
+        # (subgraphs.inline_graph: fresh names, initializers as Constants, outer reads kept).
+        names = Names(self.used | all_names(self.proto.graph))
         for i in range(n):
-            rename = {}
-            for b, name in zip(body.input, node.input, strict=True):
-                rename[b.name] = self.seqs[name][i] if name in self.seqs else name
-            for t in body.initializer:
-                rename[t.name] = self.fresh(t.name)
-                t2 = onnx.TensorProto()
-                t2.CopyFrom(t)
-                t2.name = rename[t.name]
-                self.inits.append(t2)
-            for inner in body.node:
-                for o in inner.output:
-                    if o:
-                        rename[o] = self.fresh(o)
-            for j, inner in enumerate(body.node):
-                copy = onnx.NodeProto()
-                copy.CopyFrom(inner)
-                copy.name = f"{label}/{node_label(inner, j)}[{i}]"
-                del copy.input[:]
-                copy.input.extend(rename.get(x, x) for x in inner.input)
-                del copy.output[:]
-                copy.output.extend(rename.get(x, x) for x in inner.output)
+            bindings = {b.name: self.seqs[name][i] if name in self.seqs else name
+                        for b, name in zip(body.input, node.input, strict=True)}
+            nodes, outs = inline_graph(body, bindings, f"{label}/{i}/", names)
+            self.used |= names.taken
+            for copy in nodes:
                 self.node(copy, copy.name)
-            for r, o in zip(results, body.output, strict=True):
-                r.append(rename.get(o.name, o.name))
+            for r, o in zip(results, outs, strict=True):
+                r.append(o)
         for name, elems in zip(node.output, results, strict=True):
             if name:
                 self.seqs[name] = elems
