@@ -94,7 +94,7 @@ def value_inputs(proto: ModelProto) -> list[str]:
             for o in node.output:
                 reach[o] = reach.get(o, set()) | came
     by_name = {i.name: i for i in g.input}
-    # An input more than a shape parameter holds (unknown size: decided at run time)
+    # Not an input larger than shape parameters are (an unknown size is checked at each run)
     return [i.name for i in g.input if i.name in found
             and (_static_size(by_name[i.name]) <= MAX_VALUE_ELEMENTS
                  or math.isinf(_static_size(by_name[i.name])))]
