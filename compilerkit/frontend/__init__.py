@@ -3,9 +3,10 @@
 Assumes a single ONNX graph (the default domain, opsets MIN_OPSET..MAX_OPSET; older ones are
 upgraded to MIN_OPSET with onnx.version_converter, old_opsets.py). If, Loop and Scan are
 unrolled and inlined into the graph first (control_flow.py); other subgraphs and non-tensor
-graph inputs and outputs are refused as unsupported before the graph is checked. Graph inputs that are also initializers are treated as constants; sparse
-initializers become dense ones. Names are the model's own for the user (any Unicode; bytes that
-are not UTF-8 are shown escaped, hygiene.text) and ASCII spellings of them in the IR (_hint).
+graph inputs and outputs are refused as unsupported before the graph is checked. Graph inputs
+that are also initializers are treated as constants; sparse initializers become dense ones.
+Names are the model's own for the user (any Unicode; bytes that are not UTF-8 are shown
+escaped, hygiene.text) and ASCII spellings of them in the IR (_hint).
 Every dynamic dimension of a real input must be fixed, either by the model or by `input_shapes`;
 those are the only types taken as given. ONNX's own shape inference (strict, with data
 propagation, on the model with its declared `value_info`/output types removed) then types the
@@ -142,6 +143,10 @@ def _light_copy(proto: ModelProto, base_dir=None, budget=None) -> ModelProto:
             lg.initializer.append(t)  # (an initializer also listed as an input keeps its data)
         else:
             lg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, t.dims))
+    if light.ir_version < 4:  # IR 3's inference types only the initializers listed as inputs
+        listed = {i.name for i in lg.input}
+        lg.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, t.dims)
+                        for t in lg.initializer if t.name not in listed)
     return light
 
 

@@ -281,7 +281,7 @@ class _Expander(ScanSteps):
                 self.node("Identity", [v], f"{label}/out", guards, out)
 
     # ---- Loop --------------------------------------------------------------------------------
-    def _loop(self, node, typed) -> None:  # noqa: ARG002 - the rounds pass the typed node
+    def _loop(self, node, typed) -> None:
         label, guards = node.name, self.tags.guarded.get(node.name, ())
         body = next(a.g for a in node.attribute if a.name == "body")
         ins = list(node.input) + [""] * (2 - min(len(node.input), 2))
@@ -331,12 +331,19 @@ class _Expander(ScanSteps):
                     scans[j].append(outs[1 + n + j])
             k += 1
         self._outputs(node, carried, label, "Loop", guards)
+        body_types = [proto_type(o) for o in next(
+            a.g for a in typed.attribute if a.name == "body").output]
         for j, out in enumerate(node.output[n:]):
-            if out and not scans[j]:
-                raise UnsupportedOpError(f"node {label!r} (Loop): it runs no iteration, so "
-                                         f"scan output {j} ({text(out)!r}) is empty and its "
-                                         "element shape unknown")
-            if out:
+            if out and not scans[j]:  # no iteration: empty, if the element type is known
+                elem, dims = body_types[1 + n + j]
+                if static_dims((elem, dims)) is None or not elem:
+                    raise UnsupportedOpError(f"node {label!r} (Loop): it runs no iteration, so "
+                                             f"scan output {j} ({text(out)!r}) is empty, and "
+                                             "its element shape is not known")
+                empty = np.zeros([0, *dims], helper.tensor_dtype_to_np_dtype(elem))
+                self.node("Identity", [self.const(empty, f"{label}/scan{j}")], label, guards,
+                          out)
+            elif out:
                 self.stack(scans[j], 0, f"{label}/scan{j}", guards, out)
 
     def _while(self, label, m, k, n, k_scan, cond, guards):

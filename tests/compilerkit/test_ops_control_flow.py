@@ -61,11 +61,12 @@ def loop_model(trip=4, opset=17):
                  opset)
 
 
-@pytest.mark.parametrize("trip", [None, 4, 2])
+@pytest.mark.parametrize("trip", [None, 4, 2, 0])
 def test_loop_constant_trip_count_carried_values_and_scan_outputs(trip):
+    # trip 0: the carried value comes back as given, the scan output empty ([0, 3]).
     x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
     got = agree(loop_model(trip), [x])
-    assert got[1].shape == ((trip or 4), 3)
+    assert got[1].shape == (4 if trip is None else trip, 3)
 
 
 def test_loop_at_opset_11_uses_attribute_unsqueeze():
@@ -255,6 +256,22 @@ def test_scan8_batched_with_reverse_direction():
     rng = np.random.default_rng(4)
     agree(m, [rng.standard_normal((2, 2)).astype(np.float32),
               rng.standard_normal((2, 3, 2)).astype(np.float32)])
+
+
+def test_scan8_of_ir_version_3_with_unlisted_initializers():
+    # Old exporters (IR 3) and onnxruntime accept initializers not listed as graph inputs;
+    # ONNX's type inference only types listed ones, so the frontend lists them.
+    body = helper.make_graph([helper.make_node("Add", ["s_in", "xt"], ["s_out"]),
+                              helper.make_node("Identity", ["s_out"], ["yt"])], "body",
+                             [vi("s_in", F, [2]), vi("xt", F, [2])],
+                             [vi("s_out", F, [2]), vi("yt", F, [2])])
+    rng = np.random.default_rng(8)
+    node = helper.make_node("Scan", ["", "s0", "x"], ["s", "y"], body=body, num_scan_inputs=1)
+    m = model([node], [], [vi("s", F, [1, 2]), vi("y", F, [1, 3, 2])],
+              [("s0", rng.standard_normal((1, 2)).astype(np.float32)),
+               ("x", rng.standard_normal((1, 3, 2)).astype(np.float32))], opset=8)
+    m.ir_version = 3
+    agree(m, [])
 
 
 def test_run_time_trip_count_is_refused():
