@@ -10,7 +10,11 @@ import os
 
 
 def enabled() -> bool:
-    return os.environ.get("LMSKIT_PROGRESS", "1") != "0" and "PYTEST_CURRENT_TEST" not in os.environ
+    # TQDM_DISABLE is checked here because tqdm.auto's notebook bar (what a kernel gets) does not
+    # read it, unlike the terminal one: a headless run would store a frozen "0%" bar per loop.
+    return (os.environ.get("LMSKIT_PROGRESS", "1") != "0"
+            and "PYTEST_CURRENT_TEST" not in os.environ
+            and os.environ.get("TQDM_DISABLE", "").lower() not in ("1", "true", "yes"))
 
 
 def bar(iterable=None, total=None, desc: str = "", leave: bool = False, show: bool = True):
