@@ -37,6 +37,7 @@ from onnx import ModelProto, helper, numpy_helper
 from compilerkit.frontend import ModelError, OptionError, load_model
 from compilerkit.frontend.hygiene import text
 from compilerkit.frontend.sequences import POSITION_OPERANDS, regroup, rewrite
+from compilerkit.frontend.subgraphs import outer_reads
 from compilerkit.runtime import InputError
 
 DEFAULT_CACHE_SIZE = 8  # compiled forms kept per model (torch.compile's cache_size_limit)
@@ -89,7 +90,9 @@ def value_inputs(proto: ModelProto) -> list[str]:
                 found |= reach[node.input[k]]
         if node.op_type in ("Shape", "Size"):
             continue
-        came = set().union(*(reach.get(x, set()) for x in node.input))
+        # (an If, Loop or Scan also reads the outer values its subgraphs use)
+        came = set().union(*(reach.get(x, set()) for x in list(node.input)
+                             + outer_reads(node)))
         if came:
             for o in node.output:
                 reach[o] = reach.get(o, set()) | came

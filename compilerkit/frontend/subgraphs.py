@@ -26,7 +26,7 @@ from onnx import AttributeProto, GraphProto, NodeProto, helper, numpy_helper
 
 # Ops Known evaluates: cheap, deterministic, and what shape and condition arithmetic uses.
 FOLDABLE = frozenset({
-    "Identity", "Cast", "CastLike", "Gather", "Slice", "Squeeze", "Unsqueeze", "Concat",
+    "Identity", "Cast", "CastLike", "Gather", "Slice", "Split", "Squeeze", "Unsqueeze", "Concat",
     "Reshape", "Flatten", "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Min", "Max",
     "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor",
     "Where", "Ceil", "Floor", "Relu", "Sign", "ReduceProd", "ReduceSum", "ReduceMin",
@@ -84,6 +84,23 @@ def all_names(graph: GraphProto) -> set:
             names |= all_names(g)
     names.discard("")
     return names
+
+
+def outer_reads(node: NodeProto) -> list[str]:
+    """The outer-scope names `node`'s subgraphs read (inputs it takes besides its own)."""
+    out = []
+
+    def walk(graph, local):
+        local = local | _defined(graph)
+        for n in graph.node:
+            out.extend(x for x in n.input if x and x not in local and x not in out)
+            for g in subgraphs(n):
+                walk(g, local)
+        out.extend(o.name for o in graph.output if o.name not in local and o.name not in out)
+
+    for g in subgraphs(node):
+        walk(g, set())
+    return out
 
 
 def _defined(graph: GraphProto) -> set:
@@ -268,4 +285,5 @@ def _run(node, values, opset):
 
 
 __all__ = ["Later", "proto_type", "Names", "Known", "inline_graph", "rename_outer", "freshen",
+           "outer_reads",
            "all_names", "subgraphs", "static_dims"]

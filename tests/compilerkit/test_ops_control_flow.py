@@ -308,9 +308,10 @@ def test_unroll_limit_is_an_option_with_a_clear_error():
 
 def test_node_tests_pass():
     passed = node_test_passes(["If", "Loop", "Scan"])
-    # test_if; test_loop11 and range_*_expanded (compiled for their trip count: specialize.py);
-    # scan_sum, scan9_* and the linear_attention_*_expanded cases
-    assert passed["If"] >= 1 and passed["Loop"] >= 3 and passed["Scan"] >= 4 + 14
+    # test_if and affine_grid_*_expanded; test_loop11 and range_*_expanded (compiled for their
+    # shape inputs and trip count: specialize.py);
+    # scan_sum, scan9_* and the linear_attention_*_expanded cases (13: not the float16 one)
+    assert passed["If"] >= 1 + 4 and passed["Loop"] >= 3 and passed["Scan"] >= 4 + 13
 
 
 def test_emulated_s390x_agrees_with_the_host():
