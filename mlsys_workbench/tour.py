@@ -110,7 +110,7 @@ TRACKS = {
 
 # The machine the lessons' times are for: one run of the whole notebook (Run All, or `make
 # figures`), rounded.  Measured as the run's CPU seconds on a busy shared machine of this kind
-# (what a quiet one takes in wall clock); the longest full-size runs (04, 06, 17, 18, 32) partly
+# (what a quiet one takes in wall clock); the longest full-size runs (06, 18, 32, 34) and 20
 # estimated from their smoke runs and sizes, as their notebooks say.  A busier or a faster
 # machine scales them all.
 TIMED_ON = "a quiet 2-core x86-64 machine (AMD EPYC, no GPU)"
@@ -143,7 +143,7 @@ def _minutes(m: float | None) -> str:
 CURRICULUM = (
     Lesson("01_training_graphs", "memory",
            "a Keras training step as a graph: forward, backward and update ops, sizes by batch",
-           full_min=1.2, smoke_min=0.45),
+           full_min=0.8, smoke_min=0.45),
     Lesson("02_tensor_lifetimes", "memory",
            "when each tensor lives, the memory peak and what it is made of, an animated step",
            ("01_training_graphs",),
@@ -151,7 +151,7 @@ CURRICULUM = (
     Lesson("03_swap_rewrite", "memory",
            "the TFLMS swap rules one at a time, the safety checker, the bit-identical real run",
            ("02_tensor_lifetimes",),
-           full_min=0.5, smoke_min=0.3),
+           full_min=0.4, smoke_min=0.3),
     Lesson("04_tflms_batch_size", "memory",
            "ResNet-50: the largest batch per swap policy against the paper's 4.7x",
            ("03_swap_rewrite",),
@@ -188,7 +188,7 @@ CURRICULUM = (
     Lesson("15_looptune", "compiling",
            "LoopTune: a learned loop tuner over Kernel IR against searches and numpy",
            ("11_kernel_ir_schedules", "16_loopnest_codegen"),
-           full_min=6, smoke_min=0.25),
+           full_min=6, smoke_min=0.3),
     Lesson("16_loopnest_codegen", "compiling",
            "LoopNest: Kernel IR straight to AVX2 machine code, compile time against LLVM",
            ("11_kernel_ir_schedules",),
@@ -196,11 +196,11 @@ CURRICULUM = (
     Lesson("17_fast_convolutions", "compiling",
            "Winograd, FFT, L3 fusion and a hierarchical roofline that picks the algorithm",
            ("11_kernel_ir_schedules",),
-           full_min=5, smoke_min=0.4),
+           full_min=2.5, smoke_min=0.4),
     Lesson("18_3d_inference", "compiling",
            "ZNNi's sliding-window inference and planner, PZnet's blocked 3-D Conv",
            ("17_fast_convolutions",),
-           full_min=15, smoke_min=0.9),
+           full_min=15, smoke_min=0.85),
     Lesson("19_transformer_step_by_step", "compiling",
            "a Keras GPT-style decoder step by step: attention and LayerNorm in both IRs, "
            "what fuses, time per op type against onnxruntime",
@@ -215,7 +215,7 @@ CURRICULUM = (
     Lesson("31_chunked_agglomeration", "segmentation",
            "chunked agglomeration on Dask, equal to the whole volume; one worker against two",
            ("30_watershed_single_linkage",),
-           full_min=3, smoke_min=0.9),
+           full_min=3, smoke_min=0.65),
     Lesson("32_recursive_boundary_detection", "segmentation",
            "VD2D, recursive VD2D3D and N4 boundary nets trained on synthetic EM",
            ("30_watershed_single_linkage",),
@@ -223,7 +223,7 @@ CURRICULUM = (
     Lesson("33_znn_task_parallel", "segmentation",
            "ZNN: a 3D ConvNet's training step as a task graph on every core",
            ("32_recursive_boundary_detection",),
-           full_min=3, smoke_min=0.6),
+           full_min=2, smoke_min=0.6),
     Lesson("34_em_pipeline", "segmentation",
            "image to scored segmentation: trained nets compiled by compilerkit, then agglomerated",
            ("32_recursive_boundary_detection", "31_chunked_agglomeration", "10_onnx_to_native"),
