@@ -69,6 +69,20 @@ def _softplus(b, x, op):
     return b.add_(b.binary("max", x, zero), log1p)
 
 
+def _neg(b, x):
+    # Signed integers (Neg and Abs take int8-int64 too): 0 - x, which wraps at the minimum
+    # as onnxruntime's and numpy's do (-(-128) is -128 in int8).
+    if is_float(x.type):
+        return b.neg(x)
+    return b.binary("sub", b.const(0, x.type), x)
+
+
+def _abs(b, x):
+    if is_float(x.type):
+        return b.unary("abs", x)
+    return b.select(b.cmpi("slt", x, b.const(0, x.type)), _neg(b, x), x)
+
+
 def _relu(b, x, op):
     if is_float(x.type):
         return b.binary("max", x, b.const(0.0, x.type))
@@ -82,8 +96,8 @@ UNARY = {
     "Exp": lambda b, x, op: b.unary("exp", x),
     "Log": lambda b, x, op: b.unary("log", x),
     "Sqrt": lambda b, x, op: b.unary("sqrt", x),
-    "Abs": lambda b, x, op: b.unary("abs", x),
-    "Neg": lambda b, x, op: b.neg(x),
+    "Abs": lambda b, x, op: _abs(b, x),
+    "Neg": lambda b, x, op: _neg(b, x),
     "Floor": lambda b, x, op: b.unary("floor", x),
     "Ceil": lambda b, x, op: b.unary("ceil", x),
     "Reciprocal": lambda b, x, op: b.binary("div", b.const(1.0, x.type), x),

@@ -4,8 +4,10 @@ SAME padding counting the pad."""
 
 import numpy as np
 import pytest
-from ckhelpers import check, make_model
+from ckhelpers import check, make_model, ort_run
 from onnx import TensorProto, helper
+
+import compilerkit as ck
 
 
 @pytest.mark.parametrize("src,dst,x", [
@@ -67,3 +69,17 @@ def test_a_module_with_two_functions_is_refused_naming_them():
     m = ck.parse_ir("builtin.module {\n" + one % "a" + "\n" + one % "b" + "\n}")
     with pytest.raises(ck.ModelError, match="2 functions \\(@a, @b\\)"):
         run_passes(m, parse_pipeline("shape-inference"))
+
+
+@pytest.mark.parametrize("op", ["Abs", "Neg"])
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64])
+@pytest.mark.parametrize("codegen", ["llvm", "loopnest"])
+def test_integer_abs_and_neg(op, dtype, codegen):
+    # Both take signed integers; they were lowered with the float ops (math.absf, arith.negf)
+    # and the Kernel IR failed to verify. The type's minimum wraps, as in onnxruntime.
+    info = np.iinfo(dtype)
+    x = np.array([info.min, info.min + 1, -7, -1, 0, 1, 9, info.max], dtype)
+    m = make_model([helper.make_node(op, ["x"], ["y"])], [("x", x)], ["y"])
+    got = ck.compile(m, opt_level=1, asm=False, codegen=codegen).run(x)[0]
+    ref = ort_run(m, [x])[0]
+    assert got.dtype == ref.dtype and np.array_equal(got, ref), (got, ref)

@@ -85,7 +85,8 @@ def _int_graph(rng: random.Random):
         inputs.append(helper.make_tensor_value_info("x", elem, shape))
     last, cur_shape = "x", list(shape)
     for k in range(rng.randint(1, 3)):
-        op = rng.choice(["Add", "Sub", "Mul", "Div", "Mod", "MatMul", "Cast", "Cast"])
+        op = rng.choice(["Add", "Sub", "Mul", "Div", "Mod", "MatMul", "Cast", "Cast",
+                         "Abs", "Neg", "Relu", "Sign"])
         out = f"t{k}"
         if op in ("Add", "Sub", "Mul", "Div", "Mod"):
             name = f"b{k}"
@@ -102,6 +103,8 @@ def _int_graph(rng: random.Random):
                 attrs["fmod"] = 0  # integer Mod: the divisor's sign (fmod=1 is for floats)
             nodes.append(helper.make_node(op, [last, name], [out], **attrs))
             cur_shape = list(np.broadcast_shapes(tuple(cur_shape), tuple(bshape)))
+        elif op in ("Abs", "Neg", "Relu", "Sign"):  # the type's minimum wraps under Abs/Neg
+            nodes.append(helper.make_node(op, [last], [out]))
         elif op == "MatMul":
             kk = cur_shape[-1]
             n = rng.randint(1, 4)
