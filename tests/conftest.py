@@ -36,6 +36,7 @@ def pytest_collection_modifyitems(config, items):
 # functions (each case compiled once per worker, see ckhelpers.node_results). The longest
 # groups go first, so no worker is left with one of them at the end.
 LONGEST_FIRST = ["tests/test_make_figures.py", "onnx-node-tests",
+                 "tests/compilerkit/test_modern_models.py",
                  "tests/emulated_targets/test_models.py", "tests/browser",
                  "tests/compilerkit/test_filecheck.py", "tests/compilerkit/test_light_models.py"]
 
