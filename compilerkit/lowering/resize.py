@@ -190,7 +190,11 @@ def axis_taps(mode, transform, nearest, scale, n_in, n_out, start, end, a=-0.75,
         lo = np.minimum(np.floor(xc), last).astype(np.int64)
         hi = np.minimum(lo + 1, last)
         frac = (xc - lo.astype(F)).astype(np.float64)
-        return np.stack([lo, hi], -1), np.stack([1 - frac, frac], -1), outside
+        w = np.stack([1 - frac, frac], -1)
+        # Clamped to the last position both taps read it; onnxruntime weights them 0.5 each
+        # (not 1 and 0), which rounds a 2-D sum differently: ((a + a) + b) + b.
+        w[hi == lo] = 0.5
+        return np.stack([lo, hi], -1), w, outside
     base = np.floor(xo).astype(np.int64)
     idx = base[:, None] + np.arange(-1, 3)[None, :]
     w = _cubic((xo - np.floor(xo)).astype(np.float64), a)
@@ -299,9 +303,15 @@ def lower_resize(b: KernelBuilder, op, ins, module=None, opset=19):
         acc = None
         for combo in _product(per_axis):
             v = b.load(x, [i for i, _ in combo])
-            for _, w in combo:
-                if w is not None:
-                    v = b.mul(v, w)
+            # onnxruntime's order: the weights' product first, innermost axis first
+            # ((wx * wy) * wz), then times the input. Rounded otherwise (v * wy * wx), a
+            # quantised model's next QuantizeLinear lands on the other side of a tie.
+            ws = [w for _, w in reversed(combo) if w is not None]
+            if ws:
+                w = ws[0]
+                for more in ws[1:]:
+                    w = b.mul(w, more)
+                v = b.mul(w, v)
             acc = v if acc is None else b.add_(acc, v)
         outs = [(og, iv) for ax, iv in enumerate(ivs) if ax in tables
                 for og in [tables[ax][2]] if og is not None]

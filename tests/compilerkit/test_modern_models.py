@@ -47,13 +47,9 @@ MISSING: dict[str, str] = {}
 # Emulated runs that are not bit-identical to the host: reason (none: Softmax's row sums use
 # the same partials on every vector target).
 NOT_BIT_IDENTICAL: dict[str, str] = {}
-# Agreement failures that are not a missing construct: reason.
-DISAGREES = {
-    "unet2d_qdq": "bilinear Resize of dequantised values lands on rounding ties of the next "
-                  "QuantizeLinear; the two float interpolations differ in the last bit and "
-                  "round 57 of 8192 elements one step apart, which grows to about 4 output "
-                  "steps through the decoder",
-}
+# Agreement failures that are not a missing construct: reason (none: the bilinear Resize
+# rounds as onnxruntime's does, so the QDQ U-Net's quantised values agree exactly).
+DISAGREES: dict[str, str] = {}
 
 
 # (test, model) pairs that take more than ~30 s on two busy cores: the quantised encoder (693

@@ -139,11 +139,28 @@ def test_axis_taps_by_hand():
     # 2 -> 4, half_pixel linear: positions -0.25, 0.25, 0.75, 1.25 clamp to [0, 1].
     idx, w, _ = axis_taps("linear", "half_pixel", "round_prefer_floor", np.float32(2), 2, 4,
                           0, 1)
+    # Clamped to the last position, both taps read it at 0.5 each (onnxruntime's weights).
     np.testing.assert_array_equal(idx, [[0, 1], [0, 1], [0, 1], [1, 1]])
-    np.testing.assert_allclose(w, [[1, 0], [0.75, 0.25], [0.25, 0.75], [1, 0]])
+    np.testing.assert_allclose(w, [[1, 0], [0.75, 0.25], [0.25, 0.75], [0.5, 0.5]])
     # Cubic at ratio 0 is the sample itself.
     idx, w, _ = axis_taps("cubic", "asymmetric", "", np.float32(1), 3, 3, 0, 1)
     np.testing.assert_allclose(w, [[0, 1, 0, 0]] * 3, atol=1e-12)
+
+
+@pytest.mark.parametrize("transform", ["half_pixel", "asymmetric", "align_corners"])
+def test_bilinear_rounds_as_onnxruntime_does(transform):
+    # Bit for bit, not within a tolerance: a quantised model's next QuantizeLinear turns a
+    # last-bit difference into a whole step. onnxruntime multiplies the weights first
+    # ((wx * wy) * x), sums the four taps in order and weights a clamped edge 0.5 + 0.5; an
+    # infinity at the edge stays infinite (1 * inf + 0 * inf would be NaN).
+    x = (R.standard_normal((1, 3, 8, 8)) * 3).astype(np.float32)
+    x[0, 0, 7, 7] = np.inf
+    x[0, 1, 3, 7] = -np.inf
+    model = _resize(x, scales=[1, 1, 2, 2], mode="linear",
+                    coordinate_transformation_mode=transform)
+    ref = ort_run(model, [x])[0]
+    got = ck.compile(model, asm=False).run(x)[0]
+    assert got.tobytes() == ref.tobytes(), int((got != ref).sum())
 
 
 def test_antialias_refused():
@@ -173,11 +190,19 @@ def test_scales_onnxruntime_refuses_are_refused():
         ck.compile(up, asm=False)
 
 
-def test_non_constant_scales_refused():
-    model = make_model([N("Resize", ["x", "", "s"], ["y"], name="r")],
+def test_scales_given_at_run_time_are_specialised():
+    # Scales as a graph input decide the output's shape: compile specialises on their value
+    # (compilerkit.specialize), one compiled form per value, each checked against onnxruntime.
+    model = make_model([N("Resize", ["x", "", "s"], ["y"], name="r", mode="linear")],
                        [("x", X), ("s", np.ones(4, np.float32))], ["y"], opset=13)
-    with pytest.raises(ck.UnsupportedOpError):
-        ck.compile(model, asm=False)
+    with pytest.warns(ck.SpecializationWarning):
+        cm = ck.compile(model, asm=False)
+        for scales in ([1, 1, 1, 1], [1, 1, 2, 2], [1, 1, 0.5, 3]):
+            s = np.array(scales, np.float32)
+            got = cm.run(X, s)[0]
+            ref = ort_run(model, [X, s])[0]
+            assert got.shape == ref.shape
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
 
 def test_onnx_node_tests():

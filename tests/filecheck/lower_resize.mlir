@@ -35,7 +35,8 @@ func.func @nearest_2x(%x: tensor<1x1x2x3xf32>) -> tensor<1x1x4x6xf32> attributes
 // -----
 // Linear, half_pixel, scales [1, 2] on [2, 2]: output positions 0..3 sit at -0.25, 0.25, 0.75,
 // 1.25 of the input, clamped into [0, 1]: taps (0, 1) with weights (1, 0), (0.75, 0.25),
-// (0.25, 0.75), and (1, 1) with (1, 0); y[r, c] = x[r, i0] * w0 + x[r, i1] * w1.
+// (0.25, 0.75), and (1, 1) with (0.5, 0.5) as onnxruntime weights a clamped edge;
+// y[r, c] = w0 * x[r, i0] + w1 * x[r, i1] (onnxruntime's order: weights first).
 func.func @linear_half_pixel(%x: tensor<2x2xf32>) -> tensor<2x4xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 19 : i64} {
   %none = "onnx.NoValue"() : () -> none
   %s = "onnx.Constant"() {value = dense<[1.0, 2.0]> : tensor<2xf32>} : () -> tensor<2xf32>
@@ -45,7 +46,7 @@ func.func @linear_half_pixel(%x: tensor<2x2xf32>) -> tensor<2x4xf32> attributes 
 // CHECK-LABEL: func.func @linear_half_pixel(
 // CHECK-SAME:    [[X:%[0-9]+]]: memref<2x2xf32>, [[Y:%[0-9]+]]: memref<2x4xf32>)
 // CHECK:         [[TI:%[0-9]+]] = "krnl.global"() {sym_name = "lin_idx1", value = dense<{{\[\[}}0, 1], [0, 1], [0, 1], [1, 1]]> : tensor<4x2xi64>
-// CHECK-NEXT:    [[TWT:%[0-9]+]] = "krnl.global"() {sym_name = "lin_w1", value = dense<{{\[\[}}1.000000e+00, 0.000000e+00], [7.500000e-01, 2.500000e-01], [2.500000e-01, 7.500000e-01], [1.000000e+00, 0.000000e+00]]> : tensor<4x2xf32>
+// CHECK-NEXT:    [[TWT:%[0-9]+]] = "krnl.global"() {sym_name = "lin_w1", value = dense<{{\[\[}}1.000000e+00, 0.000000e+00], [7.500000e-01, 2.500000e-01], [2.500000e-01, 7.500000e-01], [5.000000e-01, 5.000000e-01]]> : tensor<4x2xf32>
 // CHECK:         ^bb0([[R:%[0-9]+]]: index, [[C:%[0-9]+]]: index):
 // CHECK-NEXT:      [[T0:%[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:      "krnl.load"([[TI]], [[C]], [[T0]])
@@ -56,9 +57,9 @@ func.func @linear_half_pixel(%x: tensor<2x2xf32>) -> tensor<2x4xf32> attributes 
 // CHECK:           [[I1:%[0-9]+]] = arith.minsi
 // CHECK-NEXT:      [[W1:%[0-9]+]] = "krnl.load"([[TWT]], [[C]], [[T1]])
 // CHECK-NEXT:      [[A:%[0-9]+]] = "krnl.load"([[X]], [[R]], [[I0]])
-// CHECK-NEXT:      [[AW:%[0-9]+]] = arith.mulf [[A]], [[W0]] : f32
+// CHECK-NEXT:      [[AW:%[0-9]+]] = arith.mulf [[W0]], [[A]] : f32
 // CHECK-NEXT:      [[B:%[0-9]+]] = "krnl.load"([[X]], [[R]], [[I1]])
-// CHECK-NEXT:      [[BW:%[0-9]+]] = arith.mulf [[B]], [[W1]] : f32
+// CHECK-NEXT:      [[BW:%[0-9]+]] = arith.mulf [[W1]], [[B]] : f32
 // CHECK-NEXT:      [[S:%[0-9]+]] = arith.addf [[AW]], [[BW]] : f32
 // CHECK-NEXT:      "krnl.store"([[S]], [[Y]], [[R]], [[C]])
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 4 : i64]]
