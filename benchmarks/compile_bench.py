@@ -61,6 +61,7 @@ import numpy as np
 import compilerkit as ck
 from compilerkit import conformance as cf
 from compilerkit.measure import profile as prof
+from compilerkit.oracle import ort_session
 
 AGREE = 1e-3  # max error / output scale (issue 12)
 FLOOR = 0.8  # the issue's floor for the geometric-mean ratio at 1 and 2 threads
@@ -119,17 +120,6 @@ def thread_api() -> bool:
     """Whether compilerkit takes `num_threads` (compile and CompiledModel.run)."""
     return ("num_threads" in inspect.signature(ck.compile).parameters
             and "num_threads" in inspect.signature(ck.CompiledModel.run).parameters)
-
-
-def ort_session(path, threads: int):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.log_severity_level = 3
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
 def relative_error(got, ref) -> float:

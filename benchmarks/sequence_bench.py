@@ -47,6 +47,7 @@ import numpy as np
 
 import compilerkit as ck
 from compilerkit.measure import timing
+from compilerkit.oracle import ort_session
 
 RESULTS = Path(__file__).resolve().parent / "results" / "sequence_bench.json"
 THREADS = (1, 2)
@@ -191,18 +192,6 @@ QUICK = ("lstm_b8_s32_h128", "torch_decoder")
 
 
 # ------------------------------------------------------------------------------ measuring
-
-
-def ort_session(proto, threads: int):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.log_severity_level = 3
-    return ort.InferenceSession(proto.SerializeToString(), so,
-                                providers=["CPUExecutionProvider"])
 
 
 def rel_error(got, ref) -> float:

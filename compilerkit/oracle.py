@@ -23,16 +23,22 @@ def random_inputs(model) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def ort_session(path):
-    """An onnxruntime CPU session on one thread (intra- and inter-op), errors-only logging.
-    `path`: an ONNX file, or a serialized model (bytes), as onnxruntime takes."""
+def ort_session(path, threads: int = 1):
+    """An onnxruntime CPU session on `threads` intra-op threads (one inter-op, sequential),
+    errors-only logging. `path`: an ONNX file (str or Path), a serialized model (bytes) or a
+    ModelProto."""
     import onnxruntime as ort  # heavy, and only the comparisons need it
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
+    so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     # Errors only: onnxruntime warns about unused initializers in some light models, noise in
     # a notebook, and not about our compiler.
     so.log_severity_level = 3
+    if hasattr(path, "SerializeToString"):
+        path = path.SerializeToString()
+    elif not isinstance(path, bytes):
+        path = str(path)
     return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 
