@@ -197,8 +197,10 @@ def lower_one_hot(b: KernelBuilder, op, ins, module=None):
     elem = op.results[0].type.element_type
     out = b.alloc(out_dims, elem)
     _same_shape(op, "values", shape(values), [2], "[off, on]")
-    off, on = b.load(values, [b.index(0)]), b.load(values, [b.index(1)])
     with b.nest(out_dims) as ivs:
+        # Read inside the nest (LLVM hoists them): a value loaded before the nest would be a
+        # capture the loopnest code generator's outlined nests do not see.
+        off, on = b.load(values, [b.index(0)]), b.load(values, [b.index(1)])
         raw = b.load(indices, list(ivs[:axis]) + list(ivs[axis + 1:]))
         raw = b.cast(raw, i64)  # float indices: truncated (fptosi)
         neg = b.cmpi("slt", raw, b.const(0, i64))

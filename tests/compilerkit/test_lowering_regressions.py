@@ -83,3 +83,16 @@ def test_integer_abs_and_neg(op, dtype, codegen):
     got = ck.compile(m, opt_level=1, asm=False, codegen=codegen).run(x)[0]
     ref = ort_run(m, [x])[0]
     assert got.dtype == ref.dtype and np.array_equal(got, ref), (got, ref)
+
+
+@pytest.mark.parametrize("codegen", ["llvm", "loopnest"])
+def test_one_hot_values_given_at_run_time(codegen):
+    # OneHot read [off, on] before its nest; the loopnest code generator outlines nests and did
+    # not capture those loads (a KeyError, found by the fuzz once depth was specialised).
+    idx = np.array([[1, 9], [2, 4]], np.int64)
+    values = np.array([-1.5, 7.0], np.float32)
+    m = make_model([helper.make_node("OneHot", ["i", "d", "v"], ["y"], axis=1)],
+                   [("i", idx), ("v", values)], ["y"],
+                   inits=[("d", np.array(10, np.int64))])
+    got = ck.compile(m, opt_level=1, asm=False, codegen=codegen).run(idx, values)[0]
+    np.testing.assert_array_equal(got, ort_run(m, [idx, values])[0])
