@@ -17,9 +17,9 @@ A model that fails for a construct compilerkit does not have yet is xfail(strict
 reason, so the test turns into a failure (to be unmarked) the day the construct lands.
 
 Budget: each model compiles once per backend here (the host build is shared by the agreement
-and the emulated test); on two cores shared with other work (load average near 20) the whole
-file took 26 minutes, the quantised encoder's host compile alone 2 minutes; the slowest pairs
-are marked slow (SLOW).
+and the emulated test); the whole file takes about 2 minutes on a quiet 2-core machine (the
+quantised encoder's three compiles 25 s of it), much longer beside other work; the slowest
+pairs are marked slow (SLOW).
 """
 
 from __future__ import annotations
