@@ -148,3 +148,17 @@ def node_test_passes(ops) -> dict:
                       for r in results) for op in ops}
     print("node tests passed per op:", passed)
     return passed
+
+
+def keras_to_onnx(net):
+    """A Keras 3 model exported as users export it (`model.export(format="onnx")`, tf2onnx),
+    loaded back as an onnx.ModelProto."""
+    import os
+    import tempfile
+
+    import onnx
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.onnx")
+        net.export(path, format="onnx", verbose=False)
+        return onnx.load(path)

@@ -5,7 +5,7 @@ report), Scan in both forms; a Keras GRU exported by tf2onnx (a Loop); and clear
 
 import numpy as np
 import pytest
-from ckhelpers import node_test_passes, ort_run
+from ckhelpers import keras_to_onnx, node_test_passes, ort_run
 from onnx import TensorProto, helper, numpy_helper
 
 import compilerkit as ck
@@ -346,20 +346,12 @@ def test_gpu_runs_the_guarded_if_and_a_loop():
 @pytest.mark.slow  # importing Keras and TensorFlow takes most of it
 def test_keras_gru_export_is_a_loop_and_agrees():
     keras = pytest.importorskip("keras")
-    import os
-    import tempfile
-
-    import onnx
-
     keras.utils.set_random_seed(0)
     net = keras.Sequential([keras.Input((5, 3)), keras.layers.GRU(4, return_sequences=True),
                             keras.layers.GRU(3)])
     x = np.random.default_rng(6).standard_normal((2, 5, 3)).astype(np.float32)
     want = np.asarray(net(x))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "gru.onnx")
-        net.export(path, format="onnx", verbose=False)
-        exported = onnx.load(path)
+    exported = keras_to_onnx(net)
     assert "Loop" in [n.op_type for n in exported.graph.node]
     name = exported.graph.input[0].name
     got = ck.compile(exported, asm=False, input_shapes={name: [2, 5, 3]}).run(x)[0]

@@ -5,12 +5,10 @@ outputs x sequence_lens), run-time lengths, refusals, f64 and the big-endian emu
 onnxruntime has no layout=1 (batch-major) kernel: those cases are checked against the same
 op in layout 0 with the inputs and outputs transposed, an independent path through both."""
 
-import os
-import tempfile
 
 import numpy as np
 import pytest
-from ckhelpers import node_test_passes, ort_run
+from ckhelpers import keras_to_onnx, node_test_passes, ort_run
 from onnx import helper, numpy_helper
 
 import compilerkit as ck
@@ -249,17 +247,12 @@ def test_keras_bidirectional_lstm_export_matches_keras():
     # Keras 3's ONNX export (tf2onnx) of Bidirectional(LSTM) -> LSTM: two LSTM nodes, one
     # bidirectional, with Shape/Expand initial states. (A Keras GRU exports as a Loop.)
     keras = pytest.importorskip("keras")
-    import onnx
-
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((6, 3)), keras.layers.Bidirectional(
         keras.layers.LSTM(4, return_sequences=True)), keras.layers.LSTM(5)])
     x = np.random.default_rng(6).standard_normal((2, 6, 3)).astype(np.float32)
     want = np.asarray(model(x))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "lstm.onnx")
-        model.export(path, format="onnx", verbose=False)
-        exported = onnx.load(path)
+    exported = keras_to_onnx(model)
     assert [n.op_type for n in exported.graph.node].count("LSTM") == 2
     name = exported.graph.input[0].name
     got = ck.compile(exported, asm=False, input_shapes={name: [2, 6, 3]}).run(x)[0]
