@@ -130,11 +130,7 @@ def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
                                          num_threads)
     if special is not None:
         return special
-    cm = compile_to("native", source, target, opt_level, input_shapes, max_bytes, asm=asm,
-                    codegen=codegen, conv_algorithm=conv_algorithm, schedule=schedule,
-                    max_unroll=max_unroll)
-    cm.num_threads = num_threads
-    return cm
+    return compile_form(source, input_shapes)
 
 
 def compile_kernel(kmodule, target: str = "host", opt_level: int = 3,
