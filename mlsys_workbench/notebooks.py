@@ -83,6 +83,25 @@ for _name in _OURS:
 """
 
 
+# Runs in the kernel before the first cell when TQDM_DISABLE is set (run_notebook sets it).
+# tqdm's notebook bar, the one tqdm.auto gives a kernel, takes an explicit ``disable=False``
+# (our ``progress=True``) over TQDM_DISABLE, and a headless run then stores a widget frozen at
+# "0%" per loop; nobody watches a headless run, so every tqdm.auto bar is made a disabled one.
+QUIET_BARS = """
+import os as _os
+if _os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes"):
+    import tqdm.auto as _tqdm_auto
+
+    class _HeadlessBar(_tqdm_auto.tqdm):
+        def __init__(self, *args, **kwargs):
+            kwargs["disable"] = True
+            super().__init__(*args, **kwargs)
+
+    _tqdm_auto.tqdm = _HeadlessBar
+    _tqdm_auto.trange = lambda *args, **kwargs: _HeadlessBar(range(*args), **kwargs)
+"""
+
+
 class NotebookError(RuntimeError):
     """A notebook cell failed; the message names the notebook and the cell."""
 
@@ -91,12 +110,15 @@ class LibraryWarning(NotebookError):
     """A cell printed a warning issued by one of the workbench's own libraries."""
 
 
-def _watching_ipython_dir() -> str:
-    """A fresh IPYTHONDIR whose default profile runs WATCH_WARNINGS at kernel start."""
+def _headless_ipython_dir(watch_warnings: bool) -> str:
+    """A fresh IPYTHONDIR whose default profile quiets progress bars (QUIET_BARS) and, when
+    ``watch_warnings``, runs WATCH_WARNINGS at kernel start."""
     root = tempfile.mkdtemp(prefix="mlsys-ipython-")
     startup = Path(root) / "profile_default" / "startup"
     startup.mkdir(parents=True)
-    (startup / "00-mlsys-watch-warnings.py").write_text(WATCH_WARNINGS)
+    if watch_warnings:
+        (startup / "00-mlsys-watch-warnings.py").write_text(WATCH_WARNINGS)
+    (startup / "01-mlsys-quiet-bars.py").write_text(QUIET_BARS)
     return root
 
 
@@ -172,8 +194,7 @@ def run_notebook(
     kernel_env = {**os.environ, **(env or {})}
     # Nobody watches a headless run's progress bars: they would only fill the stored outputs.
     kernel_env.setdefault("TQDM_DISABLE", "1")
-    if not allow_library_warnings:
-        kernel_env["IPYTHONDIR"] = _watching_ipython_dir()
+    kernel_env["IPYTHONDIR"] = _headless_ipython_dir(watch_warnings=not allow_library_warnings)
     client = NotebookClient(
         nb,
         timeout=timeout,
@@ -195,8 +216,7 @@ def run_notebook(
         message = ANSI_ESCAPE.sub("", str(error))
         raise NotebookError(f"{path.name}, {where}: {message}") from None
     finally:
-        if not allow_library_warnings:
-            shutil.rmtree(kernel_env["IPYTHONDIR"], ignore_errors=True)
+        shutil.rmtree(kernel_env["IPYTHONDIR"], ignore_errors=True)
     warned = [] if allow_library_warnings else library_warnings(nb)
     if warned:
         listing = "; ".join(f"{_cell_label(nb, i)}: {line}" for i, line in warned[:5])

@@ -31,6 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 
 import lmskit  # noqa: E402
+from lmskit.progress import bar  # noqa: E402
 
 lmskit.configure_devices()   # before any TF op: two logical CPUs, so the swaps really run
 
@@ -69,9 +70,10 @@ def _tf_outputs(model, x: np.ndarray, batch: int = 256) -> np.ndarray:
 
 def train_swapped(n_train: int = 900, n_test: int = 200, epochs: int = 3, batch: int = 32,
                   learning_rate: float = 0.005, options: dict | None = None, seed: int = 0,
-                  check_equivalence: bool = False) -> Trained:
+                  check_equivalence: bool = False, progress: bool = False) -> Trained:
     """Train ``mlsys_datasets.lenet`` on ``digits(n_train, seed)`` with the swap-rewritten step;
-    test on ``digits(n_test, seed + 1)`` (other samples). ``options`` go to ``lmskit.swap``."""
+    test on ``digits(n_test, seed + 1)`` (other samples). ``options`` go to ``lmskit.swap``;
+    ``progress``: a bar of the training steps."""
     import keras
     import mlsys_datasets as zoo
     import tensorflow as tf
@@ -98,11 +100,14 @@ def train_swapped(n_train: int = 900, n_test: int = 200, epochs: int = 3, batch:
     step = lmskit.runnable(rewritten, fetch=[graph.loss])
     rng = np.random.default_rng(seed)
     losses = []
-    for _ in range(epochs):
-        order = rng.permutation(n_train)
-        for i in range(0, n_train - batch + 1, batch):   # whole batches only
-            idx = order[i:i + batch]
-            losses.append(float(step(x[idx], y[idx])[graph.loss]))
+    per_epoch = n_train // batch   # whole batches only
+    with bar(total=epochs * per_epoch, desc="training steps", show=progress) as steps:
+        for _ in range(epochs):
+            order = rng.permutation(n_train)
+            for i in range(0, per_epoch * batch, batch):
+                idx = order[i:i + batch]
+                losses.append(float(step(x[idx], y[idx])[graph.loss]))
+                steps.update()
     train_acc = float((_tf_outputs(model, x).argmax(1) == y).mean())
     out = _tf_outputs(model, x_test)
     return Trained(model=model, graph=graph, rewritten=rewritten, options=options,
@@ -152,18 +157,18 @@ class Agreement:
 
 
 def agreement(model_proto, x: np.ndarray, reference: np.ndarray, targets=TARGETS,
-              limits: dict | None = None, opt_level: int = 3) -> Agreement:
+              limits: dict | None = None, opt_level: int = 3, progress: bool = False) -> Agreement:
     """Compile ``model_proto`` for each target, run it on ``x`` (the first ``limits[target]``
     images for a limited target, e.g. the slow s390x emulator) and compare with ``reference``
     (TensorFlow's outputs on ``x``). Only a missing CUDA device is turned into a row; any other
-    failure raises."""
+    failure raises. ``progress``: a bar of the targets."""
     import compilerkit as ck
     from compilerkit.backends.cuda_driver import NoCudaDevice
 
     limits = limits or {}
     x = np.ascontiguousarray(x, np.float32)
     rows = []
-    for target in targets:
+    for target in bar(targets, desc="targets", show=progress):
         n = min(len(x), limits.get(target, len(x)))
         t = time.perf_counter()
         cm = ck.compile(model_proto, target=target, opt_level=opt_level,

@@ -208,7 +208,7 @@ CURRICULUM = (
     Lesson("20_train_swap_compile", "compiling",
            "train with swapping, export to ONNX, compile for host, s390x and GPU",
            ("03_swap_rewrite", "12_endianness"),
-           full_min=1.5, smoke_min=0.4),
+           full_min=0.6, smoke_min=0.3),
     Lesson("30_watershed_single_linkage", "segmentation",
            "watershed on an affinity graph and size-dependent single linkage against waterz",
            full_min=4.5, smoke_min=0.35),

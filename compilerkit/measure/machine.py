@@ -101,14 +101,18 @@ def calibrate_transforms(m: rl.Machine, repeat: int = 7) -> rl.Machine:
                          "transforms_measured": True})
 
 
-def measure(repeat: int = 20, caches=None, dram_bytes: int = rl.DRAM_TEST_BYTES) -> rl.Machine:
+def measure(repeat: int = 20, caches=None, dram_bytes: int = rl.DRAM_TEST_BYTES,
+            progress: bool = False) -> rl.Machine:
     """Measure the peak, the bandwidths and the transform rates with compilerkit's kernels
-    (compilerkit.roofline's docstring says how)."""
+    (compilerkit.roofline's docstring says how); ``progress``: a tqdm bar of the six
+    measurements (about 25 s on a 2-core machine)."""
     from onnx import helper, numpy_helper
+    from tqdm.auto import tqdm
 
     from compilerkit.backends.host import host_target
 
     caches = dict(caches or rl.detect_caches())
+    bar = tqdm(total=6, desc="machine rates", unit="rate", leave=False, disable=not progress)
     n = 384
     rng = np.random.default_rng(0)
     w = numpy_helper.from_array(rng.standard_normal((n, n)).astype(np.float32), "w")
@@ -118,6 +122,7 @@ def measure(repeat: int = 20, caches=None, dram_bytes: int = rl.DRAM_TEST_BYTES)
     mm = _compiled(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
     x = rng.standard_normal((n, n)).astype(np.float32)
     peak = 2 * n ** 3 / _best(lambda: mm.run(x, num_threads=1), repeat)
+    bar.update()
     bw = {}
     sizes = {lv: caches[lv] // 2 for lv in ("L1", "L2", "L3")}
     sizes["DRAM"] = dram_bytes
@@ -136,17 +141,22 @@ def measure(repeat: int = 20, caches=None, dram_bytes: int = rl.DRAM_TEST_BYTES)
         xv = np.ones(count, np.float32)
         secs = _best(lambda add=add, xv=xv: add.run(xv, num_threads=1), max(3, repeat // 4))
         bw[lv] = 8 * count * links / secs
+        bar.update()
     lanes = host_target().vector_width
-    return calibrate_transforms(rl.Machine(peak, bw, caches, lanes=lanes), max(3, repeat // 3))
+    measured = calibrate_transforms(rl.Machine(peak, bw, caches, lanes=lanes), max(3, repeat // 3))
+    bar.update()
+    bar.close()
+    return measured
 
 
-def measured_machine(remeasure: bool = False) -> rl.Machine:
+def measured_machine(remeasure: bool = False, progress: bool = False) -> rl.Machine:
     """The cached measurement of this machine, measured and cached on first use, when
-    `remeasure`, or when the cache predates the calibrated transform rates."""
+    `remeasure`, or when the cache predates the calibrated transform rates (``progress``: a bar
+    while measuring)."""
     if rl.cache_path().is_file() and not remeasure:
         m = rl.machine()
         if m.transforms_measured:
             return m
-    m = measure()
+    m = measure(progress=progress)
     rl.save(m)
     return m

@@ -156,3 +156,19 @@ def test_warnings_of_other_libraries_are_left_alone(tmp_path):
     nb = run_notebook(_notebook(tmp_path, foreign, info))
     printed = "".join(out.get("text", "") for cell in nb.cells for out in cell.get("outputs", []))
     assert "deprecated" in printed  # it was shown, and did not fail the run
+
+
+def test_a_headless_run_stores_no_progress_bars(tmp_path):
+    # tqdm's notebook bar takes an explicit disable=False (our progress=True) over TQDM_DISABLE;
+    # a headless run would otherwise store one widget frozen at "0%" per loop.
+    bars = ("from tqdm.auto import tqdm, trange\n"
+            "total = sum(tqdm(range(3), disable=False)) + sum(trange(2))\n"
+            "with tqdm(total=4, desc='chunk tasks') as bar:\n"
+            "    bar.update(4)\n"
+            "print('total', total)")
+    nb = run_notebook(_notebook(tmp_path, bars))
+    outputs = nb.cells[-1].outputs
+    assert [out.get("text") for out in outputs] == ["total 4\n"], outputs
+    # Asked for, bars are kept (a reader of the stored notebook asked to see them).
+    nb = run_notebook(_notebook(tmp_path, bars), env={"TQDM_DISABLE": "0"})
+    assert any(out.output_type == "display_data" for out in nb.cells[-1].outputs)
