@@ -1,20 +1,24 @@
-"""The one best-of-N timer that the benchmarks, the experiments, the roofline measurement and
-the ZNNi planner share.
+"""The one best-of-N timer that the benchmarks, the experiments, the roofline measurement, the
+conformance timings, LoopTune's measurer, the ZNNi planner and segkit's ZNN measurements share.
 
     best_of({"a": f, "b": g}, repeat=5)            # {name: best seconds}
     best_of(f, repeat=5)                           # one callable: its best seconds
+    best_of(f, 5, ("wall", "thread"))              # (best wall seconds, best thread seconds)
+    samples({"a": f, "b": g}, 5, "wall")           # {name: [seconds of each timed call]}
 
 Every callable is called once untimed (warm-up: JIT caches, page faults, the thread pool),
 then `repeat` rounds in which each is called once in turn, so a slow spell of a loaded
 machine falls on every contender alike; the best call is kept (noise only ever adds time).
 With `shuffle` (a seed) each round runs in a new random order, because what ran just before
-decides which data is still in the cache.
+decides which data is still in the cache. `samples` keeps every call's seconds (for a median
+beside the best); `best_of` is their minimum.
 
 Clocks: "thread" (time.thread_time, the calling thread's CPU time: for code that runs on the
 calling thread, time the core was lent to other processes is left out), "process"
-(time.process_time, every thread of this process), "wall" (time.perf_counter). `load()` is the
-machine's load average, recorded beside a measurement so a reader can tell a quiet run from a
-busy one.
+(time.process_time, every thread of this process: user + system), "wall" (time.perf_counter).
+Several clocks at once (a tuple of names) read each around the same calls and give a tuple
+per call, the best of each clock taken on its own. `load()` is the machine's load average,
+recorded beside a measurement so a reader can tell a quiet run from a busy one.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 CLOCKS = {"thread": time.thread_time, "process": time.process_time, "wall": time.perf_counter}
+BUDGET_MIN_ROUNDS = 3  # a budget never cuts a measurement below three rounds (a median exists)
 
 
 def clock(name: str) -> Callable[[], float]:
@@ -35,30 +40,80 @@ def clock(name: str) -> Callable[[], float]:
     return CLOCKS[name]
 
 
-def best_of(fns, repeat: int, clock_name: str = "thread", shuffle: int | None = None,
-            warmup: bool = True):
-    """Best seconds of each callable over `repeat` interleaved rounds (the module docstring
-    says how). `fns` is a mapping name -> callable (returns {name: seconds}) or one callable
-    (returns its seconds)."""
-    if repeat < 1:
-        raise ValueError(f"repeat must be at least 1, got {repeat}")
-    now = clock(clock_name)
+def samples(fns, repeat, clock_name="thread", shuffle: int | None = None, warmup: bool = True,
+            before: Callable[[], object] | None = None, budget_s: float | None = None):
+    """Seconds of every timed call, round by round (the module docstring says how).
+
+    `fns`: a mapping name -> callable (returns {name: [seconds, ...]}) or one callable
+    (returns its list). `clock_name`: a name of CLOCKS, or a tuple of them (each entry is then
+    a tuple of seconds, one per clock). `repeat`: the rounds, or a mapping name -> its calls (a
+    contender given fewer sits out the later rounds: a slow peer is called less often).
+    `before`: called untimed before each timed call (a pause while another library's idle
+    threads stop spinning, a garbage collection). `budget_s`: stop after the round in which
+    this many wall seconds have passed since the first timed call (BUDGET_MIN_ROUNDS at least).
+    """
     single = not isinstance(fns, Mapping)
     table = {None: fns} if single else dict(fns)
+    counts = _counts(repeat, table)
+    several = not isinstance(clock_name, str)
+    names = tuple(clock_name) if several else (clock_name,)
+    if not names:
+        raise ValueError("clock_name names no clock")
+    clocks = [clock(n) for n in names]
     if warmup:
         for f in table.values():
             f()
-    best = {k: float("inf") for k in table}
+    times = {k: [] for k in table}
     order = list(table)
     rng = np.random.default_rng(shuffle) if shuffle is not None else None
-    for _ in range(repeat):
+    wall = CLOCKS["wall"]
+    start = wall()
+    for r in range(max(counts.values(), default=0)):
         if rng is not None:
             rng.shuffle(order)
         for k in order:
-            t = now()
+            if r >= counts[k]:
+                continue
+            if before is not None:
+                before()
+            begin = [c() for c in clocks]
             table[k]()
-            best[k] = min(best[k], now() - t)
-    return best[None] if single else best
+            end = [c() for c in reversed(clocks)][::-1]  # the first clock brackets the others
+            spent = tuple(b - a for a, b in zip(begin, end, strict=True))
+            times[k].append(spent if several else spent[0])
+        if budget_s is not None and r + 1 >= BUDGET_MIN_ROUNDS and wall() - start > budget_s:
+            break
+    return times[None] if single else times
+
+
+def best_of(fns, repeat, clock_name="thread", shuffle: int | None = None, warmup: bool = True,
+            before: Callable[[], object] | None = None, budget_s: float | None = None):
+    """Best seconds of each callable over `repeat` interleaved rounds: the minimum of
+    `samples` (same arguments). {name: seconds} for a mapping, seconds for one callable; with
+    several clocks a tuple of each clock's best."""
+    got = samples(fns, repeat, clock_name, shuffle, warmup, before, budget_s)
+    several = not isinstance(clock_name, str)
+
+    def best(ts):
+        return tuple(min(col) for col in zip(*ts, strict=True)) if several else min(ts)
+
+    return {k: best(ts) for k, ts in got.items()} if isinstance(got, dict) else best(got)
+
+
+def _counts(repeat, table: dict) -> dict:
+    """Timed calls per contender: `repeat` for each, or its entry when `repeat` is a mapping."""
+    if isinstance(repeat, Mapping):
+        missing = [k for k in table if k not in repeat]
+        if missing:
+            raise ValueError(f"repeat gives no count for {missing}")
+        counts = {k: repeat[k] for k in table}
+    else:
+        counts = dict.fromkeys(table, repeat)
+    for k, n in counts.items():
+        if not isinstance(n, (int, np.integer)) or n < 1:
+            what = "repeat" if k is None or not isinstance(repeat, Mapping) else f"repeat[{k!r}]"
+            raise ValueError(f"{what} must be at least 1, got {n!r}")
+    return counts
 
 
 def load() -> list[float]:

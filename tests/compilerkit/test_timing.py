@@ -54,3 +54,60 @@ def test_bad_clock_and_repeat_are_named():
 
 def test_load_is_three_numbers():
     assert len(timing.load()) == 3
+
+
+def test_samples_keep_every_timed_call_round_by_round(monkeypatch):
+    call = _fake_clock(monkeypatch, {"a": [9.0, 3.0, 1.0], "b": [9.0, 5.0, 6.0]})
+    assert timing.samples({"a": call("a", []), "b": call("b", [])}, 2, "wall") == \
+        {"a": [3.0, 1.0], "b": [5.0, 6.0]}
+    one = _fake_clock(monkeypatch, {"f": [2.0, 4.0]})
+    assert timing.samples(one("f", []), 2, "wall", warmup=False) == [2.0, 4.0]
+
+
+def test_several_clocks_read_around_the_same_calls(monkeypatch):
+    # wall advances by the call's time, thread CPU by half of it: the two columns are kept
+    # apart and each one's best is taken on its own.
+    now = {"wall": 0.0, "thread": 0.0}
+    monkeypatch.setitem(timing.CLOCKS, "wall", lambda: now["wall"])
+    monkeypatch.setitem(timing.CLOCKS, "thread", lambda: now["thread"])
+    steps = iter([(4.0, 1.0), (2.0, 3.0), (3.0, 0.5)])
+
+    def f():
+        w, c = next(steps)
+        now["wall"] += w
+        now["thread"] += c
+    got = timing.samples(f, 3, ("wall", "thread"), warmup=False)
+    assert got == [(4.0, 1.0), (2.0, 3.0), (3.0, 0.5)]
+    steps = iter([(4.0, 1.0), (2.0, 3.0), (3.0, 0.5)])
+    assert timing.best_of(f, 3, ("wall", "thread"), warmup=False) == (2.0, 0.5)
+
+
+def test_counts_per_contender_and_the_call_before_each(monkeypatch):
+    calls = []
+    call = _fake_clock(monkeypatch, {"a": [1.0] * 4, "slow": [1.0] * 4})
+    got = timing.samples({"a": call("a", calls), "slow": call("slow", calls)},
+                         {"a": 3, "slow": 1}, "wall", warmup=False,
+                         before=lambda: calls.append("-"))
+    assert {k: len(v) for k, v in got.items()} == {"a": 3, "slow": 1}
+    # the slow one runs in the first round only; every timed call follows its `before`
+    assert calls == ["-", "a", "-", "slow", "-", "a", "-", "a"]
+    with pytest.raises(ValueError, match=r"repeat gives no count for \['slow'\]"):
+        timing.samples({"a": lambda: None, "slow": lambda: None}, {"a": 2}, "wall")
+    with pytest.raises(ValueError, match=r"repeat\['a'\] must be at least 1"):
+        timing.samples({"a": lambda: None}, {"a": 0}, "wall")
+
+
+def test_a_budget_stops_after_the_round_that_passes_it_three_rounds_at_least(monkeypatch):
+    call = _fake_clock(monkeypatch, {"f": [10.0] * 20})
+    assert len(timing.samples(call("f", []), 20, "wall", warmup=False, budget_s=5)) == 3
+    call = _fake_clock(monkeypatch, {"f": [10.0] * 20})
+    assert len(timing.samples(call("f", []), 20, "wall", warmup=False, budget_s=45)) == 5
+    call = _fake_clock(monkeypatch, {"f": [10.0] * 20})
+    assert len(timing.samples(call("f", []), 2, "wall", warmup=False, budget_s=5)) == 2
+
+
+def test_no_clock_is_named():
+    with pytest.raises(ValueError, match="names no clock"):
+        timing.samples(lambda: None, 1, ())
+    with pytest.raises(ValueError, match="clock must be one of"):
+        timing.best_of(lambda: None, 1, ("wall", "gpu"))
