@@ -40,11 +40,12 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-import llvmlite.binding as llvm
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.passes import ModulePass
 
 from compilerkit.backends.base import Backend, Target, check_target_name, get_backend
+from compilerkit.codegen.interface import CodeGenerator, CodegenProducts
+from compilerkit.codegen.llvm_codegen import LlvmCodegen, private_copy
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError, import_model
 from compilerkit.frontend.arguments import (  # noqa: F401 (check_opt_level, header_path: API)
@@ -71,25 +72,28 @@ STAGES = ("onnx-ir", "kernel-ir", "llvm-ir", "asm", "obj", "lib", "native")
 CODE_STAGES = ("asm", "ptx")
 
 
-def llvm_codegen(kmodule, backend: Backend, emitter=None, **how) -> str:
-    """Kernel IR -> unoptimised LLVM IR text by the target's backend (the GPU's emits kernels);
-    `emitter` (an Emitter subclass) replaces the backend's default emitter class; `how`:
-    external_weights=True for a JIT (see Backend.emit_llvm)."""
-    return backend.emit_llvm(kmodule, emitter=emitter, **how)
+class LoopnestCodegen:
+    """codegen="loopnest" (compilerkit/loopnest): x86-64 machine code straight from Kernel IR,
+    LLVM only for the nodes it leaves (loopnest/driver.py: `finish`, `fallback_llvm_ir`).
+    Imported on first use: a compile through LLVM does not pay for loading it."""
+
+    name = "loopnest"
+
+    def generate(self, kmodule, backend, **how) -> CodegenProducts:
+        from compilerkit.loopnest.driver import finish
+
+        return finish(kmodule, backend, **how)
+
+    def llvm_ir(self, kmodule, backend, emitter=None, **how) -> str:
+        from compilerkit.loopnest.driver import fallback_llvm_ir
+
+        return fallback_llvm_ir(kmodule, backend)
 
 
-# name -> fn(kmodule, backend, emitter, **how) -> unoptimised LLVM IR text. A new code generator
-# (say one that writes loop nests its own way) registers here and is chosen with codegen=NAME.
-def loopnest_codegen(kmodule, backend: Backend, emitter=None, **how) -> str:
-    """codegen="loopnest" (compilerkit/loopnest): x86-64 machine code straight from Kernel IR;
-    its LLVM IR holds only the nodes it leaves to LLVM. `Compilation.run` hands it every stage
-    after Kernel IR (loopnest.driver.finish)."""
-    from compilerkit.loopnest.driver import fallback_llvm_ir
-
-    return fallback_llvm_ir(kmodule, backend)
-
-
-CODEGENS = {"llvm": llvm_codegen, "loopnest": loopnest_codegen}
+# name -> a CodeGenerator (codegen/interface.py), chosen with codegen=NAME: each turns a planned
+# Kernel IR module into the products of the stages after it, and Compilation builds the
+# stage or CompiledModel from them the same way for all. A new code generator registers here.
+CODEGENS: dict[str, CodeGenerator] = {"llvm": LlvmCodegen(), "loopnest": LoopnestCodegen()}
 
 # name -> fn(target, opt_level) -> Kernel IR schedule passes, chosen with schedule=NAME; a
 # package that computes schedules registers here on import (compilerkit.tune: "tuned"), so the
@@ -140,16 +144,6 @@ def stage_of(module: ModuleOp) -> str:
     check_main(f)  # what signature() and the backends read: names, opset, element types
     return "kernel-ir" if any(isinstance(a.type, MemRefType) for a in f.body.block.args) \
         else "onnx-ir"
-
-
-def private_copy(kmodule: ModuleOp) -> ModuleOp:
-    """A clone of a Kernel IR module sharing its constants' bytes and run-time check table."""
-    from compilerkit.frontend.checks import share_checks
-
-    copy = kmodule.clone()
-    onnx_d.share_resources(kmodule, copy)
-    share_checks(kmodule, copy)
-    return copy
 
 
 def text_stages(target: str = "host", source_stage: str = "model", asm: bool = True) -> list:
@@ -253,7 +247,7 @@ class Compilation:
         self.timings = OrderedDict()
         self.pass_timings = []
         self.provenance = None  # provenance.Provenance of the latest run
-        self.later = None  # LaterStages of the latest JIT compile
+        self.later = None  # llvm_codegen.LaterStages of the latest JIT compile
 
     @property
     def backend(self) -> Backend:
@@ -396,50 +390,47 @@ class Compilation:
         self._passes(copy, passes, "kernel-ir")
         return copy
 
+    # ---- after Kernel IR: the code generator's products, then the stage asked for ----------
     def emit(self, kmodule, **how) -> str:
         """Kernel IR -> unoptimised LLVM IR text, by the chosen codegen through the backend."""
-        return CODEGENS[self.options.codegen](kmodule, self.backend, self.options.emitter,
-                                              **how)
+        return CODEGENS[self.options.codegen].llvm_ir(kmodule, self.backend,
+                                                      self.options.emitter, **how)
 
-    def llvm(self, kmodule, jit: bool = False, private: bool = True):
-        """Kernel IR -> (LLVM IR text optimised at -O, the llvmlite module). For a JIT
-        ("native") on a backend with `jit_weights`, the weights stay out of the module and the
-        text is made on first look at `.stages` instead (LaterStages, from a copy of `kmodule`
-        unless it is `private` to this compile; None is returned); the other backends print
-        it as they optimise."""
-        backend = self.backend
-        t = time.perf_counter()
+    def generate(self, kmodule, stage: str, owned: bool = True) -> CodegenProducts:
+        """The chosen code generator's products for the stages up to `stage` (CODEGENS),
+        recorded here: the "llvm-ir" text and every time it took. `owned`: `kmodule` is this
+        compile's own (not a caller's module)."""
         self.later = None
-        jit = jit and backend.jit_weights
-        ir_text = self.emit(kmodule, external_weights=True) if jit else self.emit(kmodule)
-        t_emit = time.perf_counter()
-        self.pass_timings.append(("llvm-ir", "emit", t_emit - t))
-        if jit:
-            mod = backend.optimize_module(ir_text, self.opt_level)
-            self.later = LaterStages(self, kmodule if private else private_copy(kmodule))
-            text = None
-        else:
-            text, mod = backend.optimize(ir_text, self.opt_level)
-        del ir_text
-        self.pass_timings.append(("llvm-ir", f"optimize -O{self.opt_level}",
-                                  time.perf_counter() - t_emit))
-        self.stages.set("llvm-ir", self.later.llvm_ir if jit else text)
-        self.timings["llvm-ir"] = time.perf_counter() - t
-        return text, mod
+        products = CODEGENS[self.options.codegen].generate(
+            kmodule, self.backend, opt_level=self.opt_level, stage=stage, options=self.options,
+            owned=owned)
+        self.later = products.later
+        self.timings.update(products.timings)
+        self.pass_timings.extend(products.pass_timings)
+        self.stages.set("llvm-ir", products.llvm_ir)
+        return products
 
-    def code(self, mod) -> str:
-        return self.backend.assembly(mod, self.opt_level)
+    def finish(self, kmodule, stage: str, out: str | None = None, owned: bool = True):
+        """`kmodule` through the code generator to `stage` (after "kernel-ir"); returns that
+        stage's product."""
+        products = self.generate(kmodule, stage, owned)
+        if stage == "llvm-ir":
+            return products.llvm_ir  # text: a JIT's is made on first look only for "native"
+        if stage == self.backend.code_stage:
+            return products.code()
+        if stage == "obj":
+            return products.obj()
+        if stage == "lib":
+            return self.lib(products, kmodule, out)
+        return self.native(kmodule, products)
 
-    def obj(self, mod) -> bytes:
-        return self.backend.object_code(mod, self.opt_level)
-
-    def lib(self, mod, kmodule, out: str) -> str:
+    def lib(self, products: CodegenProducts, kmodule, out: str) -> str:
         """A shared library at `out` and its C header at header_path(out); returns `out`."""
         from compilerkit.backends.host import c_header, uses_threads, write_shared_library
 
         out, header = library_paths(out, overwrite=self.options.overwrite)
-        threads = uses_threads(mod)
-        write_shared_library(self.obj(mod), out, threads=threads)
+        threads = uses_threads(products.llvm_module)
+        write_shared_library(products.obj(), out, threads=threads)
         ins, outs = signature(main_func(kmodule))
         # The header lists the tensors' names in a C comment: a name holding "*/" would end
         # it (and a newline would break its layout); they may be any Unicode.
@@ -451,61 +442,38 @@ class Compilation:
                               [(shown(n), s, d.name) for n, s, d in outs]))
         return out
 
-    def native(self, kmodule, mod) -> CompiledModel:
-        """Load the optimised module: a runnable CompiledModel holding this compile's stages
-        and its provenance (which ONNX node each function of the code came from)."""
-        from compilerkit.provenance import Provenance
-
+    def native(self, kmodule, products: CodegenProducts) -> CompiledModel:
+        """The one place a CompiledModel is built, whichever code generator made `products`:
+        the code loaded, holding this compile's stages (the machine code listed on first look
+        unless asm=False), times and provenance (which ONNX node each function of the code
+        came from), plus the generator's own attributes (loopnest's `.loopnest` report)."""
         backend = self.backend
-        t = time.perf_counter()
-        if self.options.asm:
-            # Produced on first look-up: a second full code generation (stages.py). Not from
-            # `mod`: loading it runs LLVM's code generator, whose preparation passes rewrite
-            # the module in place, and the listing should be the one `compile_to("asm")` and
-            # the CLI print.
-            later = self.later
-            if later is not None:
-                later.wanted.add(backend.code_stage)
-                self.stages.set(backend.code_stage, later.code)
-            else:
-                stages = self.stages
-                self.stages.set(backend.code_stage, lambda: backend.assembly(
-                    llvm.parse_assembly(stages["llvm-ir"]), self.opt_level))
+        if products.code is not None:
+            self.stages.set(backend.code_stage, products.code)
         f = main_func(kmodule)
         inputs, outputs = signature(f)
-        session = backend.session(mod, inputs, outputs)
-        self.timings[backend.code_stage] = time.perf_counter() - t
+        session = products.load(inputs, outputs)
+        # The machine-code stage's time: what generating and loading took beyond the stages
+        # the generator timed itself.
+        self.timings[backend.code_stage] = (time.perf_counter() - products.started
+                                            - sum(products.timings.values()))
         cm = CompiledModel(self.stages, self.timings, session, inputs, outputs,
-                           session.arena_bytes, f.attributes["naive_bytes"].value.data, mod,
-                           backend, self.opt_level, self.pass_timings)
-        if self.provenance is None or self.provenance.modules["kernel-ir"] is not kmodule:
-            self.provenance = Provenance(None, kmodule)  # native() called on its own
-        functions = getattr(backend.emitted, "functions", None)
-        self.provenance.functions = dict(functions) if functions is not None else None
-        cm.provenance = self.provenance
+                           session.arena_bytes, f.attributes["naive_bytes"].value.data,
+                           products.llvm_module, backend, self.opt_level, self.pass_timings)
+        for name, value in products.attributes.items():
+            setattr(cm, name, value)
+        cm.provenance = self._provenance(kmodule, products.functions)
         return cm
 
-    # ---- all of it -------------------------------------------------------------------------
-    def loopnest_native(self, kmodule, gen) -> CompiledModel:
-        """The CompiledModel of codegen="loopnest" (`gen`: loopnest.driver.Generated)."""
+    def _provenance(self, kmodule, functions: dict | None):
+        """This compile's Provenance (a new one for a `kmodule` this run did not make), with
+        the code's functions -> ONNX nodes."""
         from compilerkit.provenance import Provenance
 
-        fmain = main_func(kmodule)
-        inputs, outputs = signature(fmain)
-        session = gen.session(inputs, outputs)
-        report = gen.report
-        self.timings["asm"] = (time.perf_counter() - gen.started - report.codegen_seconds
-                               - report.llvm_seconds)
-        cm = CompiledModel(self.stages, self.timings, session, inputs, outputs,
-                           session.arena_bytes, fmain.attributes["naive_bytes"].value.data,
-                           gen.llvm_module, self.backend, self.opt_level, self.pass_timings)
         if self.provenance is None or self.provenance.modules["kernel-ir"] is not kmodule:
-            self.provenance = Provenance(None, kmodule)
-        self.provenance.functions = dict(gen.functions)
-        cm.provenance = self.provenance
-        cm.loopnest = report
-        cm.generated = gen
-        return cm
+            self.provenance = Provenance(None, kmodule)  # native() called on its own
+        self.provenance.functions = dict(functions) if functions is not None else None
+        return self.provenance
 
     def _ir_stage(self, stage: str, module, now: bool = False) -> None:
         """The "onnx-ir" / "kernel-ir" text of `module`, printed once through the provenance
@@ -527,6 +495,25 @@ class Compilation:
 
     def _run(self, source, stage: str, out: str | None, owns_freeze: bool):
         stage = self.stage_name(stage)
+        level, thing = self._checked_source(source, stage, out)
+        self.provenance = None
+        # A caller's module may change after this call: its text is printed now. The modules
+        # this compile makes (or parses) are private and printed on first access.
+        caller = isinstance(source, ModuleOp)
+        module = self._onnx_ir(level, thing, caller)
+        if stage == "onnx-ir":
+            return module
+        kmodule = self._kernel_ir(level, module, caller)
+        if stage == "kernel-ir":
+            return kmodule
+        if owns_freeze:
+            # The IR made so far lives until the compile ends: out of the collector's full
+            # passes too (one landed in a single node's code generation and took 24 ms)
+            gc.freeze()
+        return self.finish(kmodule, stage, out, owned=not (caller and kmodule is module))
+
+    def _checked_source(self, source, stage: str, out: str | None) -> tuple[str, object]:
+        """read(source), refused before any compiling where the request cannot be met."""
         if stage == "lib":  # before compiling: neither file may replace one it should not
             library_paths(out, reads=(source,), overwrite=self.options.overwrite)
         level, thing = self.read(source)
@@ -535,93 +522,35 @@ class Compilation:
                               "shapes are in its function type")
         if stage == "onnx-ir" and level == "kernel-ir":
             raise OptionError("the input is Kernel IR: it has no ONNX IR stage")
-        self.provenance = None
-        # A caller's module may change after this call: its text is printed now. The modules
-        # this compile makes (or parses) are private and printed on first access.
-        caller = isinstance(source, ModuleOp)
-        module = thing
+        return level, thing
+
+    def _onnx_ir(self, level: str, thing, caller: bool):
+        """The "onnx-ir" stage: a model imported and optimised, or the ONNX IR given (verified
+        when it is a caller's module); Kernel IR given passes through."""
         if level == "model":
             t = time.perf_counter()
             module = self.optimize(self.import_model(thing))
             self._ir_stage("onnx-ir", module)
             self.timings["onnx-ir"] = time.perf_counter() - t
-        elif level == "onnx-ir":
-            if caller:
-                verify_ir(module, "building the ONNX IR given")
-            self._ir_stage("onnx-ir", module, now=caller)
-        if stage == "onnx-ir":
             return module
+        if level == "onnx-ir":
+            if caller:
+                verify_ir(thing, "building the ONNX IR given")
+            self._ir_stage("onnx-ir", thing, now=caller)
+        return thing
+
+    def _kernel_ir(self, level: str, module, caller: bool):
+        """The "kernel-ir" stage: `module` lowered, or the Kernel IR given, completed (on a
+        copy if it lacks anything)."""
         if level == "kernel-ir":
             kmodule = self.planned(module)  # a completed copy, or `module` itself
             self._ir_stage("kernel-ir", kmodule, now=caller and kmodule is module)
-        else:
-            t = time.perf_counter()
-            kmodule = self.lower(module)
-            self.timings["kernel-ir"] = time.perf_counter() - t
-            self._ir_stage("kernel-ir", kmodule)
-        if stage == "kernel-ir":
             return kmodule
-        if owns_freeze:
-            # The IR made so far lives until the compile ends: out of the collector's full
-            # passes too (one landed in a single node's code generation and took 24 ms)
-            gc.freeze()
-        if self.options.codegen == "loopnest":
-            from compilerkit.loopnest.driver import finish
-
-            gen = finish(self, kmodule, stage)
-            return gen if isinstance(gen, str) else self.loopnest_native(kmodule, gen)
-        text, mod = self.llvm(kmodule, jit=stage == "native",
-                              private=not (caller and kmodule is module))
-        if stage == "llvm-ir":
-            return text
-        if stage == self.backend.code_stage:
-            return self.code(mod)
-        if stage == "obj":
-            return self.obj(mod)
-        if stage == "lib":
-            return self.lib(mod, kmodule, out)
-        return self.native(kmodule, mod)
-
-
-class LaterStages:
-    """The "llvm-ir" and machine-code stages of a JIT compile, made on first look (printing a
-    large model's optimised IR took as long as the rest of its compile): `kmodule` compiled
-    again with its weights inside by a backend of its own (the JIT's keeps the record of its
-    emit), so the texts are those `compile_to("llvm-ir")` and `compile_to("asm")` give. The
-    code generator rewrites the module it reads (and a clone's use lists differ, so would its
-    register choices): it gets the module the IR text was printed from once that text is
-    made, else one of its own. A module is kept only while a stage still wants it."""
-
-    def __init__(self, compilation: Compilation, kmodule: ModuleOp):
-        self.compilation = compilation
-        self.kmodule = kmodule
-        self.module = self.backend = None
-        self.wanted = {"llvm-ir"}
-
-    def _compile(self):
-        old = self.compilation
-        again = Compilation(old.backend.for_target(old.backend.target), old.opt_level)
-        again.options = old.options
-        self.backend = again.backend
-        return self.backend.optimize_module(again.emit(self.kmodule), old.opt_level)
-
-    def _made(self, stage: str) -> None:
-        self.wanted.discard(stage)
-        if not self.wanted:
-            self.module = self.backend = self.kmodule = self.compilation = None
-
-    def llvm_ir(self) -> str:
-        self.module = self._compile()
-        text = str(self.module)
-        self._made("llvm-ir")
-        return text
-
-    def code(self) -> str:
-        mod = self.module if "llvm-ir" not in self.wanted else self._compile()
-        self.module = None
-        code = self.backend.assembly(mod, self.compilation.opt_level)
-        self._made(self.backend.code_stage)
-        return code
+        t = time.perf_counter()
+        kmodule = self.lower(module)
+        self.timings["kernel-ir"] = time.perf_counter() - t
+        self._ir_stage("kernel-ir", kmodule)
+        return kmodule
 
 
 @contextlib.contextmanager

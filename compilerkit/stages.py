@@ -5,8 +5,8 @@ The assembly listing needs a second run of LLVM's code generator over the whole 
 JIT already ran one to produce machine code), which costs about as much as the JIT itself;
 printing a large model's IR takes seconds (ResNet-50's optimised LLVM IR, weights spelled out
 byte by byte, is 300 MB: as long as the rest of its compile); most callers never read them, so
-these stages are produced when first looked up and then kept (pipeline.LaterStages makes the
-LLVM IR and machine code of a JIT compile).
+these stages are produced when first looked up and then kept (codegen/llvm_codegen.py's
+LaterStages makes the LLVM IR and machine code of a JIT compile).
 """
 
 from __future__ import annotations

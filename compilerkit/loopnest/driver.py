@@ -30,6 +30,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from compilerkit.codegen.emit import ENTRY, _op_groups, constant_bytes
+from compilerkit.codegen.interface import CodegenProducts
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.loopnest.affine import IndexEnv, Unsupported
@@ -119,141 +120,208 @@ def _constants(kmodule, ops) -> tuple[dict, list]:
     return addresses, keep
 
 
+@dataclass
+class _Main:
+    """What every node's generator reads of the main function: its ops, the buffers (and the
+    constants' addresses in `arrays`), the loop handles and the top-level index values."""
+
+    func: object
+    ops: list
+    buffers: Buffers
+    handles: dict
+    env: IndexEnv
+    arrays: list
+
+
+def _read_main(kmodule) -> _Main:
+    f = main_func(kmodule)
+    block = f.body.block
+    ops = list(block.ops)
+    addresses, arrays = _constants(kmodule, ops)
+    buffers = Buffers(list(block.args), len(block.args), addresses)
+    handles, env = {}, IndexEnv("main_graph")
+    for op in ops:
+        buffers.note(op)
+        note_handles(op, handles) or env.read(op)
+    return _Main(f, ops, buffers, handles, env, arrays)
+
+
+def _node_groups(main: _Main):
+    """(ONNX node name or None, its top-level nests) of each node, in program order."""
+    for group in _op_groups(main.func.body.block):
+        if isinstance(group, list):
+            tag = group[0].attributes.get("onnx_node")
+            yield (tag.data if tag is not None else None), group
+
+
+def _fallback_pool():
+    """What runs the LLVM fallback's parallel loops when no loopnest nest asked for a runtime:
+    compilerkit's pool, or None after loading libgomp (the JIT links GOMP_parallel from the
+    process)."""
+    from compilerkit.backends import threadpool
+
+    if threadpool.available():
+        return threadpool.pool()
+    from compilerkit.runtime import load_libgomp
+
+    load_libgomp()
+    return None
+
+
+def _message_reader(engine):
+    """The fallback's run-time check messages: status -> text (None for no message)."""
+    read = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_int64)(
+        engine.get_function_address(ENTRY + "_check_message"))
+
+    def message(status: int, read=read):
+        text = read(status)
+        return text.decode("utf-8", "replace") if text else None
+
+    return message
+
+
+def _entry(plan, llvm_addresses: list) -> Asm:
+    """`main_graph(buffers, num_threads)`: calls each node's function in program order, with
+    the callee-saved rbx/r13 holding the arguments; a fallback node's non-zero status (a failed
+    check) is kept in r12 and returned (the latest one, if several fail)."""
+    entry = Asm()
+    rbx, r12, r13, rdi, rsi, rax = (GPR[r] for r in ("rbx", "r12", "r13", "rdi", "rsi", "rax"))
+    for r in (rbx, r12, r13):
+        entry.op("PUSH_R64", r)
+    entry.op("MOV_R64_RM64", rbx, rdi)
+    entry.op("MOV_R64_RM64", r13, rsi)
+    entry.op("XOR_R64_RM64", r12, r12)
+    for p in plan:
+        entry.op("MOV_R64_RM64", rdi, rbx)
+        entry.op("MOV_R64_RM64", rsi, r13)
+        if p[0] == "loopnest":
+            entry.call(p[1])
+        else:
+            entry.op("MOV_R64_IMM64", rax, llvm_addresses[p[1]])
+            entry.op("CALL_RM64", rax)
+            entry.op("TEST_RM64_R64", rax, rax)
+            entry.op("CMOVNE_R64_RM64", r12, rax)
+    entry.op("MOV_R64_RM64", rax, r12)
+    for r in (r13, r12, rbx):
+        entry.op("POP_R64", r)
+    entry.op("RETNQ")
+    return entry
+
+
 class Generated:
-    """The code of one model: functions in executable memory, their listing and report."""
+    """The code of one model: functions in executable memory, their listing and report. Made
+    in steps: each node's function (or its hand-over to LLVM), the shared matmul kernels, the
+    LLVM fallback, the entry point, then everything encoded at its final address."""
 
     def __init__(self, kmodule, backend, opt_level: int):
         check_host(backend.target)
         t0 = time.perf_counter()
-        f = main_func(kmodule)
-        block = f.body.block
-        ops = list(block.ops)
-        args = list(block.args)
-        addresses, self.arrays = _constants(kmodule, ops)
-        buffers = Buffers(args, len(args), addresses)
-        handles, env = {}, IndexEnv("main_graph")
-        for op in ops:
-            buffers.note(op)
-            note_handles(op, handles) or env.read(op)
+        main = _read_main(kmodule)
+        self.arrays = main.arrays
         self.report = LoopnestReport()
-        kernels: dict = {}
-        extra: list = []  # chunk and thread-entry functions of parallel nests
-        omp, self.pool = _parallel_runtime(ops)
-        plan = []  # ("loopnest", name, Asm) / ("llvm", index into fallback groups)
-        fallback_groups = []
-        n = 0
-        for group in _op_groups(block):
-            if not isinstance(group, list):
-                continue
-            n += 1
-            tag = group[0].attributes.get("onnx_node")
-            node = tag.data if tag is not None else None
+        omp, self.pool = _parallel_runtime(main.ops)
+        extra: list = []  # chunk and thread-entry functions of parallel nests: (name, Asm)
+        kernels: dict = {}  # the shared matmul kernels the nodes call: name -> shape
+        plan, fallback_groups = self._generate_nodes(main, kernels, extra, omp)
+        kernel_asm = self._generate_kernels(kernels)
+        gen_seconds = time.perf_counter() - t0
+        t = time.perf_counter()
+        llvm_addresses = self._compile_fallback(kmodule, backend, opt_level, main.buffers,
+                                                fallback_groups)
+        self.report.llvm_seconds = time.perf_counter() - t
+        t = time.perf_counter()
+        self._encode(list(kernel_asm.items()) + extra
+                     + [(p[1], p[2]) for p in plan if p[0] == "loopnest"]
+                     + [(ENTRY, _entry(plan, llvm_addresses))])
+        for info in self.report.functions:
+            if info.codegen == "loopnest":
+                self.functions[info.name] = info.node
+        self.functions[ENTRY] = None
+        self.entry_address = self.symbols[ENTRY]
+        self.report.codegen_seconds = gen_seconds + time.perf_counter() - t
+        self.arena_bytes = main.func.attributes["arena_bytes"].value.data \
+            if "arena_bytes" in main.func.attributes else 0
+        self._backend = backend
+        self._opt_level = opt_level
+
+    def _generate_nodes(self, main: _Main, kernels: dict, extra: list, omp) -> tuple:
+        """Each node's function, or the node handed to LLVM when one of its nests is
+        Unsupported (the reason goes to the report). Returns (plan, fallback groups): the plan
+        lists, in program order, ("loopnest", name, Asm) or ("llvm", index in the groups)."""
+        plan, fallback_groups = [], []
+        for n, (node, group) in enumerate(_node_groups(main), start=1):
             label = "".join(ch if ch.isalnum() else "_" for ch in (node or "nest"))[:40]
             name = f"{ENTRY}_ln_{n}_{label}"
             t, c = time.perf_counter(), time.process_time()
             n_extra = len(extra)
             try:
-                frame = generate(group, buffers, handles, env.values, node or "?", kernels,
-                                 extra, omp)
+                frame = generate(group, main.buffers, main.handles, main.env.values,
+                                 node or "?", kernels, extra, omp)
             except Unsupported as e:
                 del extra[n_extra:]
-                self.report.functions.append(FunctionInfo(name, node, "llvm",
-                                                          time.perf_counter() - t,
-                                                          time.process_time() - c,
-                                                          reason=str(e)))
-                plan.append(("llvm", len(fallback_groups), len(self.report.functions) - 1))
+                self.report.functions.append(FunctionInfo(
+                    name, node, "llvm", time.perf_counter() - t, time.process_time() - c,
+                    reason=str(e)))
+                plan.append(("llvm", len(fallback_groups)))
                 fallback_groups.append(group)
                 continue
-            info = FunctionInfo(name, node, "loopnest", time.perf_counter() - t,
-                                time.process_time() - c, instructions=len(frame.asm))
-            self.report.functions.append(info)
+            self.report.functions.append(FunctionInfo(
+                name, node, "loopnest", time.perf_counter() - t, time.process_time() - c,
+                instructions=len(frame.asm)))
             for xname, xasm in extra[n_extra:]:  # its parallel chunks (and the thread entry)
                 self.report.functions.append(FunctionInfo(
                     xname, node if "_chunk_" in xname else None, "loopnest",
                     instructions=len(xasm)))
-            plan.append(("loopnest", name, frame.asm, info))
+            plan.append(("loopnest", name, frame.asm))
+        return plan, fallback_groups
+
+    def _generate_kernels(self, kernels: dict) -> dict:
+        """The matmul micro-kernels the nodes call, one per shape: name -> Asm."""
         kernel_asm = {}
         for kname, (strides, extents) in kernels.items():
             t, c = time.perf_counter(), time.process_time()
             kernel_asm[kname] = kernel(strides, extents)
-            self.report.functions.append(FunctionInfo(kname, None, "loopnest",
-                                                      time.perf_counter() - t,
-                                                      time.process_time() - c,
-                                                      instructions=len(kernel_asm[kname])))
-        gen_seconds = time.perf_counter() - t0
-        # The LLVM part (only the fallback nodes).
-        t = time.perf_counter()
-        self.fallback_names, self.engine, self.llvm_ir, self.llvm_module = [], None, None, None
+            self.report.functions.append(FunctionInfo(
+                kname, None, "loopnest", time.perf_counter() - t, time.process_time() - c,
+                instructions=len(kernel_asm[kname])))
+        return kernel_asm
+
+    def _compile_fallback(self, kmodule, backend, opt_level: int, buffers, groups) -> list:
+        """The nodes left to LLVM (`groups`), optimised at -O`opt_level` and loaded by MCJIT;
+        returns their functions' addresses, in the order of `groups`. Without any, the LLVM IR
+        is the empty module's."""
+        self.engine = self.llvm_module = self.message = None
         self.functions: dict = {}
-        self.message = None
         fb = FallbackEmitter(kmodule, backend.target, buffers)
-        self.fallback_names = fb.emit_groups(fallback_groups) if fallback_groups else []
-        addresses_llvm = {}
-        if fallback_groups:
-            self.llvm_ir, self.llvm_module = backend.optimize(str(fb.module), opt_level)
-            gomp = next((fn for fn in self.llvm_module.functions
-                         if fn.name == "GOMP_parallel"), None)
-            if gomp is not None and self.pool is None:
-                from compilerkit.backends import threadpool
-
-                if threadpool.available():
-                    self.pool = threadpool.pool()
-                else:
-                    from compilerkit.runtime import load_libgomp
-                    load_libgomp()  # the JIT links the parallel loops' runtime from the process
-            self.engine = llvm.create_mcjit_compiler(self.llvm_module, backend.machine(3))
-            if gomp is not None and self.pool is not None:
-                # the fallback's parallel loops run on the same pool (host.py does the same)
-                self.engine.add_global_mapping(gomp, self.pool.address)
-            self.engine.finalize_object()
-            for k, nm in enumerate(self.fallback_names):
-                addresses_llvm[k] = self.engine.get_function_address(nm)
-            read = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_int64)(
-                self.engine.get_function_address(ENTRY + "_check_message"))
-
-            def message(status: int, read=read):
-                text = read(status)
-                return text.decode("utf-8", "replace") if text else None
-
-            self.message = message
-            self.functions.update(fb.functions)
-        else:
+        self.fallback_names = fb.emit_groups(groups) if groups else []
+        if not groups:
             self.llvm_ir = str(fb.module)
-        self.report.llvm_seconds = time.perf_counter() - t
-        t = time.perf_counter()
-        entry = Asm()
-        rbx, r12, r13, rdi, rax = (GPR[r] for r in ("rbx", "r12", "r13", "rdi", "rax"))
-        for r in (rbx, r12, r13):
-            entry.op("PUSH_R64", r)
-        entry.op("MOV_R64_RM64", rbx, rdi)
-        entry.op("MOV_R64_RM64", r13, GPR["rsi"])
-        entry.op("XOR_R64_RM64", r12, r12)
-        for p in plan:
-            entry.op("MOV_R64_RM64", rdi, rbx)
-            if p[0] == "loopnest":
-                entry.op("MOV_R64_RM64", GPR["rsi"], r13)
-                entry.call(p[1])
-            else:
-                entry.op("MOV_R64_RM64", GPR["rsi"], r13)
-                entry.op("MOV_R64_IMM64", rax, addresses_llvm[p[1]])
-                entry.op("CALL_RM64", rax)
-                entry.op("TEST_RM64_R64", rax, rax)
-                entry.op("CMOVNE_R64_RM64", r12, rax)
-        entry.op("MOV_R64_RM64", rax, r12)
-        for r in (r13, r12, rbx):
-            entry.op("POP_R64", r)
-        entry.op("RETNQ")
-        # Encode everything at its final address.
-        order = [(k, a, None) for k, a in kernel_asm.items()] + \
-            [(k, a, None) for k, a in extra] + \
-            [(p[1], p[2], p[3]) for p in plan if p[0] == "loopnest"] + [(ENTRY, entry, None)]
-        total = sum(a.max_bytes() + 16 for _, a, _ in order)
+            return []
+        self.llvm_ir, self.llvm_module = backend.optimize(str(fb.module), opt_level)
+        gomp = next((fn for fn in self.llvm_module.functions if fn.name == "GOMP_parallel"),
+                    None)
+        if gomp is not None and self.pool is None:
+            self.pool = _fallback_pool()
+        self.engine = llvm.create_mcjit_compiler(self.llvm_module, backend.machine(3))
+        if gomp is not None and self.pool is not None:
+            # the fallback's parallel loops run on the same pool (host.py does the same)
+            self.engine.add_global_mapping(gomp, self.pool.address)
+        self.engine.finalize_object()
+        self.message = _message_reader(self.engine)
+        self.functions.update(fb.functions)
+        return [self.engine.get_function_address(nm) for nm in self.fallback_names]
+
+    def _encode(self, order: list) -> None:
+        """Every (name, Asm) of `order` encoded at its final address in one block of
+        executable memory (16-byte aligned each; calls between them are rel32), then sealed
+        read+execute. The encoding time and size go to the function's report entry."""
+        total = sum(a.max_bytes() + 16 for _, a in order)
         self.memory = CodeMemory(total)
         self.symbols, self.code = {}, []
         offset = 0
         infos = {i.name: i for i in self.report.functions}
-        for name, a, _info in order:
-            t1, c1 = time.perf_counter(), time.process_time()
+        for name, a in order:
+            t, c = time.perf_counter(), time.process_time()
             rip = self.memory.address + offset
             data = a.encode(rip, self.symbols)
             self.memory.write(offset, data)
@@ -261,21 +329,11 @@ class Generated:
             self.code.append((name, rip, data, len(data) - a.pool_bytes()))
             info = infos.get(name)
             if info is not None:
-                info.seconds += time.perf_counter() - t1
-                info.cpu_seconds += time.process_time() - c1
+                info.seconds += time.perf_counter() - t
+                info.cpu_seconds += time.process_time() - c
                 info.bytes = len(data)
             offset += -(-len(data) // 16) * 16
         self.memory.seal()
-        for info in self.report.functions:
-            if info.codegen == "loopnest":
-                self.functions[info.name] = info.node
-        self.functions[ENTRY] = None
-        self.entry_address = self.symbols[ENTRY]
-        self.report.codegen_seconds = gen_seconds + time.perf_counter() - t
-        self.arena_bytes = f.attributes["arena_bytes"].value.data \
-            if "arena_bytes" in f.attributes else 0
-        self._backend = backend
-        self._opt_level = opt_level
 
     def asm_text(self) -> str:
         """The listing: every generated function, then LLVM's assembly of the fallback."""
@@ -300,51 +358,39 @@ class Generated:
                        message=self.message, pool=self.pool)
 
 
-def finish(compilation, kmodule, stage: str):
-    """The pipeline's stages after Kernel IR for codegen="loopnest" (pipeline.Compilation.run
-    calls this): "llvm-ir" gives the fallback nodes' LLVM IR, "asm" the listing, "native" the
-    Generated code (the pipeline wraps it in a CompiledModel: `Generated.session`). Object
-    files and libraries are LLVM's: they are refused here."""
+def finish(kmodule, backend, *, opt_level: int, stage: str, options,
+           owned: bool = True) -> CodegenProducts:
+    """codegen="loopnest"'s products (the CodeGenerator interface, codegen/interface.py) of
+    the stages after Kernel IR: the fallback nodes' LLVM IR as "llvm-ir", the listing as
+    "asm", and the Generated code to load for "native" (`.loopnest`, the report, and
+    `.generated` go to the CompiledModel). Object files and libraries are LLVM's: they are
+    refused here. The code lives in this process's memory, never keeping `kmodule`, so
+    `owned` changes nothing."""
     if stage in ("obj", "lib"):
         raise ValueError(f"codegen='loopnest' writes code into this process's memory; for "
                          f"stage {stage!r} use codegen='llvm'")
-    t = time.perf_counter()
-    gen = Generated(kmodule, compilation.backend, compilation.opt_level)
-    compilation.timings["loopnest"] = gen.report.codegen_seconds
-    compilation.timings["llvm-ir"] = gen.report.llvm_seconds
-    compilation.stages.set("llvm-ir", gen.llvm_ir)
-    if stage == "llvm-ir":
-        return gen.llvm_ir
-    if stage == "asm":
-        return gen.asm_text()
-    if compilation.options.asm:
-        compilation.stages.set("asm", gen.asm_text)
-    gen.started = t
-    return gen
+    started = time.perf_counter()
+    gen = Generated(kmodule, backend, opt_level)
+    return CodegenProducts(
+        llvm_ir=gen.llvm_ir, llvm_module=gen.llvm_module, load=gen.session,
+        code=gen.asm_text if stage != "native" or options.asm else None,
+        functions=gen.functions,
+        timings={"loopnest": gen.report.codegen_seconds, "llvm-ir": gen.report.llvm_seconds},
+        started=started, attributes={"loopnest": gen.report, "generated": gen})
 
 
 def fallback_llvm_ir(kmodule, backend) -> str:
     """The unoptimised LLVM IR of the nodes loopnest leaves to LLVM (an empty module when it
     handles them all); nothing is loaded."""
     check_host(backend.target)
-    f = main_func(kmodule)
-    block = f.body.block
-    ops = list(block.ops)
-    addresses, _keep = _constants(kmodule, ops)
-    buffers = Buffers(list(block.args), len(block.args), addresses)
-    handles, env = {}, IndexEnv("main_graph")
-    for op in ops:
-        buffers.note(op)
-        note_handles(op, handles) or env.read(op)
+    main = _read_main(kmodule)
     groups = []
-    for group in _op_groups(block):
-        if isinstance(group, list):
-            tag = group[0].attributes.get("onnx_node")
-            try:
-                generate(group, buffers, handles, env.values, tag.data if tag else "?", {})
-            except Unsupported:
-                groups.append(group)
-    fb = FallbackEmitter(kmodule, backend.target, buffers)
+    for node, group in _node_groups(main):
+        try:
+            generate(group, main.buffers, main.handles, main.env.values, node or "?", {})
+        except Unsupported:
+            groups.append(group)
+    fb = FallbackEmitter(kmodule, backend.target, buffers=main.buffers)
     if groups:
         fb.emit_groups(groups)
     return str(fb.module)
