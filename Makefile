@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 FIGURES_DIR ?= figures
 
-.PHONY: venv lab test figures docs bench fuzz lint clean
+.PHONY: venv lab test figures report docs bench fuzz lint clean
 
 venv: $(STAMP)
 
@@ -48,6 +48,11 @@ test: $(STAMP) $(DOCS_STAMP)
 figures: $(STAMP)
 	$(BIN)/python -m mlsys_workbench.figures --out $(FIGURES_DIR) $(if $(filter 1,$(SMOKE)),--smoke) \
 	  $(if $(ONLY),--only $(ONLY)) $(if $(COMPARE),--compare $(COMPARE))
+
+# A full `make figures` run published into the docs: docs/REPORT.md and its pictures in
+# docs/img/report/ (refuses a SMOKE=1 run or one where a notebook failed).
+report: $(STAMP)
+	$(BIN)/python -m mlsys_workbench.publish $(FIGURES_DIR) docs
 
 # The documentation site into docs/_build/html (open index.html): the docs/ pages, the API
 # reference from the docstrings, and every notebook executed at SMOKE=1 (most of the build).
