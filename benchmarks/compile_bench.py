@@ -61,6 +61,7 @@ import numpy as np
 import compilerkit as ck
 from compilerkit import conformance as cf
 from compilerkit.measure import profile as prof
+from compilerkit.measure import timing
 from compilerkit.oracle import ort_session
 
 AGREE = 1e-3  # max error / output scale (issue 12)
@@ -149,20 +150,10 @@ def interleaved(calls: dict, repeat: int, budget_s: float = 120.0) -> dict:
     a run: MobileNetV2 on compilerkit's 2 threads right after it took 28 ms (best of 8), 42 ms
     after a 30 ms pause, 11.5 ms after 100 ms or more (libgomp's threads spin SPIN_COUNT pause
     instructions, compilerkit/runtime.py: milliseconds at most).
-    Stops after `repeat` rounds, or after 3 once `budget_s` has passed (the largest models)."""
-    for fn in calls.values():
-        fn()
-    times = {k: [] for k in calls}
-    start = time.perf_counter()
-    for r in range(repeat):
-        for k, fn in calls.items():
-            time.sleep(SETTLE_S)
-            t = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t)
-        if r >= 2 and time.perf_counter() - start > budget_s:
-            break
-    return times
+    Stops after `repeat` rounds, or after 3 once `budget_s` has passed (the largest models).
+    The shared timer's `samples`, wall clock (the 2-thread runs use threads besides ours)."""
+    return timing.samples(calls, repeat, "wall", before=partial(time.sleep, SETTLE_S),
+                          budget_s=budget_s)
 
 
 def geomean(xs):
@@ -182,20 +173,25 @@ def bench_model(name: str, size: str, opt: int, repeat: int, threads_ok: bool) -
     sessions = {n: ort_session(path, n) for n in THREADS}
     ref = sessions[1].run(None, dict(feeds))
     kw = {"num_threads": None} if threads_ok else {}
-    compiles = []
-    for _ in range(COMPILES):
-        cm = None
+    made, stages = [], []  # the latest compiled model; each compile's seconds per stage
+
+    def compile_once():
+        made.append(ck.compile(path, opt_level=opt, asm=False,
+                               input_shapes=row["input_shapes"], **kw))
+        stages.append(dict(made[-1].timings))
+
+    def release():  # the previous model is freed before the next compile, untimed
+        made.clear()
         gc.collect()
-        t = time.perf_counter()
-        try:
-            cm = ck.compile(path, opt_level=opt, asm=False, input_shapes=row["input_shapes"],
-                            **kw)
-        except Exception as error:  # noqa: BLE001 - one model's failure must not end the run
-            row["error"] = f"{type(error).__name__}: {error}"
-            return row
-        compiles.append((time.perf_counter() - t, dict(cm.timings)))
-    row["first_compile_s"] = compiles[0][0]
-    row["compile_s"], timings = min(compiles, key=lambda c: c[0])
+    try:
+        seconds = timing.samples(compile_once, COMPILES, "wall", warmup=False, before=release)
+    except Exception as error:  # noqa: BLE001 - one model's failure must not end the run
+        row["error"] = f"{type(error).__name__}: {error}"
+        return row
+    cm = made[-1]
+    fastest = min(range(COMPILES), key=seconds.__getitem__)
+    row["first_compile_s"] = seconds[0]
+    row["compile_s"], timings = seconds[fastest], stages[fastest]
     row["stage_s"] = {k: round(v, 4) for k, v in timings.items()}
     row["arena_mb"] = round(cm.arena_bytes / 2**20, 1)
 
@@ -476,8 +472,6 @@ def bench_modern(name: str, opt: int, repeat: int, threads_ok: bool) -> dict:
     import onnx
     from mlsys_datasets import zoo
 
-    from compilerkit.measure import timing
-
     path = str(zoo.onnx_path(name))
     entry = zoo.manifest()["models"][f"{name}.onnx"]
     model_ops = Counter(n.op_type for n in onnx.load(path).graph.node)
@@ -529,8 +523,6 @@ def format_modern(r) -> str:
 
 def modern(wanted, opt: int, repeat: int):
     from mlsys_datasets import zoo
-
-    from compilerkit.measure import timing
 
     names = wanted or list(zoo.MODERN_MODELS)
     unknown = [n for n in names if n not in zoo.MODERN_MODELS]

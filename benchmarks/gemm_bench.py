@@ -32,6 +32,7 @@ import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import compilerkit as ck  # noqa: E402
+from compilerkit.measure.timing import best_of  # noqa: E402
 
 # name: (M, N, K). Conv GEMMs are (out channels, output pixels, in channels * kernel area).
 SHAPES = {
@@ -74,13 +75,10 @@ def matmul_model(m, n, k, seed=0):
 def best(fn, repeat):
     """(best wall seconds, best CPU seconds of this thread) over `repeat` calls. All three run
     on the calling thread at 1 thread, so the thread's CPU time leaves out the time the
-    scheduler gave to other processes: on a loaded machine it is the steadier measure."""
-    wall = cpu = float("inf")
-    for _ in range(repeat):
-        t, c = time.perf_counter(), time.thread_time()
-        fn()
-        wall, cpu = min(wall, time.perf_counter() - t), min(cpu, time.thread_time() - c)
-    return wall, cpu
+    scheduler gave to other processes: on a loaded machine it is the steadier measure. The
+    shared timer, both clocks around the same calls, every call timed (no warm-up call: the
+    best of `rounds` x `repeat` calls leaves the first ones out anyway)."""
+    return best_of(fn, repeat, ("wall", "thread"), warmup=False)
 
 
 def blas_one_thread():

@@ -31,6 +31,7 @@ import onnxruntime as ort
 import compilerkit as ck
 from compilerkit.backends import cuda_driver
 from compilerkit.conformance import light_model_path, light_models, random_inputs
+from compilerkit.measure import timing
 
 
 def models(real_weights=False):
@@ -42,13 +43,9 @@ def models(real_weights=False):
 
 
 def median_ms(fn, repeat):
-    fn()  # warm-up: first-run costs (module load, device buffers, constant upload)
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e3)
-    return round(statistics.median(times), 4)
+    """Median wall milliseconds of `repeat` calls after one untimed call (first-run costs:
+    module load, device buffers, constant upload)."""
+    return round(statistics.median(timing.samples(fn, repeat, "wall")) * 1e3, 4)
 
 
 def bench(name, path, repeat):

@@ -344,14 +344,11 @@ def _what_binds_policy(graph, dev, policy, batch):
 def cpu_scaling(batches=(32, 64, 128, 256), rounds=7):
     """Wall and CPU time per image of real training steps (module docstring)."""
     import os
-    import resource
     import statistics
 
     import keras
 
-    def cpu_s():
-        r = resource.getrusage(resource.RUSAGE_SELF)
-        return r.ru_utime + r.ru_stime
+    from compilerkit.measure import timing
 
     out = {}
     for name, build, shape in (("lenet", zoo.lenet, (28, 28, 1)),
@@ -370,14 +367,11 @@ def cpu_scaling(batches=(32, 64, 128, 256), rounds=7):
         rows = []
         for b in batches:
             x, y = tf.random.normal((b, *shape), seed=0), tf.zeros((b,), tf.int32)
-            step(x, y).numpy()                       # trace and warm up
-            walls, cpus = [], []
-            for _ in range(rounds):
-                c, t = cpu_s(), time.perf_counter()
-                step(x, y).numpy()
-                walls.append(time.perf_counter() - t)
-                cpus.append(cpu_s() - c)
-            wall, cpu = min(walls), statistics.median(cpus)
+            # the first call traces and warms up; CPU time: this process's, every thread
+            calls = timing.samples(lambda x=x, y=y: step(x, y).numpy(), rounds,
+                                   ("wall", "process"))
+            wall = min(w for w, _ in calls)
+            cpu = statistics.median(c for _, c in calls)
             rows.append({"batch": b, "wall_us_per_image": round(wall / b * 1e6, 1),
                          "cpu_us_per_image": round(cpu / b * 1e6, 1),
                          "cores_used": round(cpu / wall, 2),

@@ -51,7 +51,6 @@ import json
 import math
 import os
 import platform
-import random
 import statistics
 import subprocess
 import sys
@@ -371,21 +370,17 @@ def rel_err(y, ref) -> float:
 def measure(fns: dict, x, rounds: int, budget: float, gap: float, seed: int) -> dict:
     """Call every engine's function once per round, in a new random order each round, after a
     warm-up call; an engine whose warm-up shows it would pass `budget` seconds over the rounds
-    is called fewer times (at least once). Returns engine -> list of call seconds."""
+    is called fewer times (at least once). Returns engine -> list of call seconds: the shared
+    timer's `samples`, wall clock (the engines' pools run on threads besides ours)."""
+    from compilerkit.measure import timing  # here, as the engines are: after the pinning
+
     warm = {}
     for e, fn in fns.items():
         _, warm[e] = _timed(lambda fn=fn: fn(x))
     calls = {e: max(1, min(rounds, int(budget / max(warm[e], 1e-9)))) for e in fns}
-    times = {e: [] for e in fns}
-    rng = random.Random(seed)
-    for r in range(rounds):
-        order = [e for e in fns if r < calls[e]]
-        rng.shuffle(order)
-        for e in order:
-            time.sleep(gap)  # other engines' pools stop spinning
-            _, t = _timed(lambda e=e: fns[e](x))
-            times[e].append(t)
-    return times
+    # the gap: other engines' pools stop spinning
+    return timing.samples({e: (lambda fn=fn: fn(x)) for e, fn in fns.items()}, calls, "wall",
+                          shuffle=seed, warmup=False, before=lambda: time.sleep(gap))
 
 
 def bench_model(model, engines, size, rounds, budget, gap, workdir):

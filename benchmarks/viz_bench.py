@@ -23,6 +23,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPO = Path(__file__).resolve().parents[1]
 
+from compilerkit.measure.timing import best_of  # noqa: E402
 from mlsys_viz.export import CHROMIUM_ARGS, find_chromium  # noqa: E402 (after the env)
 
 # Plotly.newPlot(...).then(post_script): the moment the figure is drawn.
@@ -83,15 +84,16 @@ def builds(graph):
 
 
 def time_build(fn, repeat):
-    best, fig = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fig = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, fig
+    """(best wall seconds of `repeat` builds, no warm-up: the first build is a build too, the
+    last figure built)."""
+    figs = []
+    best = best_of(lambda: figs.append(fn()), repeat, "wall", warmup=False)
+    return best, figs[-1]
 
 
 def time_render(browser, path: Path, repeat: int) -> float:
+    """Best first render of `repeat` fresh pages, on the page's own clock (performance.now()
+    from navigation to the end of Plotly.newPlot): the browser times it, not Python."""
     best = float("inf")
     for _ in range(repeat):
         page = browser.new_page(viewport={"width": 1400, "height": 1000})

@@ -41,6 +41,7 @@ from onnx.backend.base import Backend, BackendRep
 
 import compilerkit as ck
 from compilerkit.lowering import SUPPORTED
+from compilerkit.measure import timing
 from compilerkit.oracle import ort_outputs, ort_session, random_inputs  # noqa: F401 (API)
 
 # The sequence and optional ops the frontend resolves when compiling (frontend/sequences.py)
@@ -361,20 +362,14 @@ def run_light_models(names=None, opt_level: int = 3) -> list[CaseResult]:
 
 
 def run_times(fn, repeat: int = 5) -> list[float]:
-    """Seconds of each of `repeat` timed calls of `fn`, after one untimed call (page faults,
-    caches)."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return times
+    """Wall seconds of each of `repeat` timed calls of `fn`, after one untimed call (page
+    faults, caches): the shared timer's `samples`."""
+    return timing.samples(fn, repeat, "wall")
 
 
 def best_seconds(fn, repeat: int = 5) -> float:
     """Fastest of `repeat` timed calls of `fn`, after one untimed call (`run_times`)."""
-    return min(run_times(fn, repeat))
+    return timing.best_of(fn, repeat, "wall")
 
 
 def time_model(path: str, opt_level: int = 3, repeat: int = 5, name: str | None = None) -> dict:

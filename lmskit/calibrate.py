@@ -101,6 +101,9 @@ def profile_step(graph: Graph, inputs, steps: int = 5, profiled: int = 3) -> dic
     step = runnable(graph, fetch=[graph.loss])
     batch = len(inputs[0])
     step(*inputs)                               # warm-up: tracing, allocations
+    # Timed here, not with compilerkit.measure.timing (the workbench's one best-of-N timer):
+    # lmskit may not import compilerkit (docs/DESIGN.md). The same rules: a warm-up, then the
+    # best of N, wall clock (perf_counter; TensorFlow runs on its own threads).
     walls = []
     for _ in range(steps):
         t = time.perf_counter()
@@ -430,7 +433,9 @@ def measure(include_resnet50: bool = True, steps: int = 1, profiles: str | None 
             classes = 1000 if model == "resnet50" else 10
             cached[label] = profile_step(graphs[model], _inputs(xs, ys, batch, classes), steps)
         # Wall times in rounds over all runs, fastest of each: on a machine shared with other
-        # work, load comes and goes; round-robin sees each run in every phase of it.
+        # work, load comes and goes; round-robin sees each run in every phase of it. (As
+        # compilerkit.measure.timing.samples(..., ("wall", "process")) would, with the load
+        # read after each round; lmskit may not import compilerkit, docs/DESIGN.md.)
         steps_ = {}
         for label, model, batch, _ in todo:
             _, xs, ys = models[model]

@@ -33,6 +33,7 @@ from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, i64
 from compilerkit.dialects import krnl
 from compilerkit.krnl_passes.schedule import block, drop, permute
 from compilerkit.krnl_passes.tile_matmul import matmul_nests
+from compilerkit.measure.timing import best_of
 
 DIMS = "ijk"
 
@@ -163,14 +164,14 @@ class Measurer:
         if key not in self.cache:
             cm = self.compile(task, schedule)
             arrays = task.arrays()
-            t = time.perf_counter()
-            cm.run(*arrays, num_threads=1)
-            best = time.perf_counter() - t
-            runs = int(min(self.max_runs, self.min_seconds // max(best, 1e-6)))
-            for _ in range(runs):
-                t = time.perf_counter()
+
+            def run():
                 cm.run(*arrays, num_threads=1)
-                best = min(best, time.perf_counter() - t)
+            # The first run is timed too, and decides how many more fit in min_seconds.
+            best = best_of(run, 1, "wall", warmup=False)
+            runs = int(min(self.max_runs, self.min_seconds // max(best, 1e-6)))
+            if runs:
+                best = min(best, best_of(run, runs, "wall", warmup=False))
             self.cache[key] = task.flops / best / 1e9
         return self.cache[key]
 
@@ -182,15 +183,9 @@ class Measurer:
         peak), while interleaved runs, as in a model or a benchmark, tell them apart."""
         cms = [self.compile(task, s) for s in schedules]
         arrays = task.arrays()
-        best = []
-        for cm in cms:
-            t = time.perf_counter()
-            cm.run(*arrays, num_threads=1)
-            best.append(time.perf_counter() - t)
-        rounds = int(min(10, max(3, seconds // max(sum(best), 1e-6))))
-        for _ in range(rounds):
-            for i, cm in enumerate(cms):
-                t = time.perf_counter()
-                cm.run(*arrays, num_threads=1)
-                best[i] = min(best[i], time.perf_counter() - t)
-        return [task.flops / b / 1e9 for b in best]
+        runs = {i: (lambda cm=cm: cm.run(*arrays, num_threads=1)) for i, cm in enumerate(cms)}
+        # The first round is timed too, and decides how many rounds fit in `seconds`.
+        first = best_of(runs, 1, "wall", warmup=False)
+        rounds = int(min(10, max(3, seconds // max(sum(first.values()), 1e-6))))
+        more = best_of(runs, rounds, "wall", warmup=False)
+        return [task.flops / min(first[i], more[i]) / 1e9 for i in runs]

@@ -3,12 +3,15 @@ at 1 and 2 threads, Brent's prediction beside them, FFT against direct against T
 how busy the machine was (other processes make every timing an upper bound).
 
 TensorFlow is imported inside the functions that need it: importing segkit.znn stays light.
+So is the shared timer (`compilerkit.measure.timing`, best-of-N, interleaved): importing it
+imports compilerkit.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from functools import partial
 
 import numpy as np
 
@@ -86,6 +89,8 @@ def tf_step_seconds(model, x, y, repeat: int = 3) -> float:
     on every core (TensorFlow's default)."""
     import tensorflow as tf
 
+    from compilerkit.measure.timing import best_of
+
     @tf.function
     def step(x, y):
         with tf.GradientTape() as tape:
@@ -93,29 +98,28 @@ def tf_step_seconds(model, x, y, repeat: int = 3) -> float:
         return tape.gradient(loss, model.trainable_weights)
 
     xt, yt = tf.constant(x), tf.constant(y)
-    [g.numpy() for g in step(xt, yt)]  # trace and warm up
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        [g.numpy() for g in step(xt, yt)]
-        best = min(best, time.perf_counter() - t0)
-    return best
+    # the untimed first call traces and warms up; wall clock: TensorFlow runs on its own threads
+    return best_of(lambda: [g.numpy() for g in step(xt, yt)], repeat, "wall")
 
 
 # timings ----------------------------------------------------------------------------------------
 def thread_timings(net: Network, x, y, threads=(1, 2), repeat: int = 5) -> dict:
     """Gradient passes at each thread count, interleaved so drifts in load hit all alike;
-    keeps the best time and that run's records for each count."""
+    keeps the best time and that run's records for each count (wall clock: the passes run on
+    `p` threads)."""
+    from compilerkit.measure.timing import samples
+
     net.gradients(x, y, threads=max(threads))  # compile kernels, warm caches
-    best = {p: (float("inf"), None) for p in threads}
-    for _ in range(repeat):
-        for p in threads:
-            t0 = time.perf_counter()
-            _, _, info = net.gradients(x, y, threads=p, return_run=True)
-            seconds = time.perf_counter() - t0
-            if seconds < best[p][0]:
-                best[p] = (seconds, info)
-    return {p: {"seconds": s, "run": info} for p, (s, info) in best.items()}
+    runs = {p: [] for p in threads}
+
+    def one(p):
+        runs[p].append(net.gradients(x, y, threads=p, return_run=True)[2])
+    seconds = samples({p: partial(one, p) for p in threads}, repeat, "wall", warmup=False)
+    out = {}
+    for p, ts in seconds.items():
+        best = min(range(len(ts)), key=ts.__getitem__)
+        out[p] = {"seconds": ts[best], "run": runs[p][best]}
+    return out
 
 
 def brent_table(timings: dict, threads=(1, 2, 4, 8, 16)) -> dict:
@@ -136,17 +140,14 @@ def brent_table(timings: dict, threads=(1, 2, 4, 8, 16)) -> dict:
 
 
 def method_timings(model, x, y, threads: int = 2, repeat: int = 3) -> dict:
-    """Best seconds of a gradient pass with direct and with FFT convolutions."""
+    """Best seconds of a gradient pass with direct and with FFT convolutions (wall clock)."""
+    from compilerkit.measure.timing import best_of
+
     out = {}
     for method in ("direct", "fft"):
         net = Network(model, method=method)
-        net.gradients(x, y, threads=threads)
-        best = float("inf")
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            net.gradients(x, y, threads=threads)
-            best = min(best, time.perf_counter() - t0)
-        out[method] = best
+        out[method] = best_of(lambda net=net: net.gradients(x, y, threads=threads), repeat,
+                              "wall")
     return out
 
 

@@ -230,3 +230,42 @@ def test_compile_with_tuned_schedule_matches_numpy():
     a, b = task.arrays()
     np.testing.assert_allclose(cm.run(a, b)[0], a.astype(np.float64) @ b, rtol=1e-4,
                                atol=1e-3)
+
+
+def test_measurer_counts_the_first_run_and_keeps_the_best(monkeypatch):
+    # On a fake wall clock that each run advances by its own step: gflops times a first run,
+    # fits more runs in min_seconds (max_runs at most) and keeps the best, the first included;
+    # retime times each schedule once, then 3 to 10 interleaved rounds.
+    from compilerkit.measure import timing
+
+    now = [0.0]
+    monkeypatch.setitem(timing.CLOCKS, "wall", lambda: now[0])
+
+    class Run:
+        def __init__(self, steps):
+            self.steps, self.calls = list(steps), 0
+
+        def run(self, *arrays, num_threads=None):
+            now[0] += self.steps[min(self.calls, len(self.steps) - 1)]
+            self.calls += 1
+
+    class FakeTask:
+        name, nest, flops = "t", "nest", 2e9
+
+        def arrays(self):
+            return ()
+
+    made = {"a": Run([1.0, 2.0, 0.5, 3.0]), "b": Run([1.0, 0.25]),
+            "slow": Run([4.0]), "fast": Run([0.5, 1.0])}
+
+    class Fake(Measurer):
+        def compile(self, task, schedule):
+            return made[schedule]
+
+    m = Fake(min_seconds=3.0, max_runs=5)
+    assert m.gflops(FakeTask(), "a") == pytest.approx(2e9 / 0.5 / 1e9)  # 1 + 3 runs: 1, 2, .5, 3
+    assert made["a"].calls == 4
+    assert m.gflops(FakeTask(), "slow") == pytest.approx(0.5)  # a 4 s run leaves no time for more
+    assert made["slow"].calls == 1
+    assert m.retime(FakeTask(), ["b", "fast"], seconds=0.0) == pytest.approx([8.0, 4.0])
+    assert made["b"].calls == made["fast"].calls == 1 + 3  # the first, then three rounds
