@@ -439,9 +439,11 @@ def train_all(size: str = "full", seed: int = 0, nets=NETS, progress: bool = Tru
 
     Deterministic for a seed (Keras' and numpy's generators seeded; patches drawn in order).
     Dropout is off: the .znn files' 0.5 dropout regularises days of training, ours lasts
-    minutes on fresh, augmented patches.  ``cache``: a folder; weights and curves of a run with
-    the same size, seed and settings are loaded from it instead of retrained (the figure
-    notebooks 32 and 34 share one training)."""
+    minutes on fresh, augmented patches.  Each net's seed is ``seed`` plus its place in
+    ``NETS``, so a net trains the same whichever of the others are trained with it.
+    ``cache``: a folder; weights and curves of a run with the same size, seed and settings
+    that trained at least ``nets`` are loaded from it instead of retrained (the figure
+    notebooks 32 and 34 share one training, 34 at smoke size without N4)."""
     import json
 
     import keras
@@ -453,17 +455,19 @@ def train_all(size: str = "full", seed: int = 0, nets=NETS, progress: bool = Tru
     order = [n for n in NETS if n in nets]
     train_vol, _ = volumes(size, seed)
     target = boundary_map(train_vol.labels)
-    key = json.dumps({"cfg": cfg, "seed": seed, "nets": order, "version": 1}, sort_keys=True)
+    key = json.dumps({"cfg": cfg, "seed": seed, "nets": order, "version": 2}, sort_keys=True)
     folder = Path(cache) / f"boundary_{size}_seed{seed}" if cache is not None else None
     result = Trained(size, seed, {}, {}, {}, train_vol)
     if folder is not None and (folder / "run.json").exists():
         meta = json.loads((folder / "run.json").read_text())
-        if meta["key"] == key:
+        if _cache_serves(json.loads(meta["key"]), json.loads(key)):
             for name in order:
                 result.models[name] = build(name, size)
                 result.models[name].load_weights(folder / f"{name}.weights.h5")
-            result.losses, result.seconds, result.cached = meta["losses"], meta["seconds"], True
-    for k, name in enumerate(order):
+            result.losses = {n: meta["losses"][n] for n in order}
+            result.seconds = {n: meta["seconds"][n] for n in order}
+            result.cached = True
+    for k, name in ((NETS.index(n), n) for n in order):
         if not result.cached:
             keras.utils.set_random_seed(seed + k)
             model = result.models[name] = build(name, size)
@@ -485,3 +489,16 @@ def train_all(size: str = "full", seed: int = 0, nets=NETS, progress: bool = Tru
         (folder / "run.json").write_text(json.dumps(
             {"key": key, "losses": result.losses, "seconds": result.seconds}))
     return result
+
+
+def _cache_serves(stored: dict, wanted: dict) -> bool:
+    """Whether a cached run (its key, as ``train_all`` writes it) holds the nets ``wanted``
+    asks for, trained the same way: same settings and seed, and every wanted net among its
+    nets (each net's training depends only on the nets before it: VD2D3D on VD2D).  Version 1
+    seeded the nets by their place in the list trained, which is their place in ``NETS`` only
+    when all of them were; version 2 seeds by ``NETS`` always."""
+    same_seeds = stored.get("version") == 2 or (stored.get("version") == 1
+                                                and stored.get("nets") == list(NETS))
+    return (same_seeds and stored.get("cfg") == wanted["cfg"]
+            and stored.get("seed") == wanted["seed"]
+            and set(wanted["nets"]) <= set(stored.get("nets", ())))
