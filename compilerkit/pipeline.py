@@ -20,8 +20,10 @@ planned if they are not yet, on a copy: a caller's module is only read).
 
 `compilerkit.compile`, `compile_kernel`, `import_onnx`, `optimize_onnx`, `lower`, `to_llvm`,
 the command line (`python -m compilerkit`) and `backends.emulated.compile_with_host_bytes` are
-thin calls into `Compilation`, so they cannot drift apart. Codegen always goes through the
-target's Backend (`Backend.emit_llvm`), which is how the GPU gets kernels.
+thin calls into `Compilation`, so they cannot drift apart. After Kernel IR the chosen code
+generator (CODEGENS; the interface is codegen/interface.py) returns its stage products, and
+`Compilation.native` builds the CompiledModel from them, the same for every generator; LLVM's
+goes through the target's Backend (`Backend.emit_llvm`), which is how the GPU gets kernels.
 
 Choices that change what is generated are options of this one pipeline (`Compilation(...,
 **options)`), not new pipelines: `onnx_passes` and `schedule` replace the ONNX IR passes and
