@@ -204,7 +204,7 @@ CURRICULUM = (
     Lesson("19_transformer_step_by_step", "compiling",
            "a Keras GPT-style decoder step by step: attention and LayerNorm in both IRs, "
            "what fuses, time per op type against onnxruntime",
-           ("10_onnx_to_native",), full_min=6.5, smoke_min=1.8),
+           ("10_onnx_to_native",), full_min=6.5, smoke_min=1.1),
     Lesson("20_train_swap_compile", "compiling",
            "train with swapping, export to ONNX, compile for host, s390x and GPU",
            ("03_swap_rewrite", "12_endianness"),
@@ -227,7 +227,7 @@ CURRICULUM = (
     Lesson("34_em_pipeline", "segmentation",
            "image to scored segmentation: trained nets compiled by compilerkit, then agglomerated",
            ("32_recursive_boundary_detection", "31_chunked_agglomeration", "10_onnx_to_native"),
-           full_min=5, smoke_min=1.2),
+           full_min=5, smoke_min=0.7),
 )
 
 
