@@ -43,7 +43,9 @@ LONGEST_FIRST = ["tests/test_make_figures.py", "onnx-node-tests",
 
 def work_group(nodeid: str) -> str:
     """The group of tests one worker runs together."""
-    if "::test_onnx_node_tests" in nodeid:
+    # Every node-test function (test_onnx_node_tests, test_onnx_node_tests_for_*_ops, the
+    # control-flow and quantisation ones): on one worker each case compiles once in the suite.
+    if "node_tests" in nodeid.rsplit("::", 1)[-1].split("[", 1)[0]:
         return "onnx-node-tests"
     path = nodeid.split("::", 1)[0]
     return "tests/browser" if path.startswith("tests/browser/") else path
