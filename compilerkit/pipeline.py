@@ -81,10 +81,12 @@ class LoopnestCodegen:
 
     name = "loopnest"
 
-    def generate(self, kmodule, backend, **how) -> CodegenProducts:
+    def generate(self, kmodule, backend, *, opt_level: int, stage: str, options,
+                 owned: bool) -> CodegenProducts:
         from compilerkit.loopnest.driver import finish
 
-        return finish(kmodule, backend, **how)
+        return finish(kmodule, backend, opt_level=opt_level, stage=stage, options=options,
+                      owned=owned)
 
     def llvm_ir(self, kmodule, backend, emitter=None, **how) -> str:
         from compilerkit.loopnest.driver import fallback_llvm_ir
@@ -154,6 +156,40 @@ def text_stages(target: str = "host", source_stage: str = "model", asm: bool = T
     code = get_backend(target).code_stage
     names = ["onnx-ir", "kernel-ir", "llvm-ir"] + ([code] if asm else [])
     return names[1:] if source_stage == "kernel-ir" else names
+
+
+def read_source(source, max_bytes: int | None = None) -> tuple[str, object]:
+    """("model", source) for an ONNX model; ("onnx-ir" | "kernel-ir", module) for MLIR (a
+    ModuleOp, MLIR text, or a path ending in .mlir), parsed and verified."""
+    if isinstance(source, ModuleOp):
+        return stage_of(source), source
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if path.endswith(".mlir") and os.path.isfile(check_path("the model path", path)):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                return _parse_source(f.read(), path, max_bytes)
+        if isinstance(source, str) and not os.path.exists(path) and "{" in source:
+            return _parse_source(source, "<mlir text>", max_bytes)
+    return "model", source
+
+
+def _parse_source(text: str, where: str, max_bytes: int | None) -> tuple[str, ModuleOp]:
+    try:
+        module = parse_ir(text, max_bytes=max_bytes)
+        module.verify()
+    except ModelError as e:
+        place = getattr(e, "parse_place", None)
+        if place is None:
+            raise  # a type above the budget, an unterminated string: already names the line
+        line, col, msg = place  # xDSL's parse error: one line, naming the file
+        raise ModelError(f"{where}:{line}:{col}: not valid ONNX IR or Kernel IR: {msg}"
+                         ) from None
+    except Exception as e:  # noqa: BLE001 (xDSL's parse and verify errors)
+        lines = [ln for ln in str(e).splitlines() if ln.strip() and ln.strip() != "^"]
+        at = lines[0].replace("<unknown>", where) if lines else where
+        what = lines[-1].strip() if len(lines) > 1 else type(e).__name__
+        raise ModelError(f"{at}: not valid ONNX IR or Kernel IR: {what}") from None
+    return stage_of(module), module
 
 
 # ---- what a caller hands the driver, checked before any work ------------------------------
@@ -283,36 +319,8 @@ class Compilation:
 
     # ---- reading the input -----------------------------------------------------------------
     def read(self, source) -> tuple[str, object]:
-        """("model", source) for an ONNX model; ("onnx-ir" | "kernel-ir", module) for MLIR (a
-        ModuleOp, MLIR text, or a path ending in .mlir), parsed and verified."""
-        if isinstance(source, ModuleOp):
-            return stage_of(source), source
-        if isinstance(source, (str, os.PathLike)):
-            path = os.fspath(source)
-            if path.endswith(".mlir") and os.path.isfile(check_path("the model path", path)):
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    return self._parse(f.read(), path)
-            if isinstance(source, str) and not os.path.exists(path) and "{" in source:
-                return self._parse(source, "<mlir text>")
-        return "model", source
-
-    def _parse(self, text: str, where: str) -> tuple[str, ModuleOp]:
-        try:
-            module = parse_ir(text, max_bytes=self.options.max_bytes)
-            module.verify()
-        except ModelError as e:
-            place = getattr(e, "parse_place", None)
-            if place is None:
-                raise  # a type above the budget, an unterminated string: already names the line
-            line, col, msg = place  # xDSL's parse error: one line, naming the file
-            raise ModelError(f"{where}:{line}:{col}: not valid ONNX IR or Kernel IR: {msg}"
-                             ) from None
-        except Exception as e:  # noqa: BLE001 (xDSL's parse and verify errors)
-            lines = [ln for ln in str(e).splitlines() if ln.strip() and ln.strip() != "^"]
-            at = lines[0].replace("<unknown>", where) if lines else where
-            what = lines[-1].strip() if len(lines) > 1 else type(e).__name__
-            raise ModelError(f"{at}: not valid ONNX IR or Kernel IR: {what}") from None
-        return stage_of(module), module
+        """read_source(source) within this compile's max_bytes."""
+        return read_source(source, self.options.max_bytes)
 
     # ---- the stages ------------------------------------------------------------------------
     def _passes(self, module, passes, stage: str, unverified=()) -> None:

@@ -9,7 +9,8 @@ encoded by iced-x86, loaded into executable memory; compiles in milliseconds per
 Modules, one concern each: asm (iced-x86 assembler, listing), execmem (executable pages),
 affine (index arithmetic as affine functions; Unsupported), frame (calling convention, loop
 slots, buffer addresses), leaf (vectorised innermost nests), matmul (tile loops + 6x16
-micro-kernel), nest (one node's function), fallback (LLVM for the rest), driver (the model).
+micro-kernel), nest (one node's function), fallback (LLVM for the rest), driver (the model;
+`finish` hands the pipeline its stage products, codegen/interface.py).
 """
 
 from compilerkit.loopnest.affine import Unsupported
