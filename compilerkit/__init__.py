@@ -15,23 +15,14 @@ line, `python -m compilerkit MODEL --emit STAGE --target TARGET`.
 
 from __future__ import annotations
 
-from compilerkit.backends import Target, get_backend
+from typing import TYPE_CHECKING
+
 from compilerkit.frontend import (
     DeclaredShapeWarning,
     ModelError,
     OpsetUpgradeWarning,
     OptionError,
     UnsupportedOpError,
-)
-from compilerkit.ir import parse_ir, print_ir
-from compilerkit.lowering import SUPPORTED
-from compilerkit.pipeline import (
-    Compilation,
-    CompiledModel,
-    check_module,
-    check_opt_level,
-    check_options,
-    compile_to,
 )
 from compilerkit.runtime import InputError, RunError, check_num_threads
 from compilerkit.specialize import (
@@ -41,6 +32,47 @@ from compilerkit.specialize import (
     specializing_model,
 )
 
+if TYPE_CHECKING:
+    from compilerkit.backends import Target
+    from compilerkit.pipeline import CompiledModel
+
+# The stage driver and the backends (LLVM through llvmlite, the code generators) are imported
+# on first use, not here: every `python -m compilerkit.opt` imports this package first, and
+# the FileCheck tests start about ninety of them, which parse IR and run passes, never LLVM.
+# The names below resolve on first access (PEP 562); so does any submodule, as `compilerkit.X`
+# did when this file imported them all.
+_LAZY = {"Target": "compilerkit.backends", "get_backend": "compilerkit.backends",
+         "parse_ir": "compilerkit.ir", "print_ir": "compilerkit.ir",
+         "SUPPORTED": "compilerkit.lowering",
+         **{name: "compilerkit.pipeline" for name in (
+             "Compilation", "CompiledModel", "check_module", "check_opt_level",
+             "check_options", "compile_to")}}
+
+
+def __getattr__(name: str):
+    import importlib
+    import importlib.util
+
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
+def _driver():
+    """compilerkit.pipeline, the stage driver (imported on first use, see above)."""
+    from compilerkit import pipeline
+
+    return pipeline
+
+
 __all__ = ["compile", "compile_kernel", "compile_to", "import_onnx", "optimize_onnx", "lower",
            "to_llvm", "CompiledModel",
            "ModelError", "UnsupportedOpError", "OptionError", "InputError", "RunError",
@@ -49,22 +81,23 @@ __all__ = ["compile", "compile_kernel", "compile_to", "import_onnx", "optimize_o
            "SUPPORTED", "print_ir",
            "parse_ir", "Target", "get_backend"]
 
-# Each function below is one call into the stage driver (compilerkit/pipeline.py).
+# Each function below is one call into the stage driver (compilerkit/pipeline.py, `_driver`).
 
 
 def import_onnx(model, input_shapes=None, max_bytes=None, max_unroll=None):
     """ONNX file path, bytes or ModelProto -> ONNX IR module (as imported). `max_bytes`
     (default 2 GiB) bounds every tensor and the constants the compile may hold; `max_unroll`
     the loop iterations unrolled (as `compile`'s)."""
-    return Compilation(input_shapes=input_shapes, max_bytes=max_bytes,
-                       max_unroll=max_unroll).import_model(model)
+    return _driver().Compilation(input_shapes=input_shapes, max_bytes=max_bytes,
+                                 max_unroll=max_unroll).import_model(model)
 
 
 def optimize_onnx(module):
     """The ONNX IR passes (`passes.onnx_pipeline()`; each op validated, the IR verified after
     them), in place; returns the module."""
-    check_module("optimize_onnx", module, "onnx-ir")
-    return Compilation().optimize(module)
+    driver = _driver()
+    driver.check_module("optimize_onnx", module, "onnx-ir")
+    return driver.Compilation().optimize(module)
 
 
 def lower(module, opt_level: int = 3, target: Target | None = None):
@@ -72,15 +105,17 @@ def lower(module, opt_level: int = 3, target: Target | None = None):
     products, -O2+ unrolls short inner loops and marks parallel loops; on the GPU: the grid
     mapping), buffer planning; the IR verifier runs once, after them all. Returns a new module:
     `module` stays ONNX IR."""
-    check_module("lower", module, "onnx-ir")
-    return Compilation(target or "host", opt_level).lower(module)
+    driver = _driver()
+    driver.check_module("lower", module, "onnx-ir")
+    return driver.Compilation(target or "host", opt_level).lower(module)
 
 
 def to_llvm(kmodule, target: Target | None = None) -> str:
     """Kernel IR -> unoptimised LLVM IR text for `target` (default: the host), through its
     backend: NVPTX kernels for the GPU target."""
-    check_module("to_llvm", kmodule, "kernel-ir")
-    return Compilation(target or "host").emit(kmodule)
+    driver = _driver()
+    driver.check_module("to_llvm", kmodule, "kernel-ir")
+    return driver.Compilation(target or "host").emit(kmodule)
 
 
 def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
@@ -113,16 +148,17 @@ def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
     values and again for each new one, the last `specialize_cache` forms kept: a
     SpecializedModel (compilerkit/specialize.py; a SpecializationWarning says so once).
     Otherwise the same as `compile_to("native", model, ...)`."""
-    check_opt_level(opt_level)
+    driver = _driver()
+    driver.check_opt_level(opt_level)
     check_num_threads(num_threads)
-    check_options(target, opt_level, input_shapes=input_shapes, max_bytes=max_bytes, asm=asm,
-                  codegen=codegen, conv_algorithm=conv_algorithm, schedule=schedule,
-                  max_unroll=max_unroll)
+    driver.check_options(target, opt_level, input_shapes=input_shapes, max_bytes=max_bytes,
+                         asm=asm, codegen=codegen, conv_algorithm=conv_algorithm,
+                         schedule=schedule, max_unroll=max_unroll)
 
     def compile_form(proto, shapes):
-        cm = compile_to("native", proto, target, opt_level, shapes, max_bytes, asm=asm,
-                        codegen=codegen, conv_algorithm=conv_algorithm, schedule=schedule,
-                        max_unroll=max_unroll)
+        cm = driver.compile_to("native", proto, target, opt_level, shapes, max_bytes, asm=asm,
+                               codegen=codegen, conv_algorithm=conv_algorithm,
+                               schedule=schedule, max_unroll=max_unroll)
         cm.num_threads = num_threads
         return cm
 
@@ -138,9 +174,11 @@ def compile_kernel(kmodule, target: str = "host", opt_level: int = 3,
     """Compile a Kernel IR module (from `lower`, perhaps rescheduled by hand with
     `krnl_passes.block` / `permute` / `unroll` / `krnl.parallel`) to native code. The module is
     only read. `num_threads` as in `compile`."""
-    check_opt_level(opt_level)
+    driver = _driver()
+    driver.check_opt_level(opt_level)
     check_num_threads(num_threads)
-    check_module("compile_kernel", kmodule, "kernel-ir")  # ONNX IR: compile_to('native', m)
-    cm = compile_to("native", kmodule, target, opt_level, asm=asm)
+    # ONNX IR: compile_to('native', m)
+    driver.check_module("compile_kernel", kmodule, "kernel-ir")
+    cm = driver.compile_to("native", kmodule, target, opt_level, asm=asm)
     cm.num_threads = num_threads
     return cm
