@@ -84,7 +84,7 @@ def publish(figures_dir: str | Path, docs_dir: str | Path) -> Path:
     folder = docs_dir / IMAGES
     folder.mkdir(parents=True, exist_ok=True)
     pictures: dict[str, str] = {}   # figure name -> its picture, relative to docs_dir
-    for topic, notebook, figure in TOPICS:
+    for _topic, notebook, figure in TOPICS:
         for name in topic_figures(manifest, notebook, figure):
             if f"{name}.png" in manifest["figures"][name].get("files", []):
                 pictures[name] = (IMAGES / f"{name}.png").as_posix()

@@ -1,4 +1,4 @@
-"""What issue 12's compile-time work may not change (compilerkit/codegen/llvm_codegen.py LaterStages,
+"""What the compile-time work may not change (compilerkit/codegen/llvm_codegen.py LaterStages,
 backends/base.py take_weights, backends/host.py map_weights).
 
 A JIT compile ("native") keeps weights of JIT_WEIGHT_MIN_BYTES or more out of the LLVM module
