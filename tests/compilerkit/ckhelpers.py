@@ -162,3 +162,15 @@ def keras_to_onnx(net):
         path = os.path.join(tmp, "model.onnx")
         net.export(path, format="onnx", verbose=False)
         return onnx.load(path)
+
+
+def skip_unless_codegen_runs(codegen: str) -> None:
+    """Skip the test when ``codegen`` cannot run here (loopnest writes x86-64 code only)."""
+    if codegen == "loopnest":
+        from compilerkit.backends.host import host_target
+        from compilerkit.loopnest.driver import check_host
+
+        try:
+            check_host(host_target())
+        except ValueError as e:
+            pytest.skip(str(e))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ckhelpers import make_model
+from ckhelpers import make_model, skip_unless_codegen_runs
 from onnx import helper
 
 from compilerkit.codegen.interface import CodegenProducts
@@ -29,17 +29,6 @@ def conv_relu_matmul():
 MODEL = conv_relu_matmul()
 
 
-def skip_unless_runs_here(name):
-    if name == "loopnest":
-        from compilerkit.backends.host import host_target
-        from compilerkit.loopnest.driver import check_host
-
-        try:
-            check_host(host_target())
-        except ValueError as e:
-            pytest.skip(str(e))
-
-
 def reference():
     feeds = random_inputs(MODEL)
     return [a for _, a in feeds], ort_outputs(MODEL, feeds)[0]
@@ -47,7 +36,7 @@ def reference():
 
 @pytest.mark.parametrize("name", sorted(CODEGENS))
 def test_each_generator_gives_products_and_the_driver_builds_the_model(name):
-    skip_unless_runs_here(name)
+    skip_unless_codegen_runs(name)
     generator = CODEGENS[name]
     assert generator.name == name
     c = Compilation("host", 2, codegen=name)
@@ -71,7 +60,7 @@ def test_each_generator_gives_products_and_the_driver_builds_the_model(name):
 
 @pytest.mark.parametrize("name", sorted(CODEGENS))
 def test_compile_by_name_agrees_with_onnxruntime_through_the_same_stages(name):
-    skip_unless_runs_here(name)
+    skip_unless_codegen_runs(name)
     arrays, ref = reference()
     cm = compile_to("native", MODEL, codegen=name)
     np.testing.assert_allclose(cm.run(*arrays)[0], ref, rtol=1e-4, atol=1e-4)
@@ -85,6 +74,6 @@ def test_compile_by_name_agrees_with_onnxruntime_through_the_same_stages(name):
 
 
 def test_a_stage_a_generator_cannot_make_is_refused_naming_it():
-    skip_unless_runs_here("loopnest")
+    skip_unless_codegen_runs("loopnest")
     with pytest.raises(ValueError, match="codegen='loopnest'.*stage 'obj'.*codegen='llvm'"):
         compile_to("obj", MODEL, codegen="loopnest")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from ckhelpers import skip_unless_codegen_runs
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -56,14 +57,7 @@ print("parent ok", np.array_equal(cm.run(x, num_threads=2)[0], want))
 
 @pytest.mark.parametrize("codegen", ["llvm", "loopnest"])
 def test_run_in_a_forked_child_after_threads(codegen):
-    if codegen == "loopnest":
-        from compilerkit.backends.host import host_target
-        from compilerkit.loopnest.driver import check_host
-
-        try:
-            check_host(host_target())
-        except ValueError as e:
-            pytest.skip(str(e))
+    skip_unless_codegen_runs(codegen)
     r = subprocess.run([sys.executable, "-c", CHILD, codegen], capture_output=True, text=True,
                        timeout=400)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -117,14 +111,7 @@ def test_a_forked_child_with_no_address_space_left_gets_a_memory_error(codegen):
     it (std::bad_alloc: SIGABRT; "LLVM ERROR: out of memory") or llvmlite's IR printer
     raised SystemError('... returned NULL without setting an exception'); the room LLVM needs
     is now asked for first, and its lack is a MemoryError naming the LLVM stage."""
-    if codegen == "loopnest":
-        from compilerkit.backends.host import host_target
-        from compilerkit.loopnest.driver import check_host
-
-        try:
-            check_host(host_target())
-        except ValueError as e:
-            pytest.skip(str(e))
+    skip_unless_codegen_runs(codegen)
     kibs = [0, 256, 768, 1792, 2816, 3328, 4096, 8192]  # where each failure was seen
     r = subprocess.run([sys.executable, "-c", SHORT, codegen, *map(str, kibs)],
                        capture_output=True, text=True, timeout=400)

@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 import pytest
-from ckhelpers import make_model
+from ckhelpers import make_model, skip_unless_codegen_runs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
@@ -34,23 +34,12 @@ def relu_ir() -> str:
     return print_ir(ck.compile_to("kernel-ir", RELU, opt_level=0))
 
 
-def _skip_without_loopnest(codegen):
-    if codegen == "loopnest":
-        from compilerkit.backends.host import host_target
-        from compilerkit.loopnest.driver import check_host
-
-        try:
-            check_host(host_target())
-        except ValueError as e:
-            pytest.skip(str(e))
-
-
 # ---- static bounds: refused before any code exists ---------------------------------------------
 
 @pytest.mark.parametrize("codegen", CODEGENS)
 @pytest.mark.parametrize("hi", [9, 4000])  # one element past the end; far past it
 def test_loop_past_the_buffer_is_refused_by_both_code_generators(codegen, hi):
-    _skip_without_loopnest(codegen)
+    skip_unless_codegen_runs(codegen)
     bad = relu_ir().replace("[[0 : i64, 8 : i64]]", f"[[0 : i64, {hi} : i64]]")
     with pytest.raises(ck.ModelError, match=rf"krnl.load of model input 'x' \(memref<8xf32>\) "
                                             rf"\(node 'act'\): index 0 ranges over "
@@ -196,7 +185,7 @@ X = np.arange(12, dtype=np.float32).reshape(3, 4)
 
 @pytest.mark.parametrize("codegen", CODEGENS)
 def test_an_index_from_data_is_checked_at_run_time(codegen):
-    _skip_without_loopnest(codegen)
+    skip_unless_codegen_runs(codegen)
     cm = ck.compile_to("native", PICK, codegen=codegen, asm=False)
     np.testing.assert_array_equal(cm.run(X, np.array([2, 0]))[0], X[[2, 0]])
     for bad in ([3, 0], [0, -1], [1 << 40, 0]):
