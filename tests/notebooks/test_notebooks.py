@@ -172,3 +172,13 @@ def test_a_headless_run_stores_no_progress_bars(tmp_path):
     # Asked for, bars are kept (a reader of the stored notebook asked to see them).
     nb = run_notebook(_notebook(tmp_path, bars), env={"TQDM_DISABLE": "0"})
     assert any(out.output_type == "display_data" for out in nb.cells[-1].outputs)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebooks_that_draw_with_plotly_use_the_projector_template(path):
+    """A figure drawn with plotly directly gets plotly's default look (12 px grey) unless the
+    notebook imports mlsys_viz.theme, which makes the "mlsys" template the default."""
+    code = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells
+                     if c.cell_type == "code")
+    if "import plotly" in code:
+        assert "import mlsys_viz.theme" in code, f"{path.name} draws with plotly: import mlsys_viz.theme"
