@@ -50,6 +50,8 @@ from pathlib import Path
 
 import numpy as np
 
+from compilerkit import conv_tiles
+
 # The machine the model was fitted on (AMD EPYC, AVX2): L1d 32 KiB, L2 512 KiB, L3 32 MiB
 # shared. `measure` records the sizes `detect_caches` reads on the machine it runs on.
 CACHES = {"L1": 32 * 1024, "L2": 512 * 1024, "L3": 32 * 1024 * 1024}
@@ -250,9 +252,7 @@ def stages(layer: Layer, algorithm: str, m: Machine) -> list[Stage]:
         return _fft_stages(layer, algorithm, m, x_bytes, y_bytes)
     if not algorithm.startswith("winograd"):
         raise ValueError(f"no traffic model for algorithm {algorithm!r}")
-    from compilerkit.lowering import winograd
-
-    mm, fused = winograd.winograd_variant(algorithm)
+    mm, fused = conv_tiles.winograd_variant(algorithm)
     alpha = mm + r - 1
     rank = len(out)
     a = alpha ** rank
@@ -270,9 +270,7 @@ def _winograd_transform_flops(mm: int, r: int, rank: int) -> tuple[float, float]
     A^T M A over `rank` axes, as generated (lowering/winograd.py `_lincomb`): one pass per
     axis, each output a sum of the matrix row's non-zero terms (a multiply and an add each;
     +-1 terms are counted alike, an upper bound)."""
-    from compilerkit.lowering import winograd
-
-    at, _, bt = winograd.matrices(mm, r)
+    at, _, bt = conv_tiles.winograd_matrices(mm, r)
     alpha = mm + r - 1
     fin = sum(2.0 * np.count_nonzero(bt) * alpha ** (rank - 1) for _ in range(rank))
     # the output passes shrink one axis from alpha to mm at a time
@@ -288,8 +286,6 @@ def _tiled_stages(m: Machine, name, x_bytes, y_bytes, tiles, pos_bytes, c, k, u_
     transform (read M, write the output). `pos_bytes`: bytes of one channel of one tile's
     transformed positions. Three-stage keeps all of V and M (the level they fit in); fused
     keeps a group's and reads U once per group (lowering/winograd.py's groups)."""
-    from compilerkit.lowering import winograd
-
     rate = "winograd" if name == "winograd" else "transform"
     unpacked = cols % (2 * m.lanes) == 0  # U in strips of the kernel's width (matmul.py)
     vm_tile = pos_bytes * (c + k)
@@ -297,7 +293,7 @@ def _tiled_stages(m: Machine, name, x_bytes, y_bytes, tiles, pos_bytes, c, k, u_
     groups, ws = 1, v_bytes + m_bytes
     if fused:  # the lowerings' groups of whole tile rows
         inner = tiles // first_axis_tiles
-        band = winograd.fused_band(first_axis_tiles, inner, inner * vm_tile)
+        band = conv_tiles.fused_band(first_axis_tiles, inner, inner * vm_tile)
         groups, ws = -(-first_axis_tiles // band), band * inner * vm_tile
     return [
         Stage(f"{name} input", in_flops, rate,
@@ -313,15 +309,14 @@ def _tiled_stages(m: Machine, name, x_bytes, y_bytes, tiles, pos_bytes, c, k, u_
 
 
 def _fft_stages(layer: Layer, algorithm: str, m: Machine, x_bytes, y_bytes):
-    """FFT on tiles (lowering/fft.py, fft.estimate): P complex positions per tile as [re | im]
-    f32 pairs; the forward transforms' FLOPs scale with C, the inverse's with K; products
-    8 P T C K (complex), on a GEMM of 2K columns and depth 2C; U is 16 P C K bytes."""
-    from compilerkit.lowering import fft
-
-    t, fused = fft.fft_variant(algorithm)
+    """FFT on tiles (lowering/fft.py, conv_tiles.fft_estimate): P complex positions per tile
+    as [re | im] f32 pairs; the forward transforms' FLOPs scale with C, the inverse's with K;
+    products 8 P T C K (complex), on a GEMM of 2K columns and depth 2C; U is 16 P C K
+    bytes."""
+    t, fused = conv_tiles.fft_variant(algorithm)
     ks, out = [layer.kernel] * len(layer.out), list(layer.out)
-    t = t or fft.choose_tile(layer.c, layer.k, ks, out)
-    e = fft.estimate(layer.c, layer.k, ks, out, t)
+    t = t or conv_tiles.choose_fft_tile(layer.c, layer.k, ks, out)
+    e = conv_tiles.fft_estimate(layer.c, layer.k, ks, out, t)
     c, k = layer.c, layer.k
     tile_in = math.prod(a[0] for a in e["axes"])
     tile_out = math.prod(a[1] for a in e["axes"])

@@ -9,8 +9,9 @@ The "asm" stage is the target's assembly.
 Byte order (onnx-mlir issue 2851): codegen emits every constant as an `i8` array of its bytes
 in the target's order (big-endian here: numpy converts them); inputs cross into the emulator as
 big-endian bytes and outputs come back the same way, converted to native numpy arrays.
-`compile_with_host_bytes` builds the buggy variant on purpose (the same `i8` arrays, but of the
-host's little-endian bytes, as onnx-mlir does when cross-compiling) so a notebook can show what
+`HostBytesEmitter` is the buggy variant, built on purpose (the same `i8` arrays, but of the
+host's little-endian bytes, as onnx-mlir does when cross-compiling):
+`compilerkit.endianness.compile_with_host_bytes` compiles with it so a notebook can show what
 goes wrong.
 
 Every run is bounded: `session.timeout_s` (wall clock) and `session.max_instructions` (None
@@ -205,33 +206,6 @@ class HostBytesEmitter(Emitter):
     byte-swapped. The only difference from the right codegen is the byte order used."""
 
     constant_byte_order = "little"
-
-
-def compile_with_host_bytes(model, target: str = "s390x", opt_level: int = 3,
-                            input_shapes=None):
-    """`compilerkit.compile` with the buggy constant emission of HostBytesEmitter (the stage
-    driver's `emitter` option): for teaching only (results on a big-endian target are wrong)."""
-    from compilerkit.pipeline import compile_to
-
-    return compile_to("native", model, target, opt_level, input_shapes,
-                      emitter=HostBytesEmitter)
-
-
-def object_bytes(compiled) -> bytes:
-    """The ELF object a compiled model runs from (emulated targets) or would link (host). A
-    host model compiled for the JIT maps its large weights from Python memory instead of
-    holding them (backends/base.py), so its object is emitted again from its Kernel IR with
-    the weights inside."""
-    session = compiled.session
-    if hasattr(session, "obj"):
-        return session.obj
-    mod = compiled.llvm_module
-    if any(g.is_declaration for g in mod.global_variables):
-        from compilerkit.pipeline import compile_to
-
-        kernel = compiled.provenance.modules["kernel-ir"]
-        return compile_to("obj", kernel, compiled.backend.target, compiled.opt_level)
-    return compiled.backend.object_code(mod, compiled.opt_level)
 
 
 def hexdump(data: bytes, width: int = 16, limit: int = 64) -> str:

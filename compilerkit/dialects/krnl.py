@@ -163,6 +163,12 @@ class ParallelOp(IRDLOperation):
                                   f"memory: {why}")
 
 
+# Values of a krnl.iterate's optional `layout` attribute: the nests lowering/blocked3d.py emits
+# to change a buffer from NCDHW to the NCDHW8c blocked layout and back, which
+# krnl_passes/fold_layout.py drops between consecutive blocked Convs.
+LAYOUT_TO_BLOCKED, LAYOUT_FROM_BLOCKED = "to_nchw8c", "from_nchw8c"
+
+
 @irdl_op_definition
 class IterateOp(IRDLOperation):
     """A loop nest over the emitted loops; block arguments are the original induction vars."""

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from xdsl.passes import ModulePass
 
 from compilerkit.dialects import krnl
-from compilerkit.lowering.blocked3d import FROM, TO
 
 
 def _top(op, block):
@@ -69,10 +68,10 @@ def fold_layout(module) -> int:
                 top = _top(use.operation, block)
                 users.setdefault(top, set()).add(type(use.operation))
             writers = [t for t, kinds in users.items() if krnl.StoreOp in kinds]
-            if not writers or any(_layout(t) != FROM for t in writers):
+            if not writers or any(_layout(t) != krnl.LAYOUT_FROM_BLOCKED for t in writers):
                 continue
             readers = [t for t in users if t not in writers]
-            tos = [t for t in readers if _layout(t) == TO]
+            tos = [t for t in readers if _layout(t) == krnl.LAYOUT_TO_BLOCKED]
             if not tos:
                 continue
             sources = {ld.operands[0] for w in writers for ld in _loads_in(w)}
@@ -87,7 +86,7 @@ def fold_layout(module) -> int:
                 dest.replace_all_uses_with(blocked)
                 block.erase_op(dest.owner)
                 removed += 1
-            if all(_layout(_top(u.operation, block)) == FROM for u in x.uses):
+            if all(_layout(_top(u.operation, block)) == krnl.LAYOUT_FROM_BLOCKED for u in x.uses):
                 for w in writers:
                     _erase_nest(w)
                 block.erase_op(alloc)

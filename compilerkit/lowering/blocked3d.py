@@ -56,7 +56,6 @@ MAX_KERNEL = 7  # largest kernel extent per axis (the unrolled body holds kw x 8
 # layers at 1 thread (64^3 U-Net, per layer: 4->16 ch 20 ms blocked / 24 im2col / 48
 # Winograd, 16->32 117 / 128 / 122, 32->32 at 64^3 228 / 299 / 157).
 MAX_CHANNELS = 16
-TO, FROM = "to_nchw8c", "from_nchw8c"  # the `layout` attribute of the transform nests
 
 
 def blocks(c: int) -> int:
@@ -120,7 +119,7 @@ def to_blocked(b: KernelBuilder, x):
         else:
             v = b.load(x, [nn, ch] + pos)
         b.store(v, xb, ivs)
-    _tag(_last_iterate(b), TO)
+    _tag(_last_iterate(b), krnl.LAYOUT_TO_BLOCKED)
     return xb
 
 
@@ -133,14 +132,14 @@ def from_blocked(b: KernelBuilder, yb, y):
         with b.nest([n, full, *sp, LANES]) as ivs:
             nn, cb, pos, j = ivs[0], ivs[1], ivs[2:-1], ivs[-1]
             b.store(b.load(yb, ivs), y, [nn, b.affine([(cb, LANES), (j, 1)])] + pos)
-        _tag(_last_iterate(b), FROM)
+        _tag(_last_iterate(b), krnl.LAYOUT_FROM_BLOCKED)
     if rest:
         with b.nest([n, *sp, rest]) as ivs:
             nn, pos, j = ivs[0], ivs[1:-1], ivs[-1]
             cb = b.index(full)
             b.store(b.load(yb, [nn, cb] + pos + [j]), y,
                     [nn, b.affine([(j, 1)], full * LANES)] + pos)
-        _tag(_last_iterate(b), FROM)
+        _tag(_last_iterate(b), krnl.LAYOUT_FROM_BLOCKED)
 
 
 def blocked_weights(w: np.ndarray) -> np.ndarray:
@@ -232,4 +231,4 @@ def lower_blocked(b: KernelBuilder, op, ins, pads):
 
 
 __all__ = ["applies", "lower_blocked", "to_blocked", "from_blocked", "blocked_weights",
-           "blocks", "tile_width", "LANES", "TO", "FROM"]
+           "blocks", "tile_width", "LANES"]

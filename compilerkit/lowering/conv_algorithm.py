@@ -16,7 +16,7 @@
     "winograd-f2" / "-f4" / "-f6"               F(2, 3) / F(4, 3) / F(6, 3), three-stage
     "winograd-fused", "winograd-f2-fused", ...  the same, L3-fused schedule (tile groups)
     "fft"                 FFT convolution on tiles (lowering/fft.py), tile size from
-                          fft.choose_tile, three-stage; "fft-fused": L3-fused
+                          conv_tiles.choose_fft_tile, three-stage; "fft-fused": L3-fused
     "fft-t8" ... "fft-t64", "fft-t16-fused", ...  the same with the tile size t named
     "pznet"               PZnet's channel-blocked (NCDHW8c) direct 3-D Conv for few
                           input channels (lowering/blocked3d.py `applies`), else what "auto"
@@ -47,11 +47,10 @@ import math
 
 import numpy as np
 
+from compilerkit.conv_tiles import FFT_TILES, fft_variant, winograd_variant
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError
 from compilerkit.lowering import blocked3d, fft, winograd
-from compilerkit.lowering.fft import fft_variant
-from compilerkit.lowering.winograd import winograd_variant
 from compilerkit.onnx_passes.single_node import node_label
 
 # "auto" (auto_choice): Winograd for 3x3 Convs with this many channels in and out ...
@@ -67,7 +66,7 @@ DIRECT_MAX_TAPS = 576  # unrolled products of one output under "direct" (64 chan
 BASIC = ("auto", "classic", "direct", "im2col")
 WINOGRAD = tuple(f"winograd{f}{s}" for s in ("", "-fused") for f in ("", "-f2", "-f4", "-f6"))
 FFT = tuple(f"fft{t}{s}" for s in ("", "-fused")
-            for t in ("",) + tuple(f"-t{t}" for t in fft.TILES))
+            for t in ("",) + tuple(f"-t{t}" for t in FFT_TILES))
 ALGORITHMS = BASIC + WINOGRAD + FFT + ("pznet",)
 
 def check_algorithm(name) -> str:

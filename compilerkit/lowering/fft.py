@@ -46,8 +46,8 @@ outputs of each axis, so the next inverse pass loops over m slabs, not t. Butter
 inputs are zero, and outputs nobody reads, are not emitted (`_Lazy`).
 
 Two schedules per batch entry, as Winograd's: three-stage (all tiles in one group) and fused
-(groups of whole tile rows sized to winograd.FUSED_BYTES). The tile size: "fft-t<t>" names it;
-"fft" takes `choose_tile`'s (the least modelled cost). Measured in
+(groups of whole tile rows sized to conv_tiles.FUSED_BYTES). The tile size: "fft-t<t>" names it;
+"fft" takes `conv_tiles.choose_fft_tile`'s (the least modelled cost). Measured in
 benchmarks/winograd_bench.py (its FFT section).
 """
 
@@ -57,6 +57,7 @@ import math
 
 import numpy as np
 
+from compilerkit.conv_tiles import FFT_TILES, choose_fft_tile, fft_axis_tiles, fused_band
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, is_float
 from compilerkit.lowering.elementwise import activation
@@ -72,7 +73,6 @@ from compilerkit.lowering.winograd import (
     batched_weights,
     copy_channels_last,
     dense_constant_conv,
-    fused_band,
     overflow_bound,
     repair_tiles,
     screen_input,
@@ -80,8 +80,7 @@ from compilerkit.lowering.winograd import (
 )
 from compilerkit.onnx_passes.single_node import node_label
 
-TILES = (8, 16, 32, 64)  # the tile sizes t this lowering offers (powers of two)
-MAX_TILE = TILES[-1]
+MAX_TILE = FFT_TILES[-1]
 
 
 # ---- the FFT, as a lazily emitted expression graph -----------------------------------------
@@ -153,13 +152,6 @@ class _Lazy:
         return v
 
 
-def fft_variant(name: str) -> tuple[int | None, bool]:
-    """(tile size t, or None for fft.choose_tile's, fused) of an "fft..." name."""
-    parts = name.split("-")[1:]
-    sizes = [int(x[1:]) for x in parts if x[:1] == "t" and x[1:].isdigit()]
-    return (sizes[0] if sizes else None), "fused" in parts
-
-
 def twiddle(f: int, n: int, sign: int) -> tuple[float, float]:
     """(cos, sin) of sign * 2 pi f / n, exact where it is 0 or +-1."""
     eighth = (8 * f) % (8 * n)
@@ -195,7 +187,7 @@ def fft(lz: _Lazy, xs, sign: int):
 # ---- which Convs, which tiles --------------------------------------------------------------
 def applies(op, t: int | None = None) -> str | None:
     """None when this lowering takes the Conv `op` (ONNX IR) with tiles of t (None: any of
-    TILES), else why not."""
+    FFT_TILES), else why not."""
     w_t = op.operands[1].type
     ws = onnx_d.shape_of(op.operands[1])
     r = len(ws) - 2
@@ -213,63 +205,6 @@ def applies(op, t: int | None = None) -> str | None:
     return dense_constant_conv(op)
 
 
-def _pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
-def axis_tiles(t: int, k_sp, out_sp):
-    """[(t_d, m_d, tiles_d)] per axis for tile size t: t = m = 1 on axes of kernel 1; an axis
-    whose whole output fits one tile (out + k - 1 <= t) gets one tile of the smallest power
-    of two that holds it (ZNNi's patch-sized FFT: the pruned case)."""
-    out = []
-    for k, o in zip(k_sp, out_sp, strict=True):
-        if k == 1:
-            out.append((1, 1, o))
-        elif o + k - 1 <= t:
-            tt = max(_pow2(o + k - 1), 2)
-            out.append((tt, tt - k + 1, 1))
-        else:
-            out.append((t, t - k + 1, -(-o // (t - k + 1))))
-    return out
-
-
-def estimate(c: int, k_out: int, k_sp, out_sp, t: int) -> dict:
-    """FLOPs of the products and of the transforms, and the bytes of U, for tile size t:
-    what `choose_tile` (and compilerkit.roofline) weigh. Transforms: 5 n log2 n per complex
-    n-point FFT (the radix-2 count), per line, halved for the real axis; pruning ignored."""
-    axes = axis_tiles(t, k_sp, out_sp)
-    ts = [a[0] for a in axes]
-    moved = [d for d, tt in enumerate(ts) if tt > 1]
-    real = moved[-1]
-    p = math.prod(ts[:real]) * (ts[real] // 2 + 1) * math.prod(ts[real + 1:])
-    tiles = math.prod(a[2] for a in axes)
-    per_tile = 0.0
-    for d in moved:
-        lines = math.prod(ts) / ts[d]
-        per_tile += lines * 5 * ts[d] * math.log2(ts[d]) * (0.5 if d == real else 1.0)
-    return {"positions": p, "tiles": tiles, "axes": axes,
-            "product_flops": 8.0 * p * tiles * c * k_out,
-            "transform_flops": per_tile * tiles * (c + k_out),
-            "u_bytes": 16.0 * p * c * k_out}
-
-
-# Rough rates for choose_tile (1 thread, this machine): the micro-kernel's products, the
-# unrolled butterflies, and reading U (from the L3 or DRAM). compilerkit.roofline measures them.
-PRODUCT_FLOPS, TRANSFORM_FLOPS, U_BYTES_PER_S = 50e9, 8e9, 10e9
-
-
-def choose_tile(c: int, k_out: int, k_sp, out_sp) -> int:
-    """The tile size of TILES (t > largest kernel) with the least modelled time: products at
-    PRODUCT_FLOPS or reading U (once per call) at U_BYTES_PER_S, whichever is slower, plus
-    the transforms at TRANSFORM_FLOPS."""
-    def cost(t):
-        e = estimate(c, k_out, k_sp, out_sp, t)
-        return (max(e["product_flops"] / PRODUCT_FLOPS, e["u_bytes"] / U_BYTES_PER_S)
-                + e["transform_flops"] / TRANSFORM_FLOPS)
-    fits = [t for t in TILES if t > max(k_sp)]
-    return min(fits, key=cost)
-
-
 # ---- the plan and the lowering -------------------------------------------------------------
 class _Plan(ConvSizes):
     """The sizes of one FFT Conv."""
@@ -277,9 +212,9 @@ class _Plan(ConvSizes):
     def __init__(self, op, ins, pads, t: int | None, fused: bool):
         super().__init__(op, ins, pads)
         if t is None:
-            t = choose_tile(self.c, self.k, self.k_sp, self.out_sp)
+            t = choose_fft_tile(self.c, self.k, self.k_sp, self.out_sp)
         self.t = t
-        axes = axis_tiles(t, self.k_sp, self.out_sp)
+        axes = fft_axis_tiles(t, self.k_sp, self.out_sp)
         self.ts = [a[0] for a in axes]
         self.ms = [a[1] for a in axes]
         self.tiles = [a[2] for a in axes]
@@ -324,7 +259,7 @@ def transformed_weights(wt: np.ndarray, ts, real: int) -> np.ndarray:
 
 def lower_fft(b: KernelBuilder, op, ins, pads, t: int | None = None, fused: bool = False):
     """Lower the Conv `op` (which `applies` accepted; `pads`: its begin pads, auto_pad
-    resolved) by FFT on tiles of t (None: choose_tile's); returns the output."""
+    resolved) by FFT on tiles of t (None: choose_fft_tile's); returns the output."""
     p = _Plan(op, ins, pads, t, fused)
     wt, module = weights_array(op)
     u_np = transformed_weights(wt, p.ts, p.real).astype(onnx_d.numpy_dtype(p.elem))

@@ -43,8 +43,8 @@ Two schedules, both per batch entry:
   output transform of the whole layer. V and M hold A x tiles x (C + K) values, far more
   than the L2 on large planes.
 - fused (the L3 Fusion paper, arXiv 1912.02165): tiles go in groups of whole tile rows
-  (first spatial axis), sized so that the group's V and M fit FUSED_BYTES (at least
-  MIN_GROUP_TILES tiles); per group:
+  (first spatial axis), sized so that the group's V and M fit conv_tiles.FUSED_BYTES (at
+  least conv_tiles.MIN_GROUP_TILES tiles); per group:
   transform, products, inverse, so the transformed data is still in cache when the product
   and the inverse read it. U is read once per group (it is the same for every group).
 
@@ -64,13 +64,13 @@ weights' global stays in the module). Measured in benchmarks/winograd_bench.py.
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 
 import numpy as np
 from xdsl.dialects import scf
 from xdsl.ir import Block, Region
 
+from compilerkit.conv_tiles import WINOGRAD_DEFAULT_M, fused_band, winograd_matrices
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering import matmul
 from compilerkit.lowering.builder import KernelBuilder, is_float, shape
@@ -80,18 +80,6 @@ from compilerkit.onnx_passes.fuse_conv import fused_activation
 from compilerkit.onnx_passes.single_node import node_label
 
 TILE_SIZES = (2, 4, 6)  # the m of F(m, 3) this lowering offers
-DEFAULT_M = 4
-# Interpolation points, in the order Lavin & Gray and wincnn's README use them; F(m, 3) takes
-# the first m + 1 (the point at infinity is wincnn's implicit last one).
-POINTS = ("0", "1", "-1", "2", "-2", "1/2", "-1/2")
-# Transformed input and product of one group of the fused schedule: half this machine's L2 per
-# core (512 KiB), so U's panels fit beside them. At 1 thread, 128-512 KiB measured alike and
-# faster than 1-4 MiB (3 MiB, as much as the whole 64 x 56 x 56 layer, is the three-stage case):
-# 64@56 1.66 ms at 256 KiB vs 1.91 at 4 MiB, 32@112 1.93 vs 2.57, 16@112 0.66 vs 0.96.
-FUSED_BYTES = 256 * 1024
-# Fewest tiles in a group (the products' rows), whatever FUSED_BYTES says: a 14-tile group
-# (one tile row of 56 x 56) measured a little slower than 28 (64@56: 1.38 vs 1.35 ms).
-MIN_GROUP_TILES = 24
 # A tile is computed by the transforms only when every input it reads is finite and at most
 # SCREEN_RANGE times the geometric mean of the batch entry's per-position channel maxima (and
 # below the overflow bound, `overflow_bound`); else directly (`repair_tiles`). The transforms mix a
@@ -101,31 +89,6 @@ MIN_GROUP_TILES = 24
 # keeps them finite and right. The same range as the weights' rule for "auto"
 # (conv_algorithm.AUTO_MAX_RANGE).
 SCREEN_RANGE = 1000.0
-
-
-@functools.cache
-def winograd_variant(name: str) -> tuple[int, bool]:
-    """(m of F(m, 3), fused) of a "winograd..." name."""
-    parts = name.split("-")[1:]
-    sizes = [int(x[1:]) for x in parts if x[:1] == "f" and x[1:].isdigit()]
-    return (sizes[0] if sizes else DEFAULT_M), "fused" in parts
-
-
-def matrices(m: int, r: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(A^T [m, alpha], G [alpha, r], B^T [alpha, alpha]) of F(m, r) in float64, from wincnn's
-    Cook-Toom construction (exact rationals, then converted). F(1, 1) is the identity."""
-    if r == 1:
-        one = np.ones((1, 1))
-        return one, one, one
-    import wincnn  # sympy: only when a Winograd lowering is compiled
-    from sympy import Rational
-
-    if m + r - 2 > len(POINTS):
-        raise ValueError(f"F({m}, {r}) needs {m + r - 2} interpolation points; "
-                         f"{len(POINTS)} are defined")
-    pts = [Rational(p) for p in POINTS[:m + r - 2]]
-    at, g, bt, _ = wincnn.cookToomFilter(pts, m, r)
-    return tuple(np.array(x.tolist(), dtype=np.float64) for x in (at, g, bt))
 
 
 def weights_array(op):
@@ -169,7 +132,7 @@ def transformed_weights(wt: np.ndarray, ms) -> np.ndarray:
     """U [A, C, K] = (G g G^T) for every (k, c), G per axis for F(m_d, k_d), in float64."""
     u = wt.astype(np.float64)  # [K, C, k...]
     for d, m in enumerate(ms):
-        g = matrices(m, wt.shape[2 + d])[1]
+        g = winograd_matrices(m, wt.shape[2 + d])[1]
         u = np.moveaxis(np.tensordot(g, u, axes=([1], [2 + d])), 0, 2 + d)
     k_out, c_in = wt.shape[:2]
     return u.reshape(k_out, c_in, -1).transpose(2, 1, 0)
@@ -218,7 +181,8 @@ class _Plan(ConvSizes):
     def __init__(self, op, ins, pads, m: int, fused: bool):
         super().__init__(op, ins, pads)
         self.ms = [m if k == 3 else 1 for k in self.k_sp]
-        self.mats = [matrices(mm, k) for mm, k in zip(self.ms, self.k_sp, strict=True)]
+        self.mats = [winograd_matrices(mm, k)
+                     for mm, k in zip(self.ms, self.k_sp, strict=True)]
         self.alphas = [mm + k - 1 for mm, k in zip(self.ms, self.k_sp, strict=True)]
         self.tiles = [-(-o // mm) for o, mm in zip(self.out_sp, self.ms, strict=True)]
         self.a = math.prod(self.alphas)
@@ -229,15 +193,6 @@ class _Plan(ConvSizes):
         item = onnx_d.numpy_dtype(self.elem).itemsize
         row_bytes = self.inner * self.a * (self.c + self.k) * item
         self.band = fused_band(self.tiles[0], self.inner, row_bytes) if fused else self.tiles[0]
-
-
-def fused_band(rows: int, inner: int, row_bytes: int) -> int:
-    """Tile rows per group of the fused schedule, for `rows` tile rows of `inner` tiles whose
-    V and M take `row_bytes`: as many as FUSED_BYTES holds, at least MIN_GROUP_TILES tiles'
-    worth, at most all of them (then the fused schedule is the three-stage one). Shared with
-    fft.py and the roofline."""
-    fit = max(FUSED_BYTES // row_bytes, -(-MIN_GROUP_TILES // inner), 1)
-    return min(rows, fit)
 
 
 def _bands(p: _Plan):
@@ -366,7 +321,8 @@ def _winograd_growth(p, u_np) -> float:
     return g_in * p.c * u_max * g_out
 
 
-def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = DEFAULT_M, fused: bool = False):
+def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = WINOGRAD_DEFAULT_M,
+                   fused: bool = False):
     """Lower the Conv `op` (which `applies` accepted; `pads`: its begin pads, auto_pad
     resolved) with F(m, 3); returns the output."""
     p = _Plan(op, ins, pads, m, fused)
