@@ -59,7 +59,7 @@ from functools import partial
 import numpy as np
 
 import compilerkit as ck
-from compilerkit import conformance as cf
+from compilerkit.measure import conformance as cf
 from compilerkit.measure import profile as prof
 from compilerkit.measure import timing
 from compilerkit.oracle import ort_session

@@ -30,8 +30,8 @@ import onnxruntime as ort
 
 import compilerkit as ck
 from compilerkit.backends import cuda_driver
-from compilerkit.conformance import light_model_path, light_models, random_inputs
 from compilerkit.measure import timing
+from compilerkit.measure.conformance import light_model_path, light_models, random_inputs
 
 
 def models(real_weights=False):

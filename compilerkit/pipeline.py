@@ -478,7 +478,7 @@ class Compilation:
     def _provenance(self, kmodule, functions: dict | None):
         """This compile's Provenance (a new one for a `kmodule` this run did not make), with
         the code's functions -> ONNX nodes."""
-        from compilerkit.provenance import Provenance
+        from compilerkit.measure.provenance import Provenance
 
         if self.provenance is None or self.provenance.modules["kernel-ir"] is not kmodule:
             self.provenance = Provenance(None, kmodule)  # native() called on its own
@@ -489,7 +489,7 @@ class Compilation:
         """The "onnx-ir" / "kernel-ir" text of `module`, printed once through the provenance
         (which records where each node's lines are): on first access, or `now` for a
         caller's module that may change after this call."""
-        from compilerkit.provenance import Provenance
+        from compilerkit.measure.provenance import Provenance
 
         if self.provenance is None:
             self.provenance = Provenance()

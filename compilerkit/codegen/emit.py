@@ -29,7 +29,7 @@ Provenance, as MLIR's `loc` would carry it: the nests of one ONNX node (lowering
 the node it came from: {function name: node name, or None for the entry point and shared
 helpers (micro-kernels, fills, the math library)}. Nodes whose functions would be identical
 share one (see `outline`); it then maps to the tuple of those nodes, first the one it was made
-for. provenance.py reads it instead of parsing function names back.
+for. measure/provenance.py reads it instead of parsing function names back.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Plain data views of compilerkit's IR for the workbench's pictures (`mlsys_viz`):
 
 - ir_view_data(cm): the stage texts, the ONNX nodes and which lines of each stage came from each
-  node (provenance.py), ready for `viz.ir_side_by_side` / `viz.ir_panes`;
+  node (measure/provenance.py), ready for `viz.ir_side_by_side` / `viz.ir_panes`;
 - loop_nest(it): one `krnl.iterate` as the list of loops it emits, outermost first (name,
   bounds, step, which original loop a tile loop splits, depth, unrolled or not) and a one-line
   summary of its body, ready for `viz.loopnest_figure`.
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections import Counter
 
 from compilerkit.dialects import krnl
-from compilerkit.provenance import FUNCTION_LINES, IR_STAGES
-from compilerkit.provenance import of as provenance_of
+from compilerkit.measure.provenance import FUNCTION_LINES, IR_STAGES
+from compilerkit.measure.provenance import of as provenance_of
 
 STAGES = ("onnx-ir", "kernel-ir", "llvm-ir", "asm", "ptx")
 LOOP_NAMES = "ijklmnpqrstuvw"
@@ -26,7 +26,7 @@ LOOP_NAMES = "ijklmnpqrstuvw"
 def ir_view_data(cm, stages=STAGES, provenance=None) -> dict:
     """{"stages": {stage: text}, "nodes": [{"name", "op"}], "ranges": {node: {stage:
     [(first, last)]}}} for a CompiledModel (or a mapping stage -> text) and the stages asked for
-    that it has. The ranges come from the IR and codegen's function record (provenance.py):
+    that it has. The ranges come from the IR and codegen's function record (measure/provenance.py):
     the CompiledModel's, or `provenance` (a provenance.Provenance) for texts; reading "asm"
     generates it if it was not yet (a second code generation)."""
     texts = getattr(cm, "stages", cm)

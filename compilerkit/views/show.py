@@ -13,8 +13,8 @@ import re
 
 from xdsl.dialects.builtin import ModuleOp
 
-from compilerkit.provenance import IR_STAGES, Provenance
-from compilerkit.provenance import of as provenance_of
+from compilerkit.measure.provenance import IR_STAGES, Provenance
+from compilerkit.measure.provenance import of as provenance_of
 
 
 def llvm_functions(llvm_ir: str) -> list[str]:
@@ -67,7 +67,7 @@ def node_excerpt(source, stage: str, nodes=None, ops=None, span: bool = False,
     LayerNorm of a whole model fits a screen.
 
     `source`: a CompiledModel, an ONNX IR module (`import_onnx`, `optimize_onnx`), or a
-    `compilerkit.provenance.Provenance` built on both modules (``Provenance(onnx_module,
+    `compilerkit.measure.provenance.Provenance` built on both modules (``Provenance(onnx_module,
     kmodule)``, the Kernel IR from `lower`: the ONNX IR says which op each node is).
     `stage`: "onnx-ir" or "kernel-ir". The nodes are chosen by `nodes` (a regular expression
     searched in each node's name, or a collection of names) and/or `ops` (ONNX op types: needs

@@ -16,7 +16,7 @@ stored tensors drawn from a seeded generator:
   not followed by one to zero mean, unit variance (data-dependent initialisation), so
   activations neither vanish nor blow up, and outputs keep depending on the input, through
   the deepest of them. One size: the files fix a 224x224 input (vgg19 is 0.57 GB).
-  The files as shipped stay where they are (``compilerkit.conformance.light_model_path``).
+  The files as shipped stay where they are (``compilerkit.measure.conformance.light_model_path``).
 * ``mobilenet_v2``, ``resnet50``, ``efficientnet_b0``: ``keras.applications`` with
   ``weights=None`` and ``classifier_activation=None`` (logits out), seeded, BatchNorm moving
   statistics set to those of a seeded calibration batch of 32 images (Keras's defaults, 0 and

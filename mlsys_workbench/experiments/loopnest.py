@@ -110,7 +110,7 @@ def compare_model(path, input_shapes=None, run_repeat: int = 5) -> dict:
     """One ONNX model end to end with each generator (loopnest first, then LLVM): compile
     seconds and stages, per-node codegen milliseconds, run time at one thread, agreement with
     onnxruntime (conformance's rtol, the absolute floor scaled by the largest output)."""
-    from compilerkit import conformance as cf
+    from compilerkit.measure import conformance as cf
     from compilerkit.oracle import ort_outputs, random_inputs
     from compilerkit.pipeline import compile_to
 

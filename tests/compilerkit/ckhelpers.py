@@ -124,7 +124,7 @@ _NODE_RESULTS: dict = {}
 
 def node_results(cases) -> list:
     """`conformance.run_node_case` for each of `cases`, each case run at most once per process."""
-    from compilerkit import conformance
+    from compilerkit.measure import conformance
 
     out = []
     for case in cases:
@@ -137,7 +137,7 @@ def node_results(cases) -> list:
 def node_test_passes(ops) -> dict:
     """Run every ONNX backend node test that uses one of `ops`; fail on any wrong answer and
     return, per op, how many cases passed (a case of several ops counts for each)."""
-    from compilerkit import conformance
+    from compilerkit.measure import conformance
 
     ops = set(ops)
     results = node_results(c for c in conformance.node_cases()

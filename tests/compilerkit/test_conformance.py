@@ -1,6 +1,6 @@
-"""`compilerkit.conformance` on tiny hand-made cases: each status (passed as given, passed as
-the constant-static variant, refused, wrong) is produced and reported as such, and the
-summaries count them."""
+"""`compilerkit.measure.conformance` on tiny hand-made cases: each status (passed as given,
+passed as the constant-static variant, refused, wrong) is produced and reported as such, and
+the summaries count them."""
 
 import time
 from types import SimpleNamespace
@@ -10,7 +10,7 @@ import onnx
 from ckhelpers import make_model
 from onnx import helper
 
-from compilerkit import conformance as cf
+from compilerkit.measure import conformance as cf
 
 
 def _case(name, model, inputs, expected):

@@ -18,8 +18,8 @@ import compilerkit as ck
 from compilerkit.backends import get_backend
 from compilerkit.codegen.emit import Emitter
 from compilerkit.dialects import krnl
+from compilerkit.measure.provenance import function_ranges
 from compilerkit.pipeline import compile_to
-from compilerkit.provenance import function_ranges
 
 
 def conv_chain(channels=(8, 8, 8), side=16, seed=0):

@@ -13,7 +13,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 import compilerkit as ck
-from compilerkit import conformance
+from compilerkit.measure import conformance
 from compilerkit.views import ir_graph_view, node_counts, onnx_graph_view
 from mlsys_viz import graph_figure, graph_layout
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 
 from compilerkit import inference as inf
-from compilerkit.conformance import ort_session
+from compilerkit.measure.conformance import ort_session
 
 
 def _net(layers, c_in=1, seed=0, name="net"):

@@ -1,4 +1,4 @@
-"""Real models against onnxruntime (rtol 1e-3, atol 1e-5), run by `compilerkit.conformance`:
+"""Real models against onnxruntime (rtol 1e-3, atol 1e-5), run by `compilerkit.measure.conformance`:
 the "light" architectures shipped inside the onnx package, all at -O3 (the level whose schedules
 matter) and one at -O1 (the untiled, unvectorised code path), and every ONNX model of
 `mlsys_datasets`.
@@ -24,7 +24,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import compilerkit as ck
-from compilerkit import conformance
+from compilerkit.measure import conformance
 
 MODELS = conformance.light_models()
 

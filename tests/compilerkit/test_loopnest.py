@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import compilerkit as ck
-from compilerkit import conformance as cf
+from compilerkit.measure import conformance as cf
+from compilerkit.measure.provenance import provenance
 from compilerkit.pipeline import compile_to
-from compilerkit.provenance import provenance
 
 from .ckhelpers import make_model, ort_run
 

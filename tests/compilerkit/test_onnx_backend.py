@@ -1,5 +1,6 @@
 """ONNX's own backend node tests (generated in memory from onnx.backend.test.case) through
-compilerkit, for the ops it lowers (the lowering registry), run by `compilerkit.conformance`.
+compilerkit, for the ops it lowers (the lowering registry), run by
+`compilerkit.measure.conformance`.
 Cases using features we do not compile (other dtypes, dynamic shapes, non-constant parameters)
 are counted, not hidden: the test asserts floors on the pass counts, that every lowered op
 passes at least one case, and that every supported-op case either passes or
@@ -11,7 +12,7 @@ A case refused as given is retried as onnx-mlir's "constant-input" + "static" va
 import pytest
 from ckhelpers import node_results
 
-from compilerkit import conformance
+from compilerkit.measure import conformance
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """ONNX's own test-data folders `simple/`, `pytorch-converted/` and `pytorch-operator/` (small
 models with stored inputs and outputs, shipped in the onnx package) through compilerkit, beside
-the node tests (test_onnx_backend.py), run by `compilerkit.conformance.run_data_folders`.
+the node tests (test_onnx_backend.py), run by `compilerkit.measure.conformance.run_data_folders`.
 
 Most of them are PyTorch exports of opset 6, which compilerkit upgrades on import; the answers
 are compared with the outputs stored next to the models (computed by PyTorch), not with
@@ -11,7 +11,7 @@ from the stored inputs (input_shapes), as a user would: both count as given."""
 
 import pytest
 
-from compilerkit import conformance
+from compilerkit.measure import conformance
 
 
 @pytest.mark.slow

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import compilerkit as ck
-from compilerkit.conformance import light_model_path, random_inputs
 from compilerkit.dialects import krnl
 from compilerkit.krnl_passes.parallelize import ParallelizePass
 from compilerkit.krnl_passes.tile_matmul import TileMatmulPass
 from compilerkit.krnl_passes.unroll_small import UnrollSmallPass
+from compilerkit.measure.conformance import light_model_path, random_inputs
 
 THREADS = (1, 2, 3, 4)
 

@@ -2,8 +2,8 @@
 
 Checked on a 2-node model (MatMul then Relu) whose listings are small enough to count by hand,
 on hand-written asm and PTX snippets with hand-made function records, and on the datasets and
-light models against facts found independently of provenance.py (the tags a text search finds,
-the ONNX file's node names, the functions the listing defines)."""
+light models against facts found independently of measure/provenance.py (the tags a text
+search finds, the ONNX file's node names, the functions the listing defines)."""
 
 import re
 
@@ -18,10 +18,9 @@ import compilerkit as ck
 from compilerkit.backends import get_backend
 from compilerkit.codegen.emit import emit_host
 from compilerkit.codegen.gpu import emit_gpu
-from compilerkit.conformance import light_model_path, random_inputs
 from compilerkit.dialects import krnl
-from compilerkit.onnx_passes.single_node import main_func
-from compilerkit.provenance import (
+from compilerkit.measure.conformance import light_model_path, random_inputs
+from compilerkit.measure.provenance import (
     Provenance,
     asm_function_lines,
     function_ranges,
@@ -32,6 +31,7 @@ from compilerkit.provenance import (
     provenance,
     ptx_function_lines,
 )
+from compilerkit.onnx_passes.single_node import main_func
 from compilerkit.views import ir_view_data
 
 

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import compilerkit as ck
 from compilerkit.measure.compare import op_comparison, op_comparison_figure, profile_overhead
-from compilerkit.provenance import Provenance
+from compilerkit.measure.provenance import Provenance
 from compilerkit.views.passes import pass_trace, trace_table
 from compilerkit.views.show import node_excerpt
 

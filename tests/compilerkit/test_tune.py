@@ -98,7 +98,7 @@ def test_conv_as_matmul_nest():
     assert (m, k) == (16, 8 * 9)
     s, _ = step_schedule(task.default(), 2, ACTIONS.index("split_2"))
     cm = Measurer().compile(task, s)
-    from compilerkit.conformance import ort_outputs
+    from compilerkit.measure.conformance import ort_outputs
 
     x = task.arrays()
     want = ort_outputs(task.model.SerializeToString(), {"x": x[0]})[0]

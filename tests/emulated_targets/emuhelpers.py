@@ -9,8 +9,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import compilerkit as ck
-from compilerkit.conformance import light_model_path as light  # noqa: F401 (used by tests)
-from compilerkit.conformance import random_inputs as feeds_for
+from compilerkit.measure.conformance import light_model_path as light  # noqa: F401 (used by tests)
+from compilerkit.measure.conformance import random_inputs as feeds_for
 
 TARGETS = ("s390x", "ppc64")
 

@@ -22,7 +22,7 @@ import numpy as np
 
 
 def _cases_by_op():
-    from compilerkit.conformance import _arrays, case_op, node_cases
+    from compilerkit.measure.conformance import _arrays, case_op, node_cases
 
     by_op = {}
     for c in node_cases():
@@ -38,7 +38,7 @@ def _cases_by_op():
 
 
 def _is_parameter(model, name: str) -> bool:
-    from compilerkit.conformance import PARAMS
+    from compilerkit.measure.conformance import PARAMS
 
     return any(node.input[k] == name for node in model.graph.node
                for k in PARAMS.get(node.op_type, ()) if k < len(node.input))

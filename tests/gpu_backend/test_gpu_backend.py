@@ -16,7 +16,7 @@ import pytest
 
 import compilerkit as ck
 from compilerkit.backends import cuda_driver
-from compilerkit.conformance import light_model_path, light_models, random_inputs
+from compilerkit.measure.conformance import light_model_path, light_models, random_inputs
 
 LIGHT_MODELS = light_models()
 
@@ -171,7 +171,7 @@ def test_conv_kernels_all_run_on_threads_with_their_outer_indices():
 @pytest.mark.gpu
 @pytest.mark.parametrize("group", [1, 4, 64])
 def test_conv_matches_onnxruntime(group):
-    from compilerkit.conformance import ort_session
+    from compilerkit.measure.conformance import ort_session
 
     model = _conv_model(group=group)
     x = np.random.default_rng(group).standard_normal((1, 64, 56, 56)).astype(np.float32)
