@@ -20,10 +20,11 @@ chose, and the issue's two goals (2-D layers):
     python benchmarks/winograd_bench.py --section fft [--repeat 5]
 
 FFT section (lowering/fft.py): 3-D Convs with 5^3 and 7^3 kernels ('same' pads, bias, ReLU),
-"fft" (fft.choose_tile's tile), "fft-t8", "fft-t16", against "im2col", "classic" (conv.py's
-choice; "direct" takes no Conv with more than DIRECT_MAX_TAPS taps, so on these layers it is
-"classic") and onnxruntime, timed the same way; writes benchmarks/results/fft_bench.json
-with the issue's goal (FFT >= 2x direct/classic on 5^3 and up) per layer.
+"fft" (conv_tiles.choose_fft_tile's tile), "fft-t8", "fft-t16", against "im2col", "classic"
+(conv.py's choice; "direct" takes no Conv with more than DIRECT_MAX_TAPS taps, so on these
+layers it is "classic") and onnxruntime, timed the same way; writes
+benchmarks/results/fft_bench.json with the issue's goal (FFT >= 2x direct/classic on 5^3 and
+up) per layer.
 
     python benchmarks/winograd_bench.py --section sweep [--repeat 5] [--only "2d k3 64@56"]
 
@@ -93,7 +94,7 @@ def model_row(name, repeat):
 def fft_section(args):
     """The FFT rows: every algorithm of FFT_ALGOS and onnxruntime on FFT_LAYERS, same run."""
     from compilerkit import roofline
-    from compilerkit.lowering import fft
+    from compilerkit.conv_tiles import choose_fft_tile
     from compilerkit.measure.machine import measured_machine
 
     machine = measured_machine()  # measured once, then cached
@@ -105,7 +106,7 @@ def fft_section(args):
         ref = sess.run(None, {"x": x})[0]
         fns = {"onnxruntime": lambda s=sess, x=x: s.run(None, {"x": x})}
         row = {"layer": name, "c_in": c_in, "c_out": c_out, "hw": hw, "kernel": ks,
-               "fft_tile": fft.choose_tile(c_in, c_out, [ks] * 3, [hw] * 3),
+               "fft_tile": choose_fft_tile(c_in, c_out, [ks] * 3, [hw] * 3),
                "gflop_direct": 2 * c_in * c_out * ks ** 3 * hw ** 3 / 1e9, "error": {},
                "compile_s": {}}
         compile_variants(m, x, ref, FFT_ALGOS, row, fns)

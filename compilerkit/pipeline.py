@@ -19,7 +19,7 @@ it Kernel IR) and the input is taken as that stage's output: ONNX IR as already 
 planned if they are not yet, on a copy: a caller's module is only read).
 
 `compilerkit.compile`, `compile_kernel`, `import_onnx`, `optimize_onnx`, `lower`, `to_llvm`,
-the command line (`python -m compilerkit`) and `backends.emulated.compile_with_host_bytes` are
+the command line (`python -m compilerkit`) and `endianness.compile_with_host_bytes` are
 thin calls into `Compilation`, so they cannot drift apart. After Kernel IR the chosen code
 generator (CODEGENS; the interface is codegen/interface.py) returns its stage products, and
 `Compilation.native` builds the CompiledModel from them, the same for every generator; LLVM's

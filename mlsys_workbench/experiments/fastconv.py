@@ -157,12 +157,12 @@ def summary(rows) -> dict:
 
 # ---- by hand ---------------------------------------------------------------------------------
 def winograd_by_hand(m: int = 2, seed: int = 0) -> dict:
-    """F(m, 3) on one 2-D tile with the matrices wincnn computes (lowering/winograd.matrices):
+    """F(m, 3) on one 2-D tile with the matrices wincnn computes (conv_tiles.winograd_matrices):
     d [alpha, alpha] input, g [3, 3] filter, U = G g G^T, V = B^T d B, Y = A^T (U * V) A,
     against the direct correlation y[i, j] = sum d[i + u, j + v] g[u, v]."""
-    from compilerkit.lowering import winograd
+    from compilerkit.conv_tiles import winograd_matrices
 
-    at, g_mat, bt = winograd.matrices(m, 3)
+    at, g_mat, bt = winograd_matrices(m, 3)
     alpha = m + 2
     rng = np.random.default_rng(seed)
     d = rng.integers(-3, 4, (alpha, alpha)).astype(np.float64)

@@ -17,8 +17,9 @@ from onnx import helper
 
 import compilerkit as ck
 from compilerkit.backends.host import host_target
+from compilerkit.conv_tiles import choose_fft_tile, fft_variant
 from compilerkit.lowering import fft
-from compilerkit.lowering.conv_algorithm import ALGORITHMS, FFT, choose, fft_variant
+from compilerkit.lowering.conv_algorithm import ALGORITHMS, FFT, choose
 from compilerkit.pipeline import compile_to
 
 N = helper.make_node
@@ -250,9 +251,9 @@ def test_kernel_ir_is_fft_and_pruned():
 def test_choose_tile():
     """The modelled choice prefers larger tiles for more channels' products and the
     t that a 5^3 kernel on 32^3 measured fastest (16: benchmarks/winograd_bench.py)."""
-    assert fft.choose_tile(16, 16, [5, 5, 5], [32, 32, 32]) == 16
-    assert fft.choose_tile(16, 16, [9, 9, 9], [32, 32, 32]) in (16, 32)
-    assert all(t > 9 for t in [fft.choose_tile(4, 4, [9, 9], [40, 40])])
+    assert choose_fft_tile(16, 16, [5, 5, 5], [32, 32, 32]) == 16
+    assert choose_fft_tile(16, 16, [9, 9, 9], [32, 32, 32]) in (16, 32)
+    assert all(t > 9 for t in [choose_fft_tile(4, 4, [9, 9], [40, 40])])
 
 
 def test_names():

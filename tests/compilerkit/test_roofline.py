@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from compilerkit import conv_tiles
 from compilerkit import roofline as rl
-from compilerkit.lowering import winograd
 
 # 1 GFLOP/s and 1 GB/s at every level and for the transforms: times are FLOPs or bytes in ns
 FLAT = rl.Machine(1e9, {lv: 1e9 for lv in rl.LEVELS}, transform_flops=1e9, winograd_flops=1e9)
@@ -91,8 +91,8 @@ def test_winograd_three_stage_and_fused_hand_counted():
     three, fused = by_name(layer, "winograd-f4"), by_name(layer, "winograd-f4-fused")
     v = m = 196 * 36 * 64 * 4
     u = 589_824
-    assert winograd.MIN_GROUP_TILES == 24
-    assert 14 * 18_432 <= winograd.FUSED_BYTES < 28 * 18_432
+    assert conv_tiles.MIN_GROUP_TILES == 24
+    assert 14 * 18_432 <= conv_tiles.FUSED_BYTES < 28 * 18_432
     for st in (three, fused):
         assert st["winograd products"].flops == 2 * 36 * 196 * 64 * 64
         assert st["winograd input"].flops == 528 * 196 * 64

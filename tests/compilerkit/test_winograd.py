@@ -12,10 +12,12 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import compilerkit as ck
+from compilerkit import conv_tiles
 from compilerkit.backends.host import host_target
+from compilerkit.conv_tiles import winograd_variant
 from compilerkit.frontend import ModelError
 from compilerkit.lowering import winograd
-from compilerkit.lowering.conv_algorithm import ALGORITHMS, WINOGRAD, winograd_variant
+from compilerkit.lowering.conv_algorithm import ALGORITHMS, WINOGRAD
 from compilerkit.pipeline import compile_to
 
 N = helper.make_node
@@ -36,7 +38,7 @@ def test_f23_matrices_are_lavin_and_grays():
     """wincnn's F(2,3) from the points (0, 1, -1, inf) is Lavin & Gray's, up to the sign that
     the point at infinity's row of B^T and column of A^T take together (both flip, so every
     product is the same)."""
-    at, g, bt = winograd.matrices(2)
+    at, g, bt = conv_tiles.winograd_matrices(2)
     flip = np.diag([1, 1, 1, -1.0])
     np.testing.assert_array_equal(g, LAVIN_G)
     np.testing.assert_array_equal(flip @ bt, LAVIN_BT)
@@ -51,7 +53,7 @@ def test_f23_hand_worked():
     np.testing.assert_array_equal(LAVIN_BT @ d, [-2, 5, 1, -2])
     np.testing.assert_array_equal(LAVIN_G @ g, [1, 0, 0, -1])
     np.testing.assert_array_equal(LAVIN_AT @ ((LAVIN_G @ g) * (LAVIN_BT @ d)), [-2, -2])
-    at, gm, bt = winograd.matrices(2)
+    at, gm, bt = conv_tiles.winograd_matrices(2)
     np.testing.assert_allclose(at @ ((gm @ g) * (bt @ d)), [-2, -2], atol=1e-12)
 
 
@@ -59,7 +61,7 @@ def test_f23_hand_worked():
 def test_one_dimensional_correlation(m):
     """A^T [(G g) * (B^T d)] is the valid correlation of d (m + 2 values) with g (3)."""
     rng = np.random.default_rng(m)
-    at, g, bt = winograd.matrices(m)
+    at, g, bt = conv_tiles.winograd_matrices(m)
     assert at.shape == (m, m + 2) and g.shape == (m + 2, 3) and bt.shape == (m + 2, m + 2)
     for _ in range(5):
         d, w = rng.standard_normal(m + 2), rng.standard_normal(3)
@@ -72,7 +74,7 @@ def test_transformed_weights():
     rng = np.random.default_rng(0)
     w = rng.standard_normal((3, 2, 3, 3))
     u = winograd.transformed_weights(w, [4, 4])
-    g = winograd.matrices(4)[1]
+    g = conv_tiles.winograd_matrices(4)[1]
     assert u.shape == (36, 2, 3)
     for k in range(3):
         for c in range(2):
@@ -179,8 +181,8 @@ def test_kernel_ir_is_winograd():
     assert "winograd" not in str(compile_to("kernel-ir", model, conv_algorithm="classic"))
     fused = str(compile_to("kernel-ir", model, conv_algorithm="winograd-f2-fused"))
     # F(2,3): 28 x 28 tiles; a tile row's V and M take 28 * 16 * 128 * 4 bytes = 224 KiB
-    rows = max(winograd.FUSED_BYTES // (28 * 16 * 128 * 4),
-               -(-winograd.MIN_GROUP_TILES // 28), 1)
+    rows = max(conv_tiles.FUSED_BYTES // (28 * 16 * 128 * 4),
+               -(-conv_tiles.MIN_GROUP_TILES // 28), 1)
     assert 1 <= rows < 28
     assert f"memref<{16 * rows * 28 * 64}xf32>" in fused
 
@@ -287,8 +289,8 @@ def test_fused_groups_with_a_ragged_last_group(monkeypatch, x_shape, m):
     r = len(x_shape) - 2
     out = x_shape[2:]  # 'same' pads
     inner = int(np.prod([-(-o // m) for o in out[1:]]))
-    monkeypatch.setattr(winograd, "FUSED_BYTES", 1)
-    monkeypatch.setattr(winograd, "MIN_GROUP_TILES", 2 * inner)
+    monkeypatch.setattr(conv_tiles, "FUSED_BYTES", 1)
+    monkeypatch.setattr(conv_tiles, "MIN_GROUP_TILES", 2 * inner)
     wt = np.random.default_rng(6).standard_normal((4, x_shape[1]) + (3,) * r)
     model, x = conv_model(x_shape, wt.astype(np.float32), np.ones(4, np.float32),
                           [1] * (2 * r), "Relu")

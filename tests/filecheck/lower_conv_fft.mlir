@@ -79,7 +79,7 @@ builtin.module {
 
 // -----
 
-// 3-D 7^3 kernel, 9^3 input, pads 3, 16 channels ("fft": the tile chosen by fft.choose_tile
+// 3-D 7^3 kernel, 9^3 input, pads 3, 16 channels ("fft": the tile chosen by conv_tiles.choose_fft_tile
 // is 16; 9 + 6 <= 16, so one tile per axis). P = 16 * 16 * 9 = 2304, U [2304, 32, 32] stored
 // as one strip of 2K = 32 columns (matmul.STRIP), [2304, 1, 32, 32]. The
 // forward's first pass (along the last axis) loops only over the data slabs [3, 12) of the
