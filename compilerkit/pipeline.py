@@ -18,8 +18,8 @@ it Kernel IR) and the input is taken as that stage's output: ONNX IR as already 
 `python -m compilerkit.opt` for its passes), Kernel IR as already scheduled (its buffers are
 planned if they are not yet, on a copy: a caller's module is only read).
 
-`compilerkit.compile`, `compile_kernel`, `import_onnx`, `optimize_onnx`, `lower`, `to_llvm`,
-the command line (`python -m compilerkit`) and `endianness.compile_with_host_bytes` are
+`compilerkit.compile`, `compile_kernel`, `import_onnx`, `optimize_onnx`, `lower`, `to_llvm`, the
+command line (`python -m compilerkit`) and the byte-order demo's `compile_with_host_bytes` are
 thin calls into `Compilation`, so they cannot drift apart. After Kernel IR the chosen code
 generator (CODEGENS; the interface is codegen/interface.py) returns its stage products, and
 `Compilation.native` builds the CompiledModel from them, the same for every generator; LLVM's

@@ -249,7 +249,7 @@ COMPILERKIT_LAYERS = {
     2: ("ir", "onnx_passes", "stages", "runtime", "conv_tiles"),
     3: ("lowering", "krnl_passes", "roofline", "codegen"),
     4: ("passes", "measure.provenance", "views", "backends", "loopnest"),
-    5: ("pipeline", "specialize", "endianness"),
+    5: ("pipeline", "specialize"),
     6: ("__init__", "__main__", "opt", "tune", "inference", "measure", "measure.conformance",
         "measure.profile", "measure.compare", "measure.machine"),
 }

@@ -11,8 +11,8 @@ in the target's order (big-endian here: numpy converts them); inputs cross into 
 big-endian bytes and outputs come back the same way, converted to native numpy arrays.
 `HostBytesEmitter` is the buggy variant, built on purpose (the same `i8` arrays, but of the
 host's little-endian bytes, as onnx-mlir does when cross-compiling):
-`compilerkit.endianness.compile_with_host_bytes` compiles with it so a notebook can show what
-goes wrong.
+`mlsys_workbench.experiments.endianness.compile_with_host_bytes` compiles with it so a
+notebook can show what goes wrong.
 
 Every run is bounded: `session.timeout_s` (wall clock) and `session.max_instructions` (None
 turns the count off; counting costs about half the emulation speed) are plain attributes, and

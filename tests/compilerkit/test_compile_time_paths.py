@@ -204,7 +204,7 @@ def test_an_object_of_a_jit_module_is_refused_not_written_without_weights(model)
 def test_object_bytes_of_a_jit_compiled_model_holds_its_weights(model):
     # The JIT maps the Gemm's 40 KiB of weights from Python memory; the object the model
     # "would link" (notebook 12's helper) is emitted again with them inside, little-endian.
-    from compilerkit.endianness import object_bytes
+    from mlsys_workbench.experiments.endianness import object_bytes
 
     cm = ck.compile(model, opt_level=1, asm=False)
     obj = object_bytes(cm)

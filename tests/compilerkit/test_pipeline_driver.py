@@ -169,7 +169,7 @@ def test_host_scheduled_kernel_ir_gets_the_gpu_mapping_on_a_copy(model):
 # ---- the endianness demo is an option of the same pipeline ------------------------------------
 
 def test_host_bytes_is_an_emitter_option_not_a_copy_of_the_pipeline(model):
-    from compilerkit import endianness
+    from mlsys_workbench.experiments import endianness
 
     source = inspect.getsource(endianness.compile_with_host_bytes)
     assert "compile_to" in source and "_signature" not in inspect.getsource(endianness)

@@ -25,7 +25,7 @@ from emuhelpers import (
 )
 
 import compilerkit as ck
-from compilerkit.endianness import compile_with_host_bytes, object_bytes
+from mlsys_workbench.experiments.endianness import compile_with_host_bytes, object_bytes
 
 
 def _expected():

@@ -2,9 +2,10 @@
 in the host's byte order on purpose, and the ELF object a compiled model runs from, to look for
 a constant's bytes in it.
 
-These call the stage driver, so they sit beside it (a layer above the backends); the buggy
-codegen itself is `backends.emulated.HostBytesEmitter`, and the ELF readers (`hexdump`,
-`locate`, `section_bytes`) are in backends/emulated.py.
+Demo code, so it lives with the experiments rather than in compilerkit's pipeline; the buggy
+codegen itself is `compilerkit.backends.emulated.HostBytesEmitter` (the stage driver's
+`emitter` option), and the ELF readers (`hexdump`, `locate`, `section_bytes`) are in
+compilerkit/backends/emulated.py.
 """
 
 from __future__ import annotations
