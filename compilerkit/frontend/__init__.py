@@ -290,17 +290,9 @@ def import_model(model, input_shapes: dict | None = None,
                          "the file may be corrupt") from None
 
 
-def _import(proto, base_dir, input_shapes, max_bytes, max_unroll=None) -> ModuleOp:
-    budget = DEFAULT_MAX_BYTES if max_bytes is None else check_max_bytes(max_bytes)
-    input_shapes = check_input_shapes(input_shapes)
-    # If, Loop and Scan are unrolled and inlined first (control_flow.py): what follows sees
-    # one flat graph; `cf_tags` marks the nodes of conditional regions for the lowering.
-    proto, cf_tags = expand_control_flow(
-        proto, lambda p: _fix_input_shapes(_light_copy(p, base_dir, budget), input_shapes,
-                                           {t.name for t in p.graph.initializer}),
-        inference_message, max_unroll)
-    # Sequences and optionals known when compiling become lists of tensors (sequences.py).
-    proto, _ = rewrite_sequences(proto, input_shapes)
+def _refuse_unsupported(proto) -> None:
+    """Refuse what compilerkit does not compile: foreign domains, names no ONNX operator has,
+    subgraphs outside If/Loop/Scan, graph inputs and outputs that are not tensors."""
     # What compilerkit does not compile is refused as unsupported before the hygiene checks,
     # which would otherwise misread it (a subgraph's outer-scope reads look unsorted to the
     # checker; a sequence input has no tensor shape).
@@ -331,17 +323,12 @@ def _import(proto, base_dir, input_shapes, max_bytes, max_unroll=None) -> Module
                 raise UnsupportedOpError(
                     f"graph {what} {text(vi.name)!r} is a {kind.replace('_type', '')}, not a "
                     "tensor; compilerkit compiles tensors only")
-    if proto.graph.sparse_initializer:
-        proto = _densified(proto, base_dir, budget)
-    opset = model_opset(proto)
-    check_graph(proto)
-    upgraded_from = None
-    if opset < MIN_OPSET:  # checked as it came, then upgraded and checked again
-        proto, upgraded_from, opset = upgrade(proto, input_shapes), opset, MIN_OPSET
-    for t in proto.graph.initializer:  # sizes first: nothing below reads a tensor unchecked
-        check_dims(t, budget)
-    light = _fix_input_shapes(_light_copy(proto, base_dir, budget), input_shapes,
-                              {t.name for t in proto.graph.initializer})
+
+
+def _checked_types(proto, light) -> tuple[dict, dict]:
+    """ONNX's inferred type of every value (``light``: the model with its input shapes fixed)
+    as MLIR types, and the declared types to check once compilerkit types their values;
+    element types compilerkit cannot compile are refused, naming the input or node."""
     inferred, declared = _infer_types(light)
     producers = {o: node_label(n, k) for k, n in enumerate(proto.graph.node) for o in n.output}
     deferred = {}
@@ -371,6 +358,51 @@ def _import(proto, base_dir, input_shapes, max_bytes, max_unroll=None) -> Module
                     "supported (supported: float, double, int8/16/32/64, uint8/16, bool)")
     types = {name: t for name, t in ((n, _mlir_type(t)) for n, t in inferred.items())
              if t is not None}
+    return types, deferred
+
+
+def _constant_op(node, label, base_dir, budget, module):
+    """The onnx.Constant op of a Constant node: its one value attribute as an array."""
+    if len(node.attribute) != 1 or len(node.output) != 1:
+        raise ModelError(f"node {label!r}: a Constant needs exactly one attribute and "
+                         "one output")
+    (key, value), = [(a.name, _onnx_attr_value(a, base_dir, budget))
+                     for a in node.attribute]
+    import numpy as np
+    array = np.asarray(value, dtype=np.float32 if isinstance(value, float) or (
+        isinstance(value, list) and value and isinstance(value[0], float)) else None)
+    if key not in ("value", "value_float", "value_floats", "value_int", "value_ints",
+                   "sparse_value"):
+        raise UnsupportedOpError(f"node {label!r}: Constant with {key} not supported")
+    if array.dtype == np.int64 or key.startswith("value_int"):
+        array = array.astype(np.int64)
+    return onnx_d.make_constant(array, module, _hint(text(node.output[0])))
+
+
+def _import(proto, base_dir, input_shapes, max_bytes, max_unroll=None) -> ModuleOp:
+    budget = DEFAULT_MAX_BYTES if max_bytes is None else check_max_bytes(max_bytes)
+    input_shapes = check_input_shapes(input_shapes)
+    # If, Loop and Scan are unrolled and inlined first (control_flow.py): what follows sees
+    # one flat graph; `cf_tags` marks the nodes of conditional regions for the lowering.
+    proto, cf_tags = expand_control_flow(
+        proto, lambda p: _fix_input_shapes(_light_copy(p, base_dir, budget), input_shapes,
+                                           {t.name for t in p.graph.initializer}),
+        inference_message, max_unroll)
+    # Sequences and optionals known when compiling become lists of tensors (sequences.py).
+    proto, _ = rewrite_sequences(proto, input_shapes)
+    _refuse_unsupported(proto)
+    if proto.graph.sparse_initializer:
+        proto = _densified(proto, base_dir, budget)
+    opset = model_opset(proto)
+    check_graph(proto)
+    upgraded_from = None
+    if opset < MIN_OPSET:  # checked as it came, then upgraded and checked again
+        proto, upgraded_from, opset = upgrade(proto, input_shapes), opset, MIN_OPSET
+    for t in proto.graph.initializer:  # sizes first: nothing below reads a tensor unchecked
+        check_dims(t, budget)
+    light = _fix_input_shapes(_light_copy(proto, base_dir, budget), input_shapes,
+                              {t.name for t in proto.graph.initializer})
+    types, deferred = _checked_types(proto, light)
     g = proto.graph
     module = ModuleOp([])
     set_budget(module, budget)
@@ -407,20 +439,7 @@ def _import(proto, base_dir, input_shapes, max_bytes, max_unroll=None) -> Module
                     f"{onnx.AttributeProto.AttributeType.Name(a.type)} is not supported"
                     ) from None
         if node.op_type == "Constant":
-            if len(node.attribute) != 1 or len(node.output) != 1:
-                raise ModelError(f"node {label!r}: a Constant needs exactly one attribute and "
-                                 "one output")
-            (key, value), = [(a.name, _onnx_attr_value(a, base_dir, budget))
-                             for a in node.attribute]
-            import numpy as np
-            array = np.asarray(value, dtype=np.float32 if isinstance(value, float) or (
-                isinstance(value, list) and value and isinstance(value[0], float)) else None)
-            if key not in ("value", "value_float", "value_floats", "value_int", "value_ints",
-                           "sparse_value"):
-                raise UnsupportedOpError(f"node {label!r}: Constant with {key} not supported")
-            if array.dtype == np.int64 or key.startswith("value_int"):
-                array = array.astype(np.int64)
-            op = onnx_d.make_constant(array, module, _hint(text(node.output[0])))
+            op = _constant_op(node, label, base_dir, budget, module)
             block.add_op(op)
             values[node.output[0]] = op.results[0]
             continue
