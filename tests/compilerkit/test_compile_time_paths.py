@@ -245,9 +245,14 @@ def test_compile_keeps_the_callers_objects_out_of_full_collections():
     gc.freeze()
     try:
         mine = gc.get_freeze_count()
+        # Frozen objects still die by reference counting (another thread's frames, say), so the
+        # count may drift down a little; freezing again would add these fresh tracked objects,
+        # unfreezing would empty it.
+        fresh = [[] for _ in range(1000)]
         with caller_objects_frozen():
-            assert gc.get_freeze_count() == mine
-        assert gc.get_freeze_count() == mine  # not unfrozen by the compile
+            assert mine - 100 <= gc.get_freeze_count() <= mine
+        assert mine - 100 <= gc.get_freeze_count() <= mine  # not unfrozen by the compile
+        del fresh
     finally:
         gc.unfreeze()
     # a compile inside someone else's frozen set still gives onnxruntime's answer
