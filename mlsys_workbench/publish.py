@@ -69,7 +69,8 @@ def _remove_stale(folder: Path, keep: set[str]) -> None:
     ledger = folder / LEDGER
     if ledger.is_file():
         for name in json.loads(ledger.read_text()):
-            if name not in keep:
+            # only a plain picture name of this folder: an edited ledger never reaches outside it
+            if name not in keep and name == Path(name).name and name.endswith(".png"):
                 (folder / name).unlink(missing_ok=True)
 
 

@@ -46,6 +46,10 @@ def test_a_second_run_removes_only_the_pictures_it_published(tmp_path):
     publish(tmp_path / "run", docs)
     mine = docs / "img" / "report" / "by_hand.png"
     mine.write_bytes(b"not ours")
+    outside = docs / "keep.png"
+    outside.write_bytes(b"outside")
+    ledger = docs / "img" / "report" / "published.json"
+    ledger.write_text(json.dumps(json.loads(ledger.read_text()) + ["../../keep.png"]))
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     dropped = sorted(n for n in manifest["figures"] if n != "extra")[0]
     del manifest["figures"][dropped]
@@ -53,6 +57,7 @@ def test_a_second_run_removes_only_the_pictures_it_published(tmp_path):
     publish(tmp_path / "run", docs)
     assert not (docs / "img" / "report" / f"{dropped}.png").exists()
     assert mine.read_bytes() == b"not ours"
+    assert outside.read_bytes() == b"outside"   # an edited ledger never reaches outside
 
 
 @pytest.mark.parametrize("kind, match", [("smoke", "SMOKE=1"), ("failed", "04_x.ipynb"),
