@@ -203,62 +203,63 @@ def em_volume(shape=64, seed: int = 0, *, anisotropy: float = 4.0, cell_size: fl
 
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=4, desc="em volume", unit="stage", leave=False, disable=not progress)
-    labels = _cells(rng, shape, anisotropy, cell_size)
-    bar.update()
-    _neurites(rng, labels, anisotropy, neurites, neurite_radius, int(labels.max()) + 1)
+    # A with-block: a stage that raises still closes the bar (no stale bar in the notebook).
+    with tqdm(total=4, desc="em volume", unit="stage", leave=False,
+              disable=not progress) as bar:
+        labels = _cells(rng, shape, anisotropy, cell_size)
+        bar.update()
+        _neurites(rng, labels, anisotropy, neurites, neurite_radius, int(labels.max()) + 1)
 
-    # Sections: choose which slices are missing or shifted (never the first or last).
-    slices = rng.permutation(np.arange(1, shape[0] - 1))
-    missing = np.sort(slices[:missing_sections])
-    shifted = np.sort(slices[missing_sections:missing_sections + misaligned_sections])
-    for z in shifted:
-        dy, dx = rng.integers(-4, 5, 2)
-        labels[z] = np.roll(labels[z], (dy, dx), axis=(0, 1))
-    # Ids from 1 in order of first appearance is not needed; just make them compact.
-    _, labels = np.unique(labels, return_inverse=True)
-    labels = (labels.reshape(shape) + 1).astype(np.uint32)
+        # Sections: choose which slices are missing or shifted (never the first or last).
+        slices = rng.permutation(np.arange(1, shape[0] - 1))
+        missing = np.sort(slices[:missing_sections])
+        shifted = np.sort(slices[missing_sections:missing_sections + misaligned_sections])
+        for z in shifted:
+            dy, dx = rng.integers(-4, 5, 2)
+            labels[z] = np.roll(labels[z], (dy, dx), axis=(0, 1))
+        # Ids from 1 in order of first appearance is not needed; just make them compact.
+        _, labels = np.unique(labels, return_inverse=True)
+        labels = (labels.reshape(shape) + 1).astype(np.uint32)
 
-    bar.update()
-    aff = affinities_from_labels(labels)
-    # Membrane voxels: a neighbour (either side, any axis) belongs to another object.
-    boundary = np.zeros(shape, bool)
-    for axis in range(3):
-        lo = [slice(None)] * 3
-        hi = [slice(None)] * 3
-        lo[axis], hi[axis] = slice(None, -1), slice(1, None)
-        differ = labels[tuple(lo)] != labels[tuple(hi)]
-        boundary[tuple(lo)] |= differ
-        boundary[tuple(hi)] |= differ
-    # Image: per-object grey level, dark membranes, texture, blur, noise.
-    grey = rng.uniform(0.55, 0.85, int(labels.max()) + 1).astype(np.float32)
-    image = grey[labels]
-    image[boundary] = 0.15
-    image += np.float32(0.05) * _smooth_noise(rng, shape, 2.0, anisotropy)
-    image = ndimage.gaussian_filter(image, (blur / anisotropy, blur, blur))
-    image += np.float32(image_noise) * rng.standard_normal(shape, dtype=np.float32)
+        bar.update()
+        aff = affinities_from_labels(labels)
+        # Membrane voxels: a neighbour (either side, any axis) belongs to another object.
+        boundary = np.zeros(shape, bool)
+        for axis in range(3):
+            lo = [slice(None)] * 3
+            hi = [slice(None)] * 3
+            lo[axis], hi[axis] = slice(None, -1), slice(1, None)
+            differ = labels[tuple(lo)] != labels[tuple(hi)]
+            boundary[tuple(lo)] |= differ
+            boundary[tuple(hi)] |= differ
+        # Image: per-object grey level, dark membranes, texture, blur, noise.
+        grey = rng.uniform(0.55, 0.85, int(labels.max()) + 1).astype(np.float32)
+        image = grey[labels]
+        image[boundary] = 0.15
+        image += np.float32(0.05) * _smooth_noise(rng, shape, 2.0, anisotropy)
+        image = ndimage.gaussian_filter(image, (blur / anisotropy, blur, blur))
+        image += np.float32(image_noise) * rng.standard_normal(shape, dtype=np.float32)
 
-    bar.update()
-    # Affinity errors: smooth noise, fading membranes (gaps), spurious boundaries, weak z edges.
-    # (biased upward: like a trained network's, most edges inside a cell saturate at 1)
-    for d in range(3):
-        aff[d] += np.float32(noise) * (_smooth_noise(rng, shape, 3.0, 1.0) + np.float32(0.3))
-    if gaps:
-        gap = _blobs(rng, shape, gaps, 0.25 * cell_size, anisotropy)
-        aff[:, gap] = np.maximum(aff[:, gap], rng.uniform(0.55, 0.95, (3, int(gap.sum()))))
-    if false_boundaries:
-        cut = _blobs(rng, shape, false_boundaries, 0.25 * cell_size, anisotropy)
-        aff[:, cut] *= rng.uniform(0.2, 0.7, (3, int(cut.sum()))).astype(np.float32)
-    # z edges are less certain across serial sections: extra noise on them
-    aff[0] += np.float32(noise / 2) * _smooth_noise(rng, shape, 2.0, anisotropy)
-    for z in missing:
-        image[z] = np.float32(0.5) + np.float32(image_noise) * rng.standard_normal(shape[1:])
-        for zz in (z, z + 1):  # the z edges into and out of the blank slice
-            aff[0, zz] = 0.5 + 0.1 * rng.standard_normal(shape[1:])
-        aff[1:, z] = 0.5 + 0.2 * rng.standard_normal((2, *shape[1:]))
-    np.clip(aff, 0, 1, out=aff)
-    aff[0, 0] = aff[1, :, 0] = aff[2, :, :, 0] = 0  # no neighbour below the low faces
-    np.clip(image, 0, 1, out=image)
-    bar.update()
-    bar.close()
-    return EMVolume(image.astype(np.float32), labels, aff.astype(np.float32))
+        bar.update()
+        # Affinity errors: smooth noise, fading membranes (gaps), spurious boundaries, weak z edges.
+        # (biased upward: like a trained network's, most edges inside a cell saturate at 1)
+        for d in range(3):
+            aff[d] += np.float32(noise) * (_smooth_noise(rng, shape, 3.0, 1.0) + np.float32(0.3))
+        if gaps:
+            gap = _blobs(rng, shape, gaps, 0.25 * cell_size, anisotropy)
+            aff[:, gap] = np.maximum(aff[:, gap], rng.uniform(0.55, 0.95, (3, int(gap.sum()))))
+        if false_boundaries:
+            cut = _blobs(rng, shape, false_boundaries, 0.25 * cell_size, anisotropy)
+            aff[:, cut] *= rng.uniform(0.2, 0.7, (3, int(cut.sum()))).astype(np.float32)
+        # z edges are less certain across serial sections: extra noise on them
+        aff[0] += np.float32(noise / 2) * _smooth_noise(rng, shape, 2.0, anisotropy)
+        for z in missing:
+            image[z] = np.float32(0.5) + np.float32(image_noise) * rng.standard_normal(shape[1:])
+            for zz in (z, z + 1):  # the z edges into and out of the blank slice
+                aff[0, zz] = 0.5 + 0.1 * rng.standard_normal(shape[1:])
+            aff[1:, z] = 0.5 + 0.2 * rng.standard_normal((2, *shape[1:]))
+        np.clip(aff, 0, 1, out=aff)
+        aff[0, 0] = aff[1, :, 0] = aff[2, :, :, 0] = 0  # no neighbour below the low faces
+        np.clip(image, 0, 1, out=image)
+        bar.update()
+        return EMVolume(image.astype(np.float32), labels, aff.astype(np.float32))

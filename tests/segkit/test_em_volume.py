@@ -50,3 +50,19 @@ def test_anisotropy_and_sections():
 def test_bad_parameters_are_named(kw, match):
     with pytest.raises(ValueError, match=match):
         em_volume(**{"shape": 8, **kw})
+
+
+def test_progress_bar_is_closed_when_a_stage_raises(monkeypatch):
+    import mlsys_datasets.em as em
+    from tqdm.auto import tqdm
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("stage failed")
+
+    before = set(tqdm._instances)
+    monkeypatch.setattr(em, "_neurites", broken)
+    with pytest.raises(RuntimeError, match="stage failed") as failure:
+        em_volume(16, progress=True)
+    # The traceback keeps em_volume's frame, and its bar, alive (as a notebook's last error
+    # does): the bar must have been closed, not left to the garbage collector.
+    assert failure.traceback and set(tqdm._instances) == before
