@@ -105,12 +105,15 @@ MEASURE_TOP = 3  # the planner's measured refinement: its 3 best predicted candi
 
 
 def compare_plans(model, rows, volume_shape, caps, machine=None,
-                  measure: int = MEASURE_TOP) -> list[dict]:
+                  measure: int = MEASURE_TOP, progress: bool = False) -> list[dict]:
     """Per RAM cap: the planner's pick among the measured (algorithm, side) pairs, from
     predictions only ("pick") and with its `measure` best predicted candidates measured
     ("pick_measured"; the measurement is the row's own, the same compile and timing the
     planner would do), against the best measured pair that fits; each pick's measured
-    throughput over the best's and over the smallest valid patch's (side 1)."""
+    throughput over the best's and over the smallest valid patch's (side 1). `progress`: a
+    bar counting the caps (about 80 s for six at the notebook's full size)."""
+    from tqdm.auto import tqdm
+
     net = inf.inspect(model)
     sides = {}
     for r in rows:
@@ -118,7 +121,7 @@ def compare_plans(model, rows, volume_shape, caps, machine=None,
     by_key = {(r["algorithm"], tuple(r["patch_out"])): r for r in rows}
     smallest = [r["voxels_per_s"] for r in rows if r["side"] == 1]
     out = []
-    for cap in caps:
+    for cap in tqdm(caps, desc="RAM caps", unit="cap", disable=not progress):
         try:
             plans = {"pick": inf.plan(net, volume_shape, cap, algorithms=tuple(sides),
                                       sizes=sides, machine=machine),

@@ -153,10 +153,14 @@ def measure_layers(layers, algorithms=("pznet", "classic"), repeat=3, tensorflow
     return rows
 
 
-def measure_net(onnx_model, keras_model=None, algorithms=("pznet", "classic"), repeat=3):
+def measure_net(onnx_model, keras_model=None, algorithms=("pznet", "classic"), repeat=3,
+                progress=False):
     """The whole net: best times of compilerkit per algorithm, onnxruntime and (given the
-    Keras model) TensorFlow, ratios against both references, errors and compile times."""
+    Keras model) TensorFlow, ratios against both references, errors and compile times.
+    `progress`: a bar over its two stages, compiling and timing (about a minute in all for
+    the full-size 3-D U-Net)."""
     import onnx
+    from tqdm.auto import tqdm
 
     from compilerkit.oracle import ort_session
 
@@ -167,12 +171,16 @@ def measure_net(onnx_model, keras_model=None, algorithms=("pznet", "classic"), r
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     sess = ort_session(proto.SerializeToString())
     ref = sess.run(None, {inp.name: x})[0]
-    fns, errors, compile_s = _compiled(proto, algorithms, x, ref, {inp.name: shape})
-    fns["onnxruntime"] = lambda: sess.run(None, {inp.name: x})
-    if keras_model is not None:
-        fns["tensorflow"] = _tf_model(keras_model, tuple(keras_model.input.shape[1:]))
-    load_before = os.getloadavg()
-    t = best_times(fns, repeat)
+    with tqdm(total=2, desc="whole net: compiling", unit="stage", disable=not progress) as bar:
+        fns, errors, compile_s = _compiled(proto, algorithms, x, ref, {inp.name: shape})
+        fns["onnxruntime"] = lambda: sess.run(None, {inp.name: x})
+        if keras_model is not None:
+            fns["tensorflow"] = _tf_model(keras_model, tuple(keras_model.input.shape[1:]))
+        bar.update()
+        bar.set_description("whole net: timing")
+        load_before = os.getloadavg()
+        t = best_times(fns, repeat)
+        bar.update()
     res = {"input": shape, "seconds": t, "max_rel_error": errors, "compile_s": compile_s,
            "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
            "over_onnxruntime": {a: t["onnxruntime"] / t[a] for a in algorithms}}
