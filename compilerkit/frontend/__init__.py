@@ -24,6 +24,7 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 from onnx import ModelProto, helper
@@ -366,14 +367,13 @@ def _constant_op(node, label, base_dir, budget, module):
     if len(node.attribute) != 1 or len(node.output) != 1:
         raise ModelError(f"node {label!r}: a Constant needs exactly one attribute and "
                          "one output")
-    (key, value), = [(a.name, _onnx_attr_value(a, base_dir, budget))
-                     for a in node.attribute]
-    import numpy as np
-    array = np.asarray(value, dtype=np.float32 if isinstance(value, float) or (
-        isinstance(value, list) and value and isinstance(value[0], float)) else None)
+    key = node.attribute[0].name
     if key not in ("value", "value_float", "value_floats", "value_int", "value_ints",
                    "sparse_value"):
         raise UnsupportedOpError(f"node {label!r}: Constant with {key} not supported")
+    value = _onnx_attr_value(node.attribute[0], base_dir, budget)
+    array = np.asarray(value, dtype=np.float32 if isinstance(value, float) or (
+        isinstance(value, list) and value and isinstance(value[0], float)) else None)
     if array.dtype == np.int64 or key.startswith("value_int"):
         array = array.astype(np.int64)
     return onnx_d.make_constant(array, module, _hint(text(node.output[0])))
