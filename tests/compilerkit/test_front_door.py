@@ -343,6 +343,14 @@ def test_sparse_constant_node_is_a_constant():
     check(m, [x], rtol=0, atol=0)
 
 
+def test_a_string_constant_node_is_refused_naming_the_node():
+    x = np.zeros((2,), F32)
+    m = make_model([N("Constant", [], ["s"], name="words", value_strings=[b"a", b"b"]),
+                    N("Relu", ["x"], ["y"])], [("x", x)], ["y"])
+    with pytest.raises(ck.UnsupportedOpError, match="words.*STRING.*not supported"):
+        ck.compile(m)
+
+
 def test_an_optional_with_a_type_attribute_is_resolved_when_compiling():
     # Optional's `type` is a TypeProto, which has no MLIR form: the optional is resolved
     # before import (frontend/sequences.py), so the attribute never reaches it.
