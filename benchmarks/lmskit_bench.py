@@ -42,7 +42,7 @@ Writes benchmarks/results/lmskit_bench.json:
 Usage: python benchmarks/lmskit_bench.py [--quick] [--section v1|v2|unet3d|calibration]
 (--quick: U-Net sides in steps of 64; a section runs only that part and merges it into the
 existing JSON: v1 ~10 min, v2 ~12 min, unet3d ~18 min on a shared 2-core machine, calibration
-~5 min on a quiet one; calibration takes --profiles FILE to keep or reuse its measurements)
+~7 min on a quiet one; calibration takes --profiles FILE to keep or reuse its measurements)
 """
 
 from __future__ import annotations
