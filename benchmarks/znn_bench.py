@@ -7,6 +7,11 @@
    best of --repeat interleaved runs, for a direct 3x3x3 net and an FFT 5x5x5 net.
 3. Brent: work and span from the 1-thread run predict the 2-thread time; error against measured.
 4. FFT against direct against TensorFlow's CPU Conv3D training step, per kernel size.
+5. Small steps: the speed-up of two threads against the step's size (2-300 ms), each
+   granularity ("edge": ZNN's task per edge; "node": a node's edges in one task), beside the
+   machine's own two-thread ceiling on perfectly parallel arithmetic measured around each case
+   (measure.parallel_ceiling). `--section small-steps` runs this part only and keeps the rest
+   of the JSON.
 0. Before all: do the compute kernels release the GIL (a Python thread's progress while each
    runs, which a loaded machine does not hide), and each kernel on 1 thread and split over 2.
 
@@ -85,6 +90,25 @@ def fft_case(kernel, channels, size, repeat, wait):
     return row
 
 
+def small_steps(repeat, quick):
+    """Section 5: the curve, and per granularity the speed-up at the step nearest 10 ms."""
+    cases = measure.CURVE[:3] if quick else measure.CURVE
+    rows = measure.small_step_curve(cases, repeat=max(repeat, 5))
+    for r in rows:
+        print(f"{r['channels']:3d} maps {r['side']:3d}^3 x{r['layers']} {r['granularity']:>4}: "
+              f"{r['tasks']:5d} tasks, 1 thread {r['t1_s'] * 1e3:7.1f} ms, 2 threads "
+              f"{r['t2_s'] * 1e3:7.1f} ms -> {r['speedup']:.2f}x (machine ceiling "
+              f"{r['machine_ceiling'][0]:.2f}-{r['machine_ceiling'][1]:.2f}x)")
+    summary = {}
+    for g in sorted({r["granularity"] for r in rows}):
+        mine = [r for r in rows if r["granularity"] == g]
+        near = min(mine, key=lambda r: abs(r["t1_s"] - 0.010))
+        summary[g] = {"step_near_10ms_s": round(near["t1_s"], 4),
+                      "speedup_near_10ms": round(near["speedup"], 3),
+                      "machine_ceiling_then": near["machine_ceiling"]}
+    return {"rows": rows, "summary": summary}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
@@ -92,7 +116,16 @@ def main(argv=None):
     parser.add_argument("--wait", type=float, default=600.0,
                         help="longest wait for a quiet CPU, all timed parts together (s)")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "znn_bench.json"))
+    parser.add_argument("--section", choices=("all", "small-steps"), default="all")
     args = parser.parse_args(argv)
+    if args.section == "small-steps":
+        out = Path(args.out)
+        result = json.loads(out.read_text()) if out.exists() else {}
+        result["small_steps"] = small_steps(args.repeat, args.quick)
+        result.setdefault("summary", {})["small_steps"] = result["small_steps"]["summary"]
+        out.write_text(json.dumps(result, indent=1, default=float))
+        print(f"wrote {out} (small_steps)")
+        return
     size = 20 if args.quick else 48
     started = time.time()
     waits = {"left": args.wait}
@@ -118,12 +151,14 @@ def main(argv=None):
     cases.append(speedup_case("FFT 5x5x5", model, x, y, "fft", args.repeat, wait))
     ffts = [fft_case(k, 8, 24 if args.quick else 32, max(2, args.repeat // 2), wait)
             for k in (3, 5, 7)]
+    wait()
+    steps = small_steps(args.repeat, args.quick)
     result = {
         "goals": {"max_relative_error_vs_tf": 1e-4, "speedup_2_threads": 1.7,
                   "brent_error": 0.15, "fft_vs_tf_for_kernels_5_and_up": 1.5},
         "gil_check": {"python_thread_rate_during_kernel_vs_sleep": gil,
                       "cpu_busy": round(measure.cpu_busy(0.5), 3)},
-        "kernel_scaling": scaling, "speedup": cases, "fft_vs_tf": ffts,
+        "kernel_scaling": scaling, "speedup": cases, "fft_vs_tf": ffts, "small_steps": steps,
         "summary": {
             "max_relative_error_vs_tf": max(c["max_relative_error_vs_tf"] for c in cases),
             "speedup_2_threads": {c["case"]: round(c["speedup_2_threads"], 3) for c in cases},
@@ -131,6 +166,7 @@ def main(argv=None):
                                       for k, v in scaling["kernels"].items()},
             "brent_error": {c["case"]: round(c["brent_error"], 4) for c in cases},
             "fft_vs_tf": {f"{f['kernel']}^3": round(f["fft_vs_tf"], 2) for f in ffts},
+            "small_steps": steps["summary"],
         },
         "quick": args.quick, "seconds": time.time() - started,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),

@@ -333,6 +333,8 @@ TOPICS = [
     ("Chunked agglomeration equals the whole volume", "31_chunked_agglomeration.ipynb",
      "chunked_rounds"),
     ("ZNN task-parallel speed-up vs Brent's bound", "33_znn_task_parallel.ipynb", "znn_brent"),
+    ("ZNN on small steps: a task per edge or per node, 2 threads over 1",
+     "33_znn_task_parallel.ipynb", "znn_small_steps"),
     ("Recursive VD2D3D vs VD2D and N4: adapted Rand F on held-out volumes",
      "32_recursive_boundary_detection.ipynb", "recursive_boundary_f"),
     ("EM pipeline: compiled boundary nets equal TensorFlow; voxels/s", "34_em_pipeline.ipynb",

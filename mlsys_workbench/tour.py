@@ -223,7 +223,7 @@ CURRICULUM = (
     Lesson("33_znn_task_parallel", "segmentation",
            "ZNN: a 3D ConvNet's training step as a task graph on every core",
            ("32_recursive_boundary_detection",),
-           full_min=0.9, smoke_min=0.6),
+           full_min=1.35, smoke_min=0.7),
     Lesson("34_em_pipeline", "segmentation",
            "image to scored segmentation: trained nets compiled by compilerkit, then agglomerated",
            ("32_recursive_boundary_detection", "31_chunked_agglomeration", "10_onnx_to_native"),

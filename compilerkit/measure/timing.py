@@ -41,7 +41,8 @@ def clock(name: str) -> Callable[[], float]:
 
 
 def samples(fns, repeat, clock_name="thread", shuffle: int | None = None, warmup: bool = True,
-            before: Callable[[], object] | None = None, budget_s: float | None = None):
+            before: Callable[[], object] | None = None, budget_s: float | None = None,
+            steady: bool = False):
     """Seconds of every timed call, round by round (the module docstring says how).
 
     `fns`: a mapping name -> callable (returns {name: [seconds, ...]}) or one callable
@@ -51,6 +52,10 @@ def samples(fns, repeat, clock_name="thread", shuffle: int | None = None, warmup
     `before`: called untimed before each timed call (a pause while another library's idle
     threads stop spinning, a garbage collection). `budget_s`: stop after the round in which
     this many wall seconds have passed since the first timed call (BUDGET_MIN_ROUNDS at least).
+    `steady`: each timed call right after an untimed call of the same callable, as in a loop
+    that runs it again and again; otherwise the contender before it decides what state it
+    starts from (a second thread's CPU that slept through a 1-thread contender, a cache another
+    contender filled).
     """
     single = not isinstance(fns, Mapping)
     table = {None: fns} if single else dict(fns)
@@ -76,6 +81,8 @@ def samples(fns, repeat, clock_name="thread", shuffle: int | None = None, warmup
                 continue
             if before is not None:
                 before()
+            if steady:
+                table[k]()
             begin = [c() for c in clocks]
             table[k]()
             end = [c() for c in reversed(clocks)][::-1]  # the first clock brackets the others
@@ -87,11 +94,12 @@ def samples(fns, repeat, clock_name="thread", shuffle: int | None = None, warmup
 
 
 def best_of(fns, repeat, clock_name="thread", shuffle: int | None = None, warmup: bool = True,
-            before: Callable[[], object] | None = None, budget_s: float | None = None):
+            before: Callable[[], object] | None = None, budget_s: float | None = None,
+            steady: bool = False):
     """Best seconds of each callable over `repeat` interleaved rounds: the minimum of
     `samples` (same arguments). {name: seconds} for a mapping, seconds for one callable; with
     several clocks a tuple of each clock's best."""
-    got = samples(fns, repeat, clock_name, shuffle, warmup, before, budget_s)
+    got = samples(fns, repeat, clock_name, shuffle, warmup, before, budget_s, steady)
     several = not isinstance(clock_name, str)
 
     def best(ts):

@@ -137,12 +137,17 @@ def filter_spectrum(w, m):
     return scipy.fft.rfftn(w, s=m, workers=1).reshape(-1)
 
 
-def irfft3_crop(spec, m, keep):
-    """Inverse of an (N, M) spectrum of an m-sized volume, cropped to [:keep] per axis."""
+def irfft3_crop(spec, m, keep, out=None):
+    """Inverse of an (N, M) spectrum of an m-sized volume, cropped to [:keep] per axis (into
+    `out` when given)."""
     N = spec.shape[0]
     full = scipy.fft.irfftn(spec.reshape(N, m[0], m[1], m[2] // 2 + 1), s=m, axes=(1, 2, 3),
                             workers=1)
-    return np.ascontiguousarray(full[:, :keep[0], :keep[1], :keep[2]])
+    crop = full[:, :keep[0], :keep[1], :keep[2]]
+    if out is None:
+        return np.ascontiguousarray(crop)
+    out[...] = crop
+    return out
 
 
 # TensorFlow's CPU MaxPool3DGrad counts inputs within this (absolute) distance of the maximum
@@ -171,6 +176,32 @@ def irfft3_pruned(spec, m, keep):
     s = scipy.fft.ifft(s, axis=0, workers=1)[:keep[0]]
     s = scipy.fft.ifft(s, axis=1, workers=1)[:, :keep[1]]
     return np.ascontiguousarray(scipy.fft.irfft(s, n=m[2], axis=2, workers=1)[:, :, :keep[2]])
+
+
+# A node's edges in one call (granularity "node"): one release of the GIL for all of them, where
+# a call per edge would take and drop it once per edge.
+@numba.njit(**_JIT)
+def corr_valid_node(xs, ws, j, out):
+    """out += sum over i of corr(xs[i], ws[i, j]): node j's in-edges; xs (cin, N, n0, n1, n2),
+    ws (cin, cout, k0, k1, k2)."""
+    for i in range(xs.shape[0]):
+        corr_valid_acc(xs[i], ws[i, j], out)
+
+
+@numba.njit(**_JIT)
+def conv_full_node(ds, ws, i, gx):
+    """gx += sum over j of conv_full(ds[j], ws[i, j]): input node i's gradient from every output
+    node's delta; ds (cout, N, L0, L1, L2)."""
+    for j in range(ds.shape[0]):
+        conv_full_acc(ds[j], ws[i, j], gx)
+
+
+@numba.njit(**_JIT)
+def corr_weight_node(x, ds, k0, k1, k2, out):
+    """out[..., j] = corr_weight(x, ds[j]) for every j: input node i's weight gradients, out a
+    (k0, k1, k2, cout) view of the layer's."""
+    for j in range(ds.shape[0]):
+        out[:, :, :, j] = corr_weight(x, ds[j], k0, k1, k2)
 
 
 @numba.njit(**_JIT)

@@ -197,6 +197,83 @@ def kernel_scaling(size: int = 48, seconds: float = 0.5) -> dict:
     return result
 
 
+def _fma_kernel():
+    import numba
+
+    @numba.njit(nogil=True, fastmath=True, cache=True)
+    def fma(a, b, c, reps):
+        for _ in range(reps):
+            for i in range(a.size):
+                c[i] += a[i] * b[i]
+    return fma
+
+
+def parallel_ceiling(seconds: float = 0.05, repeat: int = 3) -> float:
+    """What two threads reach over one on perfectly parallel vector arithmetic here: each thread
+    multiply-adds its own 8 KB arrays (in L1, nothing shared, the GIL released), about
+    ``seconds`` of work on one thread; best of ``repeat`` each, interleaved. 2.0 on two free
+    cores; less where the two logical CPUs share a physical core or the host lends the second
+    one out (a virtual machine). It bounds what any engine's two threads can show in the same
+    minute, so speed-ups are reported beside it."""
+    import threading
+
+    fma = _fma_kernel()
+    arrays = [[np.ones(2048, np.float32) for _ in range(3)] for _ in range(2)]
+    fma(*arrays[0], 1)
+    t0 = time.perf_counter()
+    fma(*arrays[0], 100)
+    reps = 2 * max(1, int(seconds / max(time.perf_counter() - t0, 1e-9) * 100 / 2))
+
+    def timed(threads):
+        pool = [threading.Thread(target=fma, args=(*arrays[t], reps // threads))
+                for t in range(threads)]
+        t0 = time.perf_counter()
+        for th in pool:
+            th.start()
+        for th in pool:
+            th.join()
+        return time.perf_counter() - t0
+    one = two = float("inf")
+    for _ in range(repeat):
+        one = min(one, timed(1))
+        two = min(two, timed(2))
+    return one / two
+
+
+# (channels, side, layers) of the small-step curve: 3x3x3 kernels, steps of about 2 to 300 ms
+CURVE = ((4, 12, 2), (6, 16, 2), (8, 16, 3), (8, 20, 3), (12, 24, 3), (12, 36, 3))
+
+
+def small_step_curve(cases=CURVE, repeat: int = 7, granularities=("edge", "node"),
+                     progress: bool = True) -> list[dict]:
+    """Speed-up of two threads over one against the step's size: per case and granularity, the
+    best wall time of a training step (a Network's second and later passes reuse its task
+    graph) of `repeat` interleaved runs at 1 and 2 threads, each right after an untimed step at
+    the same thread count, and the machine's parallel_ceiling measured just before and
+    after."""
+    from tqdm.auto import tqdm
+
+    from compilerkit.measure.timing import samples
+
+    rows = []
+    for channels, side, layers in tqdm(cases, desc="small steps", disable=not progress):
+        model, x, y = bench_model(kernel=3, channels=channels, size=side, layers=layers)
+        nets = {g: Network(model, method="direct", granularity=g) for g in granularities}
+        fns = {(g, p): partial(net.gradients, x, y, threads=p)
+               for g, net in nets.items() for p in (1, 2)}
+        before = parallel_ceiling()
+        # steady: each timed step right after one at the same thread count, as in training
+        seconds = samples(fns, repeat, "wall", steady=True)
+        after = parallel_ceiling()
+        for g, net in nets.items():
+            t1, t2 = min(seconds[(g, 1)]), min(seconds[(g, 2)])
+            rows.append({"channels": channels, "side": side, "layers": layers,
+                         "granularity": g, "tasks": len(net.build(x, y)[0]),
+                         "t1_s": t1, "t2_s": t2, "speedup": t1 / t2,
+                         "machine_ceiling": [round(before, 3), round(after, 3)]})
+    return rows
+
+
 def gil_check(size: int = 64, seconds: float = 0.3) -> dict:
     """Does a kernel hold Python's GIL?  A pure-Python thread counts while the kernel runs;
     its rate, relative to its rate while the main thread sleeps, is ~1 (or ~0.5 when the two

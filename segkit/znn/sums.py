@@ -51,6 +51,12 @@ class Accumulator:
                 partial, self._sum = self._sum, None
             value += partial  # outside the lock: numpy releases the GIL for the addition
 
+    def reset(self) -> None:
+        """Empty, for the next pass of a task graph that is run again."""
+        with self._lock:
+            self._count = 0
+            self._sum = None
+
     @property
     def done(self) -> bool:
         return self._count == self.required

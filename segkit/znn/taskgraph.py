@@ -1,12 +1,13 @@
 """A DAG of tasks run on a pool of threads, with a timeline of who ran what when.
 
-A task is a Python callable plus the tasks it waits for.  Each task keeps a count of unfinished
-predecessors behind its own small lock; a finishing task decrements its successors' counts and
-queues those that reach zero.  The ready queue is ordered by priority: the longest estimated
-path from the task to the end of the graph first (critical-path list scheduling; ZNN's task
-manager keeps a priority queue too).  Work that matters runs in numba/scipy/numpy with the GIL
-released, so the threads overlap; the Python bookkeeping per task is a few tens of
-microseconds.
+A task is a Python callable plus the tasks it waits for. Each task keeps a count of unfinished
+predecessors; a finishing task decrements its successors' counts and queues those that reach
+zero (one lock guards the counts and the queue, held for a few operations). The ready queue is
+ordered by priority: the longest estimated path from the task to the end of the graph first
+(critical-path list scheduling; ZNN's task manager keeps a priority queue too). Work that
+matters runs in numba/scipy/numpy with the GIL released, so the threads overlap; the Python
+bookkeeping per task is about ten microseconds (8.6 us per task for a graph of no-op tasks on
+one thread here), which is why Network(granularity=...) can run a node's edges as one task.
 
 ``run`` records (task, thread, start, end) for every task: the Gantt chart of the notebook and
 the task costs of the work/span model (segkit.znn.brent).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import os
+import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -38,8 +40,10 @@ class Task:
 class TaskGraph:
     def __init__(self):
         self.tasks: list[Task] = []
+        self._levels = None   # bottom_levels() by the estimates, kept until a task is added
 
     def add(self, name, fn, deps=(), **info) -> Task:
+        self._levels = None
         deps = [d for d in deps if d is not None]
         task = Task(name, fn, deps=deps, **info)
         for d in deps:
@@ -52,10 +56,15 @@ class TaskGraph:
 
     def bottom_levels(self, cost=None) -> dict:
         """Longest path (by ``cost``, default the estimates) from each task to a sink."""
+        if cost is None and self._levels is not None:
+            return self._levels
+        keep = cost is None
         cost = cost or {t: t.estimate for t in self.tasks}
         level = {}
         for task in reversed(self.topological()):
             level[task] = cost[task] + max((level[s] for s in task.succ), default=0.0)
+        if keep:
+            self._levels = level
         return level
 
     def topological(self) -> list[Task]:
@@ -98,6 +107,11 @@ def run(graph: TaskGraph, threads: int | None = None) -> tuple[list[Record], flo
 
     Returns the timeline records and the wall time.  An exception in a task stops the run and
     is raised here with the task's name; the run never hangs on a failed task.
+
+    The bookkeeping holds the GIL, so its cost per task is what limits small steps on two
+    threads: one lock guards the ready heap and the predecessor counts (held for a few
+    operations), and an idle worker sleeps in a C-level queue of wake-up tokens, one token per
+    ready task (threading.Condition, written in Python, cost twice as much per task here).
     """
     threads = default_threads() if threads is None else arguments(threads=threads)
     tasks = graph.tasks
@@ -106,55 +120,75 @@ def run(graph: TaskGraph, threads: int | None = None) -> tuple[list[Record], flo
     level = graph.bottom_levels()
     order = {t: i for i, t in enumerate(tasks)}
     waiting = {t: len(t.deps) for t in tasks}
-    locks = {t: threading.Lock() for t in tasks}
     ready = [(-level[t], order[t], t) for t in tasks if not t.deps]
     heapq.heapify(ready)
-    cond = threading.Condition()
+    lock = threading.Lock()
+    tokens = queue.SimpleQueue()   # True: a task is ready; False: stop
+    for _ in ready:
+        tokens.put(True)
     state = {"left": len(tasks), "error": None}
     records: list[Record] = []
     t0 = time.perf_counter()
 
+    def stop_all():
+        for _ in range(threads):
+            tokens.put(False)
+
     def worker(index):
+        get, put, clock, push, pop = tokens.get, tokens.put, time.perf_counter, heapq.heappush, \
+            heapq.heappop
         while True:
-            with cond:
-                while not ready and state["left"] and state["error"] is None:
-                    cond.wait()
-                if state["error"] is not None or not state["left"]:
-                    return
-                _, _, task = heapq.heappop(ready)
-            start = time.perf_counter()
+            if not get() or state["error"] is not None:
+                return
+            with lock:
+                # every True token was put after its task was pushed, so the heap is not empty
+                _, _, task = pop(ready)
+            start = clock()
             try:
                 task.fn()
             except BaseException as error:  # noqa: BLE001 - re-raised in the caller
-                with cond:
-                    state["error"] = (task, error)
-                    cond.notify_all()
+                with lock:
+                    if state["error"] is None:
+                        state["error"] = (task, error)
+                stop_all()
                 return
-            end = time.perf_counter()
+            end = clock()
             records.append(Record(task, index, start - t0, end - t0))
-            now_ready = []
-            for s in task.succ:
-                with locks[s]:
+            newly = 0
+            with lock:
+                for s in task.succ:
                     waiting[s] -= 1
-                    if waiting[s] == 0:
-                        now_ready.append(s)
-            with cond:
+                    if not waiting[s]:
+                        push(ready, (-level[s], order[s], s))
+                        newly += 1
                 state["left"] -= 1
-                for s in now_ready:
-                    heapq.heappush(ready, (-level[s], order[s], s))
-                cond.notify(len(now_ready)) if state["left"] else cond.notify_all()
+                left = state["left"]
+            if not left:
+                stop_all()
+                return
+            for _ in range(newly):
+                put(True)
 
-    if threads == 1:
+    # the calling thread is worker 0: one thread fewer to start and wake on every step
+    pool = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(1, threads)]
+    for th in pool:
+        th.start()
+    try:
         worker(0)
-    else:
-        pool = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(threads)]
-        for th in pool:
-            th.start()
+    except BaseException as error:  # an interrupt while waiting: stop the others, then raise
+        with lock:
+            if state["error"] is None:
+                state["error"] = (None, error)
+        stop_all()
+        raise
+    finally:
         for th in pool:
             th.join()
     wall = time.perf_counter() - t0
     if state["error"] is not None:
         task, error = state["error"]
+        if not isinstance(error, Exception):   # KeyboardInterrupt, SystemExit: as they came
+            raise error
         raise RuntimeError(f"znn task {task.name!r} ({task.kind}, layer {task.layer}) failed: "
                            f"{type(error).__name__}: {error}") from error
     if state["left"]:

@@ -111,3 +111,13 @@ def test_no_clock_is_named():
         timing.samples(lambda: None, 1, ())
     with pytest.raises(ValueError, match="clock must be one of"):
         timing.best_of(lambda: None, 1, ("wall", "gpu"))
+
+
+def test_steady_times_each_call_right_after_an_untimed_one_of_its_own(monkeypatch):
+    # first call of each pair: the untimed one (slow: it starts from the other's state)
+    steps = {"a": [9.0, 8.0, 1.0, 8.0, 2.0], "b": [9.0, 7.0, 3.0, 7.0, 4.0]}
+    calls = []
+    call = _fake_clock(monkeypatch, steps)
+    got = timing.samples({"a": call("a", calls), "b": call("b", calls)}, 2, "wall", steady=True)
+    assert got == {"a": [1.0, 2.0], "b": [3.0, 4.0]}
+    assert calls == ["a", "b"] + ["a", "a", "b", "b"] * 2

@@ -2,6 +2,7 @@
 trainer, and the errors it gives for models it cannot run."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -78,9 +79,20 @@ def test_a_failing_task_is_named_and_the_run_does_not_hang():
         znn.run(g, threads=2)
 
 
+def test_an_interrupt_in_a_task_stops_every_thread_and_comes_out_as_itself():
+    g = znn.TaskGraph()
+    ran = []
+    for i in range(50):   # plenty of ready work that must not all run after the interrupt
+        g.add(f"busy {i}", lambda i=i: (ran.append(i), time.sleep(0.002)))
+    g.add("interrupted", lambda: (_ for _ in ()).throw(KeyboardInterrupt()), estimate=1e9)
+    with pytest.raises(KeyboardInterrupt):
+        znn.run(g, threads=2)
+    assert len(ran) < 50
+
+
 def test_one_task_per_edge_in_each_direction():
     model, x, y = small_model()
-    graph, _ = znn.Network(model, method="direct").build(x, y)
+    graph, _ = znn.Network(model, method="direct", granularity="edge").build(x, y)
     kinds = [(t.kind, t.phase, t.layer) for t in graph.tasks]
     # layer 0: 1x2 edges forward, weight gradients only (its input is the net's input)
     assert kinds.count(("conv", "forward", 0)) == 2 and kinds.count(("conv", "backward", 0)) == 0
@@ -90,10 +102,68 @@ def test_one_task_per_edge_in_each_direction():
     assert kinds.count(("wgrad", "update", 1)) == 6
 
 
+def test_one_task_per_node_when_grouped():
+    # granularity="node": a node's edges run back to back in one task (ZNN's "convolutions
+    # converging on the same node ... with temporal locality"): one forward task per output
+    # node, one input-gradient task and one weight-gradient task per input node.
+    model, x, y = small_model()
+    graph, _ = znn.Network(model, method="direct", granularity="node").build(x, y)
+    kinds = [(t.kind, t.phase, t.layer) for t in graph.tasks]
+    assert kinds.count(("conv", "forward", 0)) == 2 and kinds.count(("conv", "backward", 0)) == 0
+    assert kinds.count(("wgrad", "update", 0)) == 1
+    assert kinds.count(("conv", "forward", 1)) == 3 and kinds.count(("conv", "backward", 1)) == 2
+    assert kinds.count(("wgrad", "update", 1)) == 2
+    # a node's task waits for every input node it reads
+    node = next(t for t in graph.tasks if t.kind == "conv" and t.layer == 1)
+    assert len(node.deps) == 2
+
+
+def test_auto_granularity_groups_small_edges_only():
+    model, _, _ = small_model(shape=(64, 64, 64, 1), layers=[keras.layers.Conv3D(2, 3)])
+    net = znn.Network(model)
+    spec = net.specs[0]
+    assert net.grouped(spec, (8, 8, 8), "direct", 1)          # 2 x 6^3 x 27 flop: microseconds
+    assert not net.grouped(spec, (64, 64, 64), "direct", 1)   # 13 Mflop an edge: milliseconds
+    assert znn.Network(model, granularity="edge").grouped(spec, (8, 8, 8), "direct", 1) is False
+    assert znn.Network(model, granularity="node").grouped(spec, (64, 64, 64), "direct", 1)
+
+
+def test_granularity_is_checked():
+    model, _, _ = small_model()
+    with pytest.raises(ValueError,
+                       match="granularity must be one of 'auto', 'edge', 'node'.*'edges'"):
+        znn.Network(model, granularity="edges")
+
+
+def test_node_kernels_equal_their_edges_summed_in_order():
+    from segkit.znn import kernels
+
+    rng = np.random.default_rng(0)
+    xs = rng.normal(size=(3, 2, 6, 7, 8)).astype(np.float32)      # cin, batch, map
+    ws = rng.normal(size=(3, 4, 2, 3, 3)).astype(np.float32)      # cin, cout, kernel
+    out = np.zeros((2, 5, 5, 6), np.float32)
+    kernels.corr_valid_node(xs, ws, 1, out)
+    ref = np.zeros_like(out)
+    for i in range(3):
+        kernels.corr_valid_acc(xs[i], ws[i, 1], ref)
+    np.testing.assert_array_equal(out, ref)
+    ds = rng.normal(size=(4, 2, 5, 5, 6)).astype(np.float32)      # cout, batch, output map
+    gx, ref = np.zeros((2, 6, 7, 8), np.float32), np.zeros((2, 6, 7, 8), np.float32)
+    kernels.conv_full_node(ds, ws, 2, gx)
+    for j in range(4):
+        kernels.conv_full_acc(ds[j], ws[2, j], ref)
+    np.testing.assert_array_equal(gx, ref)
+    dw = np.zeros((2, 3, 3, 3, 4), np.float32)
+    kernels.corr_weight_node(xs[1], ds, 2, 3, 3, dw[:, :, :, 1, :])   # a strided view
+    for j in range(4):
+        np.testing.assert_array_equal(dw[:, :, :, 1, j], kernels.corr_weight(xs[1], ds[j], 2, 3, 3))
+    assert not dw[:, :, :, [0, 2], :].any()
+
+
 # the FFT cache -----------------------------------------------------------------------------
 def test_ffts_are_computed_once_and_reused_by_every_edge():
     model, x, y = small_model()
-    net = znn.Network(model, method="fft")
+    net = znn.Network(model, method="fft", granularity="edge")
     net.gradients(x, y, threads=1)
     stats = dict(net.cache.stats)
     # images: 1 + 2 input spectra forward; gradients: 2 + 3 delta spectra backward
@@ -221,3 +291,41 @@ def test_thread_counts_that_are_not_whole_numbers_are_named():
     for threads in (2.5, 0, "2"):
         with pytest.raises(ValueError, match="threads"):
             net.gradients(x, y, threads=threads)
+
+
+@pytest.mark.parametrize("method", ["direct", "fft"])
+@pytest.mark.parametrize("granularity", ["edge", "node"])
+def test_a_graph_run_again_sees_each_passs_inputs_and_weights(method, granularity):
+    # The network builds a pass's task graph once per input shape and runs it again: each
+    # pass must read its own images, targets and weights, and hand back arrays of its own.
+    model, x, y = small_model()
+
+    def fresh(x, y):
+        return znn.Network(model, method=method, granularity=granularity).gradients(
+            x, y, threads=1)
+
+    net = znn.Network(model, method=method, granularity=granularity)
+    loss1, first = net.gradients(x, y, threads=2)
+    kept = [g.copy() for g in first]
+    graph = net.gradients(x, y, threads=2, return_run=True)[2]["graph"]
+    assert net.gradients(x, y, threads=1, return_run=True)[2]["graph"] is graph
+    x2, y2 = x[::-1].copy(), 2 * y
+    loss2, got = net.gradients(x2, y2, threads=2)
+    loss_ref, ref = fresh(x2, y2)
+    assert loss2 == pytest.approx(loss_ref, rel=1e-6) and loss2 != pytest.approx(loss1)
+    for a, b in zip(got, ref, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for a, b in zip(first, kept, strict=True):      # the first pass's arrays were not reused
+        np.testing.assert_array_equal(a, b)
+    # new weights: the same graph uses them (the FFT filters of the new version too)
+    net.step_weights({(1, "kernel"): np.full_like(net.kernels[1], 0.05)})
+    _, after = net.gradients(x, y, threads=2)
+    net.push()
+    _, ref = fresh(x, y)
+    for a, b in zip(after, ref, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    # another batch size is another graph; the forward pass equals Keras's
+    np.testing.assert_allclose(net.forward(x[:1], threads=2), model(x[:1]).numpy(),
+                               rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="target of shape"):
+        net.gradients(x, y[:, :1], threads=1)

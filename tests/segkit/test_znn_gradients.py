@@ -77,11 +77,13 @@ def build(layers, shape, seed):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(nets(), st.sampled_from(["direct", "fft"]), st.sampled_from([1, 2]))
-def test_gradients_equal_tensorflows(net, method, threads):
+@given(nets(), st.sampled_from(["direct", "fft"]), st.sampled_from([1, 2]),
+       st.sampled_from(["edge", "node"]))
+def test_gradients_equal_tensorflows(net, method, threads, granularity):
     model, x, y = build(*net)
     ref_loss, ref = tf_loss_and_grads(model, x, y)
-    loss, grads = znn.Network(model, method=method).gradients(x, y, threads=threads)
+    loss, grads = znn.Network(model, method=method, granularity=granularity).gradients(
+        x, y, threads=threads)
     assert [g.shape for g in grads] == [tuple(w.shape) for w in model.trainable_weights]
     assert loss == pytest.approx(ref_loss, rel=TOL)
     assert relative_error(grads, ref) < TOL
@@ -97,8 +99,10 @@ def test_vd2d3d_style_anisotropic_kernels_with_fft_and_direct():
     model, x, y = build(layers, (2, 5, 14, 14, 1), seed=3)
     _, ref = tf_loss_and_grads(model, x, y)
     for method in ("direct", "fft"):
-        grads = znn.gradients(model, x, y, threads=2, method=method)
-        assert relative_error(grads, ref) < TOL, method
+        for granularity in ("edge", "node"):
+            grads = znn.Network(model, method=method, granularity=granularity).gradients(
+                x, y, threads=2)[1]
+            assert relative_error(grads, ref) < TOL, (method, granularity)
 
 
 def test_large_kernel_fft_layer_matches():

@@ -28,3 +28,16 @@ def test_thread_timings_interleave_and_keep_the_best_runs_records(monkeypatch):
     assert net.calls == [2] + [1, 2] * 3              # one warm-up at the most threads
     assert got == {1: {"seconds": 4.0, "run": {"wall": 4.0}},
                    2: {"seconds": 2.0, "run": {"wall": 2.0}}}
+
+
+def test_parallel_ceiling_and_the_small_step_curve_report_what_they_measured():
+    # no speed is asserted (a loaded machine measures anything): only that both are measured
+    ceiling = measure.parallel_ceiling(seconds=0.002, repeat=1)
+    assert 0 < ceiling < float("inf")
+    rows = measure.small_step_curve([(2, 6, 1)], repeat=1, progress=False)
+    assert [r["granularity"] for r in rows] == ["edge", "node"]
+    edge, node = rows
+    assert node["tasks"] < edge["tasks"]
+    for r in rows:
+        assert r["t1_s"] > 0 and r["t2_s"] > 0 and r["speedup"] == r["t1_s"] / r["t2_s"]
+        assert len(r["machine_ceiling"]) == 2
