@@ -40,7 +40,10 @@ How it measures:
 
 Writes benchmarks/results/peer_bench.json: {"results": {model: {"t1": {engine: {"latency_s",
 "median_s", "compile_s", "calls", "rel_err"}}, "t2": {...}}}, "machine", "versions", "load"
-(load average before and after), "absent", "skipped", "settings"} and prints the table.
+(load average before and after), "machine_ceiling_t2" ({model: what two threads gained over one
+on perfectly parallel arithmetic just before and after its 2-thread rounds,
+compilerkit.measure.timing.parallel_ceiling}), "absent", "skipped", "settings"} and prints the
+table.
 """
 
 from __future__ import annotations
@@ -402,7 +405,12 @@ def bench_model(model, engines, size, rounds, budget, gap, workdir):
                 fns[e] = fn
             except Exception as err:  # noqa: BLE001 (a peer's failure is data, not a crash)
                 skipped[e] = f"{type(err).__name__}: {str(err).strip()[:300]}"
+        from compilerkit.measure.timing import parallel_ceiling  # after the pinning, as above
+
+        ceiling = [parallel_ceiling()] if threads > 1 else None
         times = measure(fns, x, rounds, budget, gap, seed=threads)
+        if ceiling:   # what two threads could gain at all, just before and after the rounds
+            row["machine_ceiling_t2"] = [round(ceiling[0], 3), round(parallel_ceiling(), 3)]
         row[f"t{threads}"] = {e: {"latency_s": min(ts), "median_s": statistics.median(ts),
                                   "compile_s": round(compile_s[e], 4), "calls": len(ts),
                                   "rel_err": float(f"{errs[e]:.3g}")}
@@ -509,6 +517,7 @@ def main(argv=None) -> dict:
     live = [e for e in engines if e in versions]
     doc = {"benchmark": "peer_bench", "machine": {**machine(), "pinned_to": cores},
            "versions": versions, "absent": absent, "skipped": {}, "results": {},
+           "machine_ceiling_t2": {},
            "settings": {"rounds": rounds, "budget_s": args.budget, "gap_s": gap,
                         "size": args.size, "quick": args.quick},
            "load": {"before": [round(v, 2) for v in os.getloadavg()]}}
@@ -523,6 +532,9 @@ def main(argv=None) -> dict:
                                        args.size, rounds, args.budget, gap, Path(workdir))
             skipped.update({e: "left out of this run (--skip)" for e in left_out.get(m, ())
                             if e in live})
+            ceiling = row.pop("machine_ceiling_t2", None)
+            if ceiling:
+                doc["machine_ceiling_t2"][m] = ceiling
             doc["results"][m] = row
             if skipped:
                 doc["skipped"][m] = skipped

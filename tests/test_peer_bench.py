@@ -37,6 +37,9 @@ def test_quick_run_writes_the_promised_shape(bench, tmp_path):
     assert len(doc["load"]["before"]) == 3 and len(doc["load"]["after"]) == 3
     assert doc["machine"]["pinned_to"] and doc["machine"]["cores"] >= 1
     assert list(doc["results"]) == list(bench.QUICK_MODELS)
+    # the machine's own two-thread ceiling beside each model's 2-thread rounds (no value asserted)
+    assert list(doc["machine_ceiling_t2"]) == list(bench.QUICK_MODELS)
+    assert all(len(c) == 2 and min(c) > 0 for c in doc["machine_ceiling_t2"].values())
     for model, row in doc["results"].items():
         assert set(row) == {"t1", "t2"}
         skipped = doc["skipped"].get(model, {})

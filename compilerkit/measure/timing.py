@@ -18,12 +18,16 @@ calling thread, time the core was lent to other processes is left out), "process
 (time.process_time, every thread of this process: user + system), "wall" (time.perf_counter).
 Several clocks at once (a tuple of names) read each around the same calls and give a tuple
 per call, the best of each clock taken on its own. `load()` is the machine's load average,
-recorded beside a measurement so a reader can tell a quiet run from a busy one.
+recorded beside a measurement so a reader can tell a quiet run from a busy one;
+`parallel_ceiling()` what two threads can gain over one here at that moment (on a virtual
+machine whose two CPUs may share a physical core it swings within minutes), recorded beside any
+two-thread speed-up.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 
@@ -127,3 +131,49 @@ def _counts(repeat, table: dict) -> dict:
 def load() -> list[float]:
     """`cat /proc/loadavg`'s three numbers (os.getloadavg), rounded to hundredths."""
     return [round(v, 2) for v in os.getloadavg()]
+
+
+_FMA: list = []   # parallel_ceiling's kernel, compiled on first use (numba, once a process)
+
+
+def _fma_kernel():
+    if not _FMA:
+        import numba
+
+        @numba.njit(nogil=True, fastmath=True)
+        def fma(a, b, c, reps):
+            for _ in range(reps):
+                for i in range(a.size):
+                    c[i] += a[i] * b[i]
+        _FMA.append(fma)
+    return _FMA[0]
+
+
+def parallel_ceiling(seconds: float = 0.05, repeat: int = 3) -> float:
+    """What two threads reach over one on perfectly parallel vector arithmetic here: each thread
+    multiply-adds its own 8 KB arrays (in L1, nothing shared, the GIL released), about
+    ``seconds`` of work on one thread; best of ``repeat`` each, interleaved. 2.0 on two free
+    cores; less where the two logical CPUs share a physical core or the host lends the second
+    one out (a virtual machine). It bounds what any engine's two threads can show in the same
+    minute, so speed-ups are reported beside it."""
+    fma = _fma_kernel()
+    arrays = [[np.ones(2048, np.float32) for _ in range(3)] for _ in range(2)]
+    fma(*arrays[0], 1)
+    t0 = time.perf_counter()
+    fma(*arrays[0], 100)
+    reps = 2 * max(1, int(seconds / max(time.perf_counter() - t0, 1e-9) * 100 / 2))
+
+    def timed(threads):
+        pool = [threading.Thread(target=fma, args=(*arrays[t], reps // threads))
+                for t in range(threads)]
+        t0 = time.perf_counter()
+        for th in pool:
+            th.start()
+        for th in pool:
+            th.join()
+        return time.perf_counter() - t0
+    one = two = float("inf")
+    for _ in range(repeat):
+        one = min(one, timed(1))
+        two = min(two, timed(2))
+    return one / two

@@ -15,6 +15,8 @@ from functools import partial
 
 import numpy as np
 
+from compilerkit.measure.timing import parallel_ceiling  # noqa: F401 (measure's API)
+
 from .brent import brent, simulate, task_costs, work_span
 from .network import Network
 
@@ -195,49 +197,6 @@ def kernel_scaling(size: int = 48, seconds: float = 0.5) -> dict:
         result[name] = {"calls": calls, "one_thread_s": one, "two_threads_s": two,
                         "ratio": one / two}
     return result
-
-
-def _fma_kernel():
-    import numba
-
-    @numba.njit(nogil=True, fastmath=True, cache=True)
-    def fma(a, b, c, reps):
-        for _ in range(reps):
-            for i in range(a.size):
-                c[i] += a[i] * b[i]
-    return fma
-
-
-def parallel_ceiling(seconds: float = 0.05, repeat: int = 3) -> float:
-    """What two threads reach over one on perfectly parallel vector arithmetic here: each thread
-    multiply-adds its own 8 KB arrays (in L1, nothing shared, the GIL released), about
-    ``seconds`` of work on one thread; best of ``repeat`` each, interleaved. 2.0 on two free
-    cores; less where the two logical CPUs share a physical core or the host lends the second
-    one out (a virtual machine). It bounds what any engine's two threads can show in the same
-    minute, so speed-ups are reported beside it."""
-    import threading
-
-    fma = _fma_kernel()
-    arrays = [[np.ones(2048, np.float32) for _ in range(3)] for _ in range(2)]
-    fma(*arrays[0], 1)
-    t0 = time.perf_counter()
-    fma(*arrays[0], 100)
-    reps = 2 * max(1, int(seconds / max(time.perf_counter() - t0, 1e-9) * 100 / 2))
-
-    def timed(threads):
-        pool = [threading.Thread(target=fma, args=(*arrays[t], reps // threads))
-                for t in range(threads)]
-        t0 = time.perf_counter()
-        for th in pool:
-            th.start()
-        for th in pool:
-            th.join()
-        return time.perf_counter() - t0
-    one = two = float("inf")
-    for _ in range(repeat):
-        one = min(one, timed(1))
-        two = min(two, timed(2))
-    return one / two
 
 
 # (channels, side, layers) of the small-step curve: 3x3x3 kernels, steps of about 2 to 300 ms
