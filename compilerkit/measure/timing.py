@@ -26,6 +26,7 @@ two-thread speed-up.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -158,6 +159,10 @@ def parallel_ceiling(seconds: float = 0.05, repeat: int = 3) -> float:
     beat it in the same minute; one that balances as it goes can, when one CPU is slower than
     the other (OpenVINO's did here: 1.5-1.8x while this read 0.75-1.19x). Speed-ups are
     reported beside it."""
+    if not (isinstance(seconds, (int, float)) and 0 < seconds < math.inf):
+        raise ValueError(f"seconds must be a positive number, got {seconds!r}")
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"repeat must be a whole number >= 1, got {repeat!r}")
     fma = _fma_kernel()
     arrays = [[np.ones(2048, np.float32) for _ in range(3)] for _ in range(2)]
     fma(*arrays[0], 1)

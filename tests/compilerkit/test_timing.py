@@ -121,3 +121,12 @@ def test_steady_times_each_call_right_after_an_untimed_one_of_its_own(monkeypatc
     got = timing.samples({"a": call("a", calls), "b": call("b", calls)}, 2, "wall", steady=True)
     assert got == {"a": [1.0, 2.0], "b": [3.0, 4.0]}
     assert calls == ["a", "b"] + ["a", "a", "b", "b"] * 2
+
+
+def test_parallel_ceiling_names_bad_arguments():
+    for bad in (0, -1.0, float("nan"), float("inf"), "1"):
+        with pytest.raises(ValueError, match="seconds must be a positive number"):
+            timing.parallel_ceiling(seconds=bad)
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="repeat must be a whole number"):
+            timing.parallel_ceiling(repeat=bad)
