@@ -103,8 +103,9 @@ def optimize_onnx(module):
 def lower(module, opt_level: int = 3, target: Target | None = None):
     """ONNX IR -> Kernel IR: lowering, the target's schedule (on CPUs: -O3 tiles matrix
     products, -O2+ unrolls short inner loops and marks parallel loops; on the GPU: the grid
-    mapping), buffer planning; the IR verifier runs once, after them all. Returns a new module:
-    `module` stays ONNX IR."""
+    mapping), buffer planning; the IR verifier runs once, after them all, with verify="all"
+    (CK_VERIFY=all; see compilerkit/pipeline.py). Returns a new module: `module` stays ONNX
+    IR."""
     driver = _driver()
     driver.check_module("lower", module, "onnx-ir")
     return driver.Compilation(target or "host", opt_level).lower(module)
@@ -122,7 +123,8 @@ def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
             asm: bool = True, max_bytes: int | None = None, max_unroll: int | None = None,
             num_threads: int | None = None, codegen: str = "llvm",
             conv_algorithm: str = "classic", schedule=None,
-            specialize_cache: int = DEFAULT_CACHE_SIZE) -> CompiledModel:
+            specialize_cache: int = DEFAULT_CACHE_SIZE, verify: str | None = None
+            ) -> CompiledModel:
     """Compile an ONNX model (path, bytes or ModelProto) for `target` at -O`opt_level`.
     `max_bytes` (default 2 GiB) is the compile budget: no tensor, and not all constants
     together, may need more; a model asking for more gets a ModelError naming the op and size
@@ -147,18 +149,21 @@ def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
     sequence or optional inputs, or sequence outputs is compiled on its first run for those
     values and again for each new one, the last `specialize_cache` forms kept: a
     SpecializedModel (compilerkit/specialize.py; a SpecializationWarning says so once).
+    `verify`: "input" verifies the IR that does not come from compilerkit's own passes, "all"
+    (a compile's own Kernel IR too, for finding compilerkit bugs) everything; None: the
+    environment's CK_VERIFY, else "input" (compilerkit/pipeline.py says which IR).
     Otherwise the same as `compile_to("native", model, ...)`."""
     driver = _driver()
     driver.check_opt_level(opt_level)
     check_num_threads(num_threads)
     driver.check_options(target, opt_level, input_shapes=input_shapes, max_bytes=max_bytes,
                          asm=asm, codegen=codegen, conv_algorithm=conv_algorithm,
-                         schedule=schedule, max_unroll=max_unroll)
+                         schedule=schedule, max_unroll=max_unroll, verify=verify)
 
     def compile_form(proto, shapes):
         cm = driver.compile_to("native", proto, target, opt_level, shapes, max_bytes, asm=asm,
                                codegen=codegen, conv_algorithm=conv_algorithm,
-                               schedule=schedule, max_unroll=max_unroll)
+                               schedule=schedule, max_unroll=max_unroll, verify=verify)
         cm.num_threads = num_threads
         return cm
 

@@ -28,11 +28,15 @@ def winograd_variant(name: str) -> tuple[int, bool]:
     return (sizes[0] if sizes else WINOGRAD_DEFAULT_M), "fused" in parts
 
 
+@functools.cache
 def winograd_matrices(m: int, r: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(A^T [m, alpha], G [alpha, r], B^T [alpha, alpha]) of F(m, r) in float64, from wincnn's
-    Cook-Toom construction (exact rationals, then converted). F(1, 1) is the identity."""
+    Cook-Toom construction (exact rationals, then converted). F(1, 1) is the identity.
+    Computed once per (m, r) and kept (sympy's exact construction takes about 15 ms, and a
+    ResNet-50 asks 64 times); the arrays are read-only, so no caller can change them."""
     if r == 1:
         one = np.ones((1, 1))
+        one.flags.writeable = False
         return one, one, one
     import wincnn  # sympy: only when a Winograd lowering is compiled or priced
     from sympy import Rational
@@ -42,7 +46,10 @@ def winograd_matrices(m: int, r: int = 3) -> tuple[np.ndarray, np.ndarray, np.nd
                          f"{len(WINOGRAD_POINTS)} are defined")
     pts = [Rational(p) for p in WINOGRAD_POINTS[:m + r - 2]]
     at, g, bt, _ = wincnn.cookToomFilter(pts, m, r)
-    return tuple(np.array(x.tolist(), dtype=np.float64) for x in (at, g, bt))
+    mats = tuple(np.array(x.tolist(), dtype=np.float64) for x in (at, g, bt))
+    for a in mats:
+        a.flags.writeable = False
+    return mats
 
 
 # ---- the fused schedule's groups (Winograd's and the FFT's) --------------------------------

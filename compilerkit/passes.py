@@ -85,21 +85,24 @@ def parse_pipeline(spec: str, option: str = "pass pipeline") -> list[ModulePass]
                           "--list-passes names the passes)") from None
 
 
-def run_passes(module, passes, after_each=None, verify_each: bool = True,
+def run_passes(module, passes, after_each=None, verify: str = "each",
                unverified=()) -> None:
     """Apply `passes` to `module` in place, verifying it after every pass (a failure is a
-    ModelError naming the pass). `after_each(pass_, module)` is called after each verified pass
-    (for tracing and timing). `verify_each=False` verifies once, after the last pass (the
-    compile driver's choice: re-verifying a real model's Kernel IR after every pass took a
-    tenth of its compile); a failure then names them all, after `unverified` (the names of
-    passes that ran before without a verification of their own); `python -m compilerkit.opt`
-    runs them one at a time."""
+    ModelError naming the pass). `after_each(pass_, module)` is called after each pass and its
+    verification (for tracing and timing). `verify="last"` verifies once, after the last pass
+    (re-verifying a real model's Kernel IR after every pass took a tenth of its compile); a
+    failure then names them all, after `unverified` (the names of passes that ran before
+    without a verification of their own). `verify="none"` verifies nothing (the compile
+    driver's choice for the Kernel IR of its own passes, unless its option verify="all"; see
+    pipeline.py). `python -m compilerkit.opt` runs them one at a time, verifying each."""
+    if verify not in ("each", "last", "none"):
+        raise ValueError(f"verify must be 'each', 'last' or 'none', got {verify!r}")
     ctx = Context()
     for k, p in enumerate(passes):
         p.apply(ctx, module)
-        if verify_each:
+        if verify == "each":
             verify_ir(module, f"pass {p.name!r}")
-        elif k == len(passes) - 1:
+        elif verify == "last" and k == len(passes) - 1:
             names = list(unverified) + [q.name for q in passes]
             verify_ir(module, "passes " + ", ".join(repr(n) for n in names))
         if after_each is not None:

@@ -31,6 +31,16 @@ the Kernel IR schedule (a tuned schedule, an algorithm chosen by a pass); `codeg
 code generator in CODEGENS; `emitter` swaps the LLVM emitter class (the endianness demo's
 HostBytesEmitter); `conv_algorithm` picks how Convs are lowered (lowering/conv_algorithm.py).
 Every stage's time goes to `.timings` and every pass's to `.pass_timings`.
+
+Verification (the option `verify`; stages.py): xDSL's verifier checks every IR that comes from
+outside compilerkit's own passes before it is compiled further (the ONNX IR as imported, the
+MLIR given, the IR after passes the caller chose: `onnx_passes`, a `schedule` other than the
+target's), and the ONNX IR after its passes (hundredths of a second). The Kernel IR that
+compilerkit's own lowering and schedule make is verified too with verify="all": a compilerkit
+bug is then a ModelError naming the stage's passes, not code computing wrong answers. Its
+verification cost a third of a second of DenseNet-121's 5 s compile, so verify="input" (the
+default) leaves it out; the environment's CK_VERIFY, when set, is the default instead, and the
+test suite sets CK_VERIFY=all (tests/conftest.py): every compile it runs verifies everything.
 """
 
 from __future__ import annotations
@@ -67,7 +77,7 @@ from compilerkit.ir import check_main, parse_ir
 from compilerkit.lowering.conv_algorithm import ALGORITHMS
 from compilerkit.onnx_passes.single_node import main_func
 from compilerkit.passes import kernel_pipeline, onnx_pipeline, parse_pipeline, run_passes
-from compilerkit.stages import Stages, verify_ir
+from compilerkit.stages import Stages, verify_ir, verify_level
 
 # In pipeline order. "asm" stands for the target's machine-code stage ("ptx" on the GPU).
 STAGES = ("onnx-ir", "kernel-ir", "llvm-ir", "asm", "obj", "lib", "native")
@@ -119,6 +129,7 @@ class Options:
     emitter: type | None = None  # an Emitter subclass for the LLVM codegen
     asm: bool = True  # "native": list the machine-code stage in `.stages` (made on first look)
     overwrite: bool = False  # stage "lib" may replace an existing C header (frontend.arguments)
+    verify: str | None = None  # "input" or "all" (the module's docstring); None: CK_VERIFY's
 
 
 def signature(func_op) -> tuple[list, list]:
@@ -266,6 +277,7 @@ def check_options(target=None, opt_level=3, **options) -> None:
     for flag in ("asm", "overwrite"):
         if flag in options:
             check_flag(flag, options[flag])
+    verify_level(options.get("verify"))
 
 
 class Compilation:
@@ -297,6 +309,11 @@ class Compilation:
     def target(self) -> Target:
         return self._target if isinstance(self._target, Target) else self.backend.target
 
+    @property
+    def verify_all(self) -> bool:
+        """Whether the Kernel IR of compilerkit's own passes is verified (option verify)."""
+        return verify_level(self.options.verify) == "all"
+
     def stage_name(self, stage: str) -> str:
         """`stage` checked for this target: "asm"/"ptx" become the target's code stage; a
         stage the target cannot produce is an OptionError saying what to ask for instead."""
@@ -323,7 +340,9 @@ class Compilation:
         return read_source(source, self.options.max_bytes)
 
     # ---- the stages ------------------------------------------------------------------------
-    def _passes(self, module, passes, stage: str, unverified=()) -> None:
+    def _passes(self, module, passes, stage: str, unverified=(), verify: bool = True) -> None:
+        """`passes` on `module` in place, each timed; the module verified after the last one
+        if `verify`."""
         mark = [time.perf_counter()]
 
         def timed(p, _module):
@@ -331,7 +350,8 @@ class Compilation:
             self.pass_timings.append((stage, p.name, now - mark[0]))
             mark[0] = now
 
-        run_passes(module, passes, after_each=timed, verify_each=False, unverified=unverified)
+        run_passes(module, passes, after_each=timed, verify="last" if verify else "none",
+                   unverified=unverified)
 
     def import_model(self, model) -> ModuleOp:
         """ONNX model -> ONNX IR as imported (verified)."""
@@ -353,7 +373,9 @@ class Compilation:
         return module
 
     def lower(self, module) -> ModuleOp:
-        """ONNX IR -> a new, scheduled and planned Kernel IR module (`module` is unchanged)."""
+        """ONNX IR -> a new, scheduled and planned Kernel IR module (`module` is unchanged),
+        verified after lowering and schedule if they are not all compilerkit's own (a
+        caller's `schedule`) or with verify="all"."""
         from compilerkit.lowering import LowerToKrnlPass, lower_to_krnl
 
         schedule = self.options.schedule
@@ -363,17 +385,18 @@ class Compilation:
             schedule = parse_pipeline(schedule)
         lowering, *rest = kernel_pipeline(self.target, self.opt_level, schedule,
                                           self.options.conv_algorithm)
+        verify = self.verify_all or self.options.schedule is not None
         assert isinstance(lowering, LowerToKrnlPass)
         t = time.perf_counter()
         # The lowering pass's out-of-place form: `module` stays ONNX IR, so the "onnx-ir"
         # stage can still be printed from it after this.
         kmodule = lower_to_krnl(module, lowering.conv_algorithm, lowering.lanes)
-        if not rest:
+        if not rest and verify:
             verify_ir(kmodule, f"pass {lowering.name!r}")
         self.pass_timings.append(("kernel-ir", lowering.name, time.perf_counter() - t))
         # One verification for the whole stage (lowering and schedule): each took a tenth of
         # a real model's compile.
-        self._passes(kmodule, rest, "kernel-ir", unverified=[lowering.name])
+        self._passes(kmodule, rest, "kernel-ir", unverified=[lowering.name], verify=verify)
         # Lowering clamps the indices it computes from data (Gather); one that does not gets
         # a run-time check here instead of a wild access (a no-op walk otherwise)
         from compilerkit.krnl_passes.guard_indices import guard_indices
@@ -384,7 +407,7 @@ class Compilation:
     def planned(self, kmodule) -> ModuleOp:
         """Kernel IR given as input: verified, and completed on a copy (a caller's module is
         only read) with what it lacks: the target's mapping (Target.completion_passes) and the
-        buffer plan."""
+        buffer plan (verified again after them with verify="all")."""
         from compilerkit.krnl_passes.guard_indices import GuardIndicesPass, unguarded
         from compilerkit.krnl_passes.plan_buffers import PlanBuffersPass
 
@@ -397,7 +420,7 @@ class Compilation:
         if not passes:
             return kmodule
         copy = private_copy(kmodule)
-        self._passes(copy, passes, "kernel-ir")
+        self._passes(copy, passes, "kernel-ir", verify=self.verify_all)
         return copy
 
     # ---- after Kernel IR: the code generator's products, then the stage asked for ----------
@@ -563,22 +586,36 @@ class Compilation:
         return kmodule
 
 
+# During a compile, a full collection every this many generation-1 collections (CPython's
+# default is 10; see caller_objects_frozen).
+FULL_COLLECTION_EVERY = 100
+
+
 @contextlib.contextmanager
 def caller_objects_frozen():
-    """Keep the caller's objects out of the garbage collector's full passes while compiling.
-    A compile makes about 10^6 short-lived IR objects, which trigger a few full (generation
-    2) collections; each one walks every object of the process, so the same MobileNetV2
-    compile took 0.04 s of collection in a fresh process and 0.6 s beside two compiled
-    models (480k objects), a third of the 3 s target. gc.freeze() moves what exists now to
-    the permanent generation (still alive, never walked) until gc.unfreeze(). Left alone when
-    the caller froze objects itself (their unfreeze is theirs to do)."""
+    """Keep the caller's objects out of the garbage collector's full passes while compiling,
+    and make those passes rarer. A compile makes about 10^6 short-lived IR objects, which
+    trigger a few full (generation 2) collections; each one walks every object of the process,
+    so the same MobileNetV2 compile took 0.04 s of collection in a fresh process and 0.6 s
+    beside two compiled models (480k objects), a third of the 3 s target. gc.freeze() moves
+    what exists now to the permanent generation (still alive, never walked) until
+    gc.unfreeze(). Frozen objects no longer count as long-lived, so CPython's rule that a full
+    collection waits until the objects promoted since the last one are a quarter of the
+    long-lived ones always held: every tenth generation-1 collection became a full one over
+    all of the compile's IR (DenseNet-121: six, 0.2 s of its 4.5 s). The third threshold is
+    FULL_COLLECTION_EVERY until the compile ends (the compile's IR is garbage only when it
+    ends; its peak memory did not grow). Left alone when the caller froze objects itself
+    (their unfreeze is theirs to do)."""
     if gc.get_freeze_count() or not gc.isenabled():
         yield False
         return
     gc.freeze()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(*thresholds[:2], max(thresholds[2], FULL_COLLECTION_EVERY))
     try:
         yield True  # the compile may freeze more of its own objects: all are unfrozen here
     finally:
+        gc.set_threshold(*thresholds)
         gc.unfreeze()
 
 
@@ -586,7 +623,8 @@ def compile_to(stage: str, source, target: str | Target | Backend = "host", opt_
                input_shapes=None, max_bytes=None, out: str | None = None, **options):
     """`source` (ONNX model or MLIR, see the module's docstring) compiled for `target` at
     -O`opt_level` up to `stage`; returns that stage's product. `out` is the library's path for
-    stage "lib". `options` are Options' fields (onnx_passes, schedule, codegen, emitter, asm)."""
+    stage "lib". `options` are Options' fields (onnx_passes, schedule, codegen, emitter, asm,
+    verify)."""
     c = Compilation(target, opt_level, input_shapes=input_shapes, max_bytes=max_bytes,
                     **options)
     return c.run(source, stage, out=out)

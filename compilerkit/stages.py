@@ -1,5 +1,6 @@
-"""`CompiledModel.stages`: an ordered, read-only mapping from stage name to its text, where a
-stage may be computed on first access.
+"""The IR verifier the stage driver runs between stages (`verify_ir`, and how much of the IR
+it verifies: `verify_level`), and `CompiledModel.stages`: an ordered, read-only mapping from
+stage name to its text, where a stage may be computed on first access.
 
 The assembly listing needs a second run of LLVM's code generator over the whole module (the
 JIT already ran one to produce machine code), which costs about as much as the JIT itself;
@@ -11,11 +12,19 @@ LaterStages makes the LLVM IR and machine code of a JIT compile).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 from xdsl.utils.exceptions import DiagnosticException
 
+from compilerkit.frontend.arguments import OptionError, check_choice
 from compilerkit.frontend.checks import ModelError
+
+# How much IR a compile verifies (the option `verify`; pipeline.py's docstring says which IR):
+# "input" (the default) what comes from outside compilerkit's own passes, "all" the IR after
+# every stage's passes too. CK_VERIFY_ENV, when set, is the default (the test suite sets "all").
+VERIFY_LEVELS = ("input", "all")
+CK_VERIFY_ENV = "CK_VERIFY"
 
 
 def verify_ir(module, stage: str) -> None:
@@ -26,6 +35,20 @@ def verify_ir(module, stage: str) -> None:
         module.verify()
     except DiagnosticException as e:
         raise ModelError(f"the IR after {stage} does not verify: {e}") from None
+
+
+def verify_level(value: str | None) -> str:
+    """The verify level `value` (one of VERIFY_LEVELS), or for None the environment's
+    (CK_VERIFY), else "input"; an OptionError names a wrong one."""
+    if value is not None:
+        return check_choice("verify", value, VERIFY_LEVELS)
+    env = os.environ.get(CK_VERIFY_ENV)
+    if not env:
+        return "input"
+    if env not in VERIFY_LEVELS:
+        raise OptionError(f"{CK_VERIFY_ENV} must be one of {', '.join(VERIFY_LEVELS)}, got "
+                          f"{env!r}")
+    return env
 
 
 class Stages(Mapping):

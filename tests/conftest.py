@@ -1,9 +1,14 @@
-"""Suite-wide settings: quiet TensorFlow, and where the repository is."""
+"""Suite-wide settings: quiet TensorFlow, every compile verifying all its IR, and where the
+repository is."""
 
 import os
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# compilerkit verifies its own Kernel IR only with verify="all" (compilerkit/pipeline.py): the
+# suite's compiles, and the processes it starts, do, so a compilerkit bug fails as a ModelError
+# naming the passes instead of passing unnoticed or as a wrong answer.
+os.environ.setdefault("CK_VERIFY", "all")
 
 REPO = Path(__file__).resolve().parents[1]
 

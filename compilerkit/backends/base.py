@@ -34,6 +34,28 @@ def init_llvm(all_targets: bool = False) -> None:
     _LLVM_READY.add(kind)
 
 
+def reserve_address_space(nbytes: int, what: str) -> None:
+    """A MemoryError naming `what` unless `nbytes` of address space can be mapped now.
+
+    Why: the native engines the backends drive end the process, from C, when an allocation
+    fails: Unicorn (QEMU, emulator.py) when it cannot map its translation buffer ("Could not
+    allocate dynamic translator buffer", exit status 1), LLVM's C++ when its stages run short
+    (host.py's LLVM_HEADROOM), under an address space limit (`ulimit -v`, a container's) or
+    when the address space is used up; no Python error can be raised there. So the space is
+    mapped (not touched: no memory is used) and unmapped here first. Another thread may take
+    it in between: this narrows the window, it cannot close it. It lives here, not in
+    emulator.py, so that the host backend does not import Unicorn for it."""
+    import mmap
+
+    try:
+        mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS).close()
+    except (OSError, OverflowError, ValueError) as error:
+        raise MemoryError(f"{what} needs {nbytes / 2**20:.0f} MiB of address space and the "
+                          f"process cannot map that much now ({error}): raise the address "
+                          "space limit (ulimit -v) or free compiled models (close() them, or "
+                          "drop them)") from None
+
+
 @contextlib.contextmanager
 def without_lsr():
     """Run LLVM code generation (object, assembly, MCJIT finalisation) for the CPU backends

@@ -45,6 +45,7 @@ from unicorn import (
 from unicorn import ppc_const as ppc
 from unicorn import s390x_const as s390x
 
+from .base import reserve_address_space
 from .elf_loader import Image, load_object
 
 PAGE = 0x1000
@@ -132,26 +133,6 @@ def _pages(size: int) -> int:
 # for the guest (QEMU's CPU state, page tables, softmmu TLBs; measured about 20 MiB for both
 # architectures), with room to spare: reserve_address_space() asks for it all up front.
 UNICORN_OVERHEAD = 48 << 20
-
-
-def reserve_address_space(nbytes: int, what: str) -> None:
-    """A MemoryError naming `what` unless `nbytes` of address space can be mapped now.
-
-    Why: Unicorn (QEMU) ends the process, from C, when it cannot map its translation buffer
-    ("Could not allocate dynamic translator buffer", exit status 1) under an address space
-    limit (`ulimit -v`, a container's) or when the address space is used up; no Python error
-    can be raised there. So the space is mapped (not touched: no memory is used) and unmapped
-    here first. Another thread may take it in between: this narrows the window, it cannot
-    close it."""
-    import mmap
-
-    try:
-        mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS).close()
-    except (OSError, OverflowError, ValueError) as error:
-        raise MemoryError(f"{what} needs {nbytes / 2**20:.0f} MiB of address space and the "
-                          f"process cannot map that much now ({error}): raise the address "
-                          "space limit (ulimit -v) or free compiled models (close() them, or "
-                          "drop them)") from None
 
 
 def _weak_hook(method):

@@ -21,6 +21,7 @@ from compilerkit.backends.base import (
     Backend,
     Target,
     init_llvm,
+    reserve_address_space,
     run_default_pipeline,
     without_lsr,
 )
@@ -47,8 +48,6 @@ LLVM_HEADROOM = 32 << 20
 def _llvm_headroom(what: str) -> None:
     """A MemoryError naming `what` unless LLVM_HEADROOM of address space can be mapped now
     (under `ulimit -v`, a container's limit, or in a forked child with no room)."""
-    from compilerkit.backends.emulator import reserve_address_space
-
     reserve_address_space(LLVM_HEADROOM, what)
 
 

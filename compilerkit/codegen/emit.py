@@ -147,6 +147,25 @@ class BytesConstant(ir.Constant):
 
 
 
+class NestKey:
+    """A nest key (Emitter.nest_key: a nested tuple) whose hash is computed once: Python does
+    not keep a tuple's hash, and `outline` looks a key up to three times, each lookup hashing
+    the whole key, xDSL attributes field by field."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value: tuple):
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return (type(other) is NestKey and other._hash == self._hash
+                and other.value == self.value)
+
+
 def defined_inside(nests) -> set:
     """Every value the ops `nests` (and the ops nested in them) define: results and block
     arguments. What they use from elsewhere is what a function made of them must be passed."""
@@ -667,10 +686,9 @@ class Emitter:
                         for a in blk.args:
                             ids[a] = len(ids)
         try:
-            hash(key := tuple(out))
+            return NestKey(tuple(out))
         except TypeError:  # an attribute that cannot be hashed
             return None
-        return key
 
     @staticmethod
     def node_of(nests):

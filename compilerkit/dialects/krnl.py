@@ -19,6 +19,7 @@ before the nest, runs the outermost emitted loop's iterations on threads (Parall
 
 from __future__ import annotations
 
+import functools
 import math
 
 from xdsl.dialects.builtin import (
@@ -32,7 +33,15 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Block, Dialect, ParametrizedAttribute, Region, TypeAttribute
+from xdsl.ir import (
+    Attribute,
+    Block,
+    Dialect,
+    Operation,
+    ParametrizedAttribute,
+    Region,
+    TypeAttribute,
+)
 from xdsl.irdl import (
     IRDLOperation,
     attr_def,
@@ -54,6 +63,30 @@ from xdsl.utils.exceptions import VerifyException
 from compilerkit.dialects.krnl_ranges import ints_of  # noqa: F401 (krnl.ints_of: API)
 
 
+def int_attr(value: int, type_: Attribute = i64) -> IntegerAttr:
+    """IntegerAttr(value, type_), one shared instance per Python int and type: attributes are
+    immutable, and making one took about 6 us, a tenth of lowering a real model (every loop
+    nest's bounds, every index constant)."""
+    if type(value) is not int:
+        return IntegerAttr(value, type_)
+    return _int_attr(value, type_)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _int_attr(value: int, type_: Attribute) -> IntegerAttr:
+    return IntegerAttr(value, type_)
+
+
+def _build(op, operands=(), result_types=(), attributes=None, regions=()) -> None:
+    """`op` made from its operands, result types, attributes and regions as they are stored
+    (variadic operands flattened): Operation's constructor without IRDL's generic builder,
+    which took two thirds of the time of making the ops a loop nest is built of. For the krnl
+    ops that have neither properties nor more than one variadic group; the verifier checks
+    what the builder would have."""
+    Operation.__init__(op, operands=operands, result_types=result_types,
+                       attributes=attributes or {}, regions=regions)
+
+
 @irdl_attr_definition
 class LoopType(ParametrizedAttribute, TypeAttribute):
     """A loop handle: names a loop so schedule ops can transform it before it is emitted."""
@@ -69,7 +102,7 @@ class DefineLoopsOp(IRDLOperation):
     loops = var_result_def(LoopType)
 
     def __init__(self, n: int):
-        super().__init__(result_types=[[LoopType() for _ in range(n)]])
+        _build(self, result_types=[LoopType() for _ in range(n)])
 
 
 @irdl_op_definition
@@ -84,7 +117,7 @@ class BlockOp(IRDLOperation):
 
     def __init__(self, loop, tile: int):
         super().__init__(operands=[loop], result_types=[LoopType(), LoopType()],
-                         attributes={"tile": IntegerAttr(tile, i64)})
+                         attributes={"tile": int_attr(tile)})
 
     def verify_(self):
         if self.tile.value.data < 1:
@@ -101,7 +134,7 @@ class PermuteOp(IRDLOperation):
 
     def __init__(self, loops, order: list[int]):
         super().__init__(operands=[list(loops)],
-                         attributes={"map": ArrayAttr([IntegerAttr(d, i64) for d in order])})
+                         attributes={"map": ArrayAttr([int_attr(d) for d in order])})
 
     def verify_(self):
         depths = sorted(a.value.data for a in self.map.data)
@@ -181,12 +214,13 @@ class IterateOp(IRDLOperation):
     traits = traits_def(NoTerminator())
 
     def __init__(self, original, emitted, bounds: list[tuple[int, int]], body: Region):
-        super().__init__(
-            operands=[list(original) + list(emitted)],
+        _build(
+            self,
+            operands=[*original, *emitted],
             attributes={
-                "bounds": ArrayAttr([ArrayAttr([IntegerAttr(lo, i64), IntegerAttr(hi, i64)])
+                "bounds": ArrayAttr([ArrayAttr([int_attr(lo), int_attr(hi)])
                                      for lo, hi in bounds]),
-                "n_original": IntegerAttr(len(original), i64),
+                "n_original": int_attr(len(original)),
             },
             regions=[body],
         )
@@ -232,8 +266,7 @@ class LoadOp(IRDLOperation):
     res = result_def()
 
     def __init__(self, memref, indices):
-        super().__init__(operands=[memref, list(indices)],
-                         result_types=[memref.type.element_type])
+        _build(self, operands=[memref, *indices], result_types=[memref.type.element_type])
 
     def verify_(self):
         if len(self.indices) != len(self.memref.type.get_shape()):
@@ -254,7 +287,7 @@ class StoreOp(IRDLOperation):
     indices = var_operand_def(IndexType)
 
     def __init__(self, value, memref, indices):
-        super().__init__(operands=[value, memref, list(indices)])
+        _build(self, operands=[value, memref, *indices])
 
     def verify_(self):
         if len(self.indices) != len(self.memref.type.get_shape()):
@@ -305,7 +338,7 @@ class AllocOp(IRDLOperation):
     res = result_def(MemRefType)
 
     def __init__(self, type_: MemRefType):
-        super().__init__(result_types=[type_])
+        _build(self, result_types=[type_])
 
     def verify_(self):
         if any(d < 0 for d in self.res.type.get_shape()):
@@ -361,7 +394,7 @@ class ReshapeOp(IRDLOperation):
     res = result_def(MemRefType)
 
     def __init__(self, source, type_: MemRefType):
-        super().__init__(operands=[source], result_types=[type_])
+        _build(self, operands=[source], result_types=[type_])
 
     def verify_(self):
         a, b = self.source.type, self.res.type
@@ -397,10 +430,10 @@ class MatMulOp(IRDLOperation):
     simd = attr_def(IntegerAttr)
 
     def __init__(self, a, b, c, i, j, k, offs, sizes, tile, strides, simd):
-        ints = lambda xs: ArrayAttr([IntegerAttr(x, i64) for x in xs])  # noqa: E731
+        ints = lambda xs: ArrayAttr([int_attr(x) for x in xs])  # noqa: E731
         super().__init__(operands=[a, b, c, i, j, k, *offs], attributes={
             "sizes": ints(sizes), "tile": ints(tile), "strides": ints(strides),
-            "simd": IntegerAttr(simd, i64)})
+            "simd": int_attr(simd)})
 
     def verify_(self):
         if len(self.sizes.data) != 3 or len(self.tile.data) != 3 or len(self.strides.data) != 4:
@@ -634,7 +667,24 @@ def _follows(v, arg, it) -> bool:
     return (_follows(x, arg, it) and nonzero(y)) or (_follows(y, arg, it) and nonzero(x))
 
 
-def parallel_conflict(it: IterateOp, pos: int) -> str | None:
+def nest_accesses(it: IterateOp) -> tuple[str | None, list]:
+    """What `parallel_conflict` reads of nest `it`, collected in one walk of its body (the pass
+    tries several loops of one nest): (the name of a run-time check op in it, or None; its
+    memory accesses in walk order, each ("element", buffer, memref, indices, writes?) for a
+    krnl.load / krnl.store or ("tile", the krnl.matmul, its C offset fixed for the nest?))."""
+    out = []
+    for op in it.body.walk():
+        if isinstance(op, CheckOp) or op.name in ("arith.divsi", "arith.remsi"):
+            return op.name, []
+        if isinstance(op, LoadOp | StoreOp):
+            out.append(("element", _root(op.memref), op.memref, list(op.indices),
+                        int(isinstance(op, StoreOp))))
+        elif isinstance(op, MatMulOp):
+            out.append(("tile", op, _fixed(op.c_off, it)))
+    return None, out
+
+
+def parallel_conflict(it: IterateOp, pos: int, accesses=None) -> str | None:
     """None when different iterations of the emitted loop at `pos` of `it` write disjoint
     memory and read nothing another iteration writes, else why not. Conservative: every
     buffer the nest writes must be indexed, in one dimension of every access to it, by one and
@@ -645,43 +695,45 @@ def parallel_conflict(it: IterateOp, pos: int) -> str | None:
     fails this rule may still pass the flat-offset rule (krnl_ranges.py: panels and groups
     that write through offsets, matmul tiles at an offset that moves with the loop). Nests with
     run-time checks (krnl.check, integer division) stay serial: which failure a run reports
-    would depend on the thread count."""
+    would depend on the thread count. `accesses`: nest_accesses(it), when the caller asks
+    about several loops of one nest (made here otherwise)."""
     from compilerkit.dialects.krnl_ranges import flat_conflict
 
     arg, step = _loop_arg(it, pos)
     if arg is None:
         return "the loop is not one of the nest's original loops"
-    accesses: dict = {}  # buffer -> [(memref value, index operands, writes?)]
+    check, found = nest_accesses(it) if accesses is None else accesses
+    if check is not None:
+        return f"the nest has a run-time check ({check})"
+    uses_of: dict = {}  # buffer -> [(memref value, index operands, writes?)]
     flat: dict = {}  # buffer -> accesses in krnl_ranges.flat_conflict's form
     tile_ok = True  # every matmul follows the loop by its i or j with a fixed C offset
-    for op in it.body.walk():
-        if isinstance(op, CheckOp) or op.name in ("arith.divsi", "arith.remsi"):
-            return f"the nest has a run-time check ({op.name})"
-        if isinstance(op, LoadOp | StoreOp):
-            accesses.setdefault(_root(op.memref), []).append(
-                (op.memref, list(op.indices), int(isinstance(op, StoreOp))))
-            flat.setdefault(_root(op.memref), []).append(("element", op.memref,
-                                                          list(op.indices)))
-        elif isinstance(op, MatMulOp):
-            m, n, k = ints_of(op.sizes)
-            sa, sk, ldb, ldc = ints_of(op.strides)
-            tm, tn, _ = ints_of(op.tile)
-            if op.i is arg and tm <= (step or 1):
-                dim = "rows"
-            elif op.j is arg and tn <= (step or 1):
-                dim = "columns"
-            else:
-                dim, tile_ok = None, False
-            if not _fixed(op.c_off, it):
-                tile_ok = False
-            accesses.setdefault(_root(op.c), []).append((op.c, dim, 1))
-            accesses.setdefault(_root(op.a), []).append((op.a, None, 0))
-            accesses.setdefault(_root(op.b), []).append((op.b, None, 0))
-            flat.setdefault(_root(op.c), []).append(("tile", op.c_off, m, ldc, n, 1))
-            flat.setdefault(_root(op.a), []).append(("tile", op.a_off, m, sa, k, sk))
-            flat.setdefault(_root(op.b), []).append(("tile", op.b_off, k, ldb, n, 1))
+    for access in found:
+        if access[0] == "element":
+            _, buf, memref, indices, writes = access
+            uses_of.setdefault(buf, []).append((memref, indices, writes))
+            flat.setdefault(buf, []).append(("element", memref, indices))
+            continue
+        _, op, c_fixed = access
+        m, n, k = ints_of(op.sizes)
+        sa, sk, ldb, ldc = ints_of(op.strides)
+        tm, tn, _ = ints_of(op.tile)
+        if op.i is arg and tm <= (step or 1):
+            dim = "rows"
+        elif op.j is arg and tn <= (step or 1):
+            dim = "columns"
+        else:
+            dim, tile_ok = None, False
+        if not c_fixed:
+            tile_ok = False
+        uses_of.setdefault(_root(op.c), []).append((op.c, dim, 1))
+        uses_of.setdefault(_root(op.a), []).append((op.a, None, 0))
+        uses_of.setdefault(_root(op.b), []).append((op.b, None, 0))
+        flat.setdefault(_root(op.c), []).append(("tile", op.c_off, m, ldc, n, 1))
+        flat.setdefault(_root(op.a), []).append(("tile", op.a_off, m, sa, k, sk))
+        flat.setdefault(_root(op.b), []).append(("tile", op.b_off, k, ldb, n, 1))
     fixed = lambda v: _fixed(v, it)  # noqa: E731
-    for buf, uses in accesses.items():
+    for buf, uses in uses_of.items():
         if not any(w for _, _, w in uses):
             continue  # read only
         why = _dimension_conflict(buf, uses, arg, it, tile_ok)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import partial
 
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, i64
 from xdsl.passes import ModulePass
@@ -61,36 +60,83 @@ def trip_count(it: krnl.IterateOp, pos: int) -> int:
     return math.ceil((hi - lo) / tile)
 
 
-def work(it: krnl.IterateOp) -> int:
+def work(it: krnl.IterateOp, memo: dict | None = None) -> int:
     """Innermost iterations of the nest and the nests inside it (the original loops' trip
-    counts multiplied: a matmul nest's M x N x K)."""
-    inner = max((work(x) for x in it.body.walk() if isinstance(x, krnl.IterateOp)
-                 and x is not it and x.parent_op() is it), default=1)
-    return math.prod(hi - lo for lo, hi in it.bound_list()) * inner
+    counts multiplied: a matmul nest's M x N x K). `memo` ({nest: work}) keeps them across the
+    calls of one pass, which asks again for each nest inside a serial one."""
+    if memo is not None and it in memo:
+        return memo[it]
+    inner = max((work(x, memo) for x in it.body.block.ops if isinstance(x, krnl.IterateOp)),
+                default=1)
+    w = math.prod(hi - lo for lo, hi in it.bound_list()) * inner
+    if memo is not None:
+        memo[it] = w
+    return w
 
 
-def _candidates(it: krnl.IterateOp) -> list[int]:
+class _Safety:
+    """Whether the emitted loop at a position of nest `it` may run in parallel
+    (krnl.parallel_conflict), decided once per loop, from one walk of the nest
+    (krnl.nest_accesses) made on first use: the pass asks about one nest's loops several
+    times, and parallel_conflict on its own walks the whole nest for each answer."""
+
+    def __init__(self, it: krnl.IterateOp):
+        self.it, self.accesses, self.known = it, None, {}
+
+    def __call__(self, pos: int) -> bool:
+        if pos not in self.known:
+            if self.accesses is None:
+                self.accesses = krnl.nest_accesses(self.it)
+            self.known[pos] = krnl.parallel_conflict(self.it, pos, self.accesses) is None
+        return self.known[pos]
+
+    def forget(self) -> None:
+        """After the nest's tiles changed (split_rows): the answers may change too."""
+        self.known = {}
+
+
+def _loops(it: krnl.IterateOp) -> list[tuple[int, int]]:
+    """[(emitted position, trip count)] of the loops that could run in parallel if their
+    iterations are independent: not unrolled, not an inner tile loop, 2 iterations or more."""
     unrolled = {u.operation.loop for h in it.emitted for u in h.uses
                 if isinstance(u.operation, krnl.UnrollOp)}
     out = []
     for pos, h in enumerate(it.emitted):
         if h in unrolled or (isinstance(h.owner, krnl.BlockOp) and h is h.owner.inner):
             continue
-        if trip_count(it, pos) >= 2 and krnl.parallel_conflict(it, pos) is None:
-            out.append(pos)
+        trips = trip_count(it, pos)
+        if trips >= 2:
+            out.append((pos, trips))
     return out
 
 
-def choose(it: krnl.IterateOp) -> int | None:
-    """The emitted position of the loop to run in parallel, or None (see the docstring)."""
-    candidates = _candidates(it)
+def choose(it: krnl.IterateOp, safe: _Safety | None = None) -> int | None:
+    """The emitted position of the loop to run in parallel, or None (the module docstring):
+    among the safe loops ("candidates"), the outermost one with GOOD_TRIP iterations, else the
+    one with the most; the innermost element loop only when it is the one candidate. A loop's
+    safety is decided only when the rule needs it: the outermost safe loop with GOOD_TRIP
+    iterations settles it (unless it is that innermost loop) without looking at the rest."""
+    safe = _Safety(it) if safe is None else safe
+    loops = _loops(it)
+    last = len(it.emitted) - 1
+    innermost = it.emitted[last] in it.original if it.emitted else False
+    for pos, trips in loops:
+        if trips >= GOOD_TRIP and safe(pos) and not (pos == last and innermost):
+            return pos
+    trip = dict(loops)
+    candidates = [pos for pos, _ in loops if safe(pos)]
     if not candidates:
         return None
-    last = len(it.emitted) - 1
-    if len(candidates) > 1 and candidates[-1] == last and it.emitted[last] in it.original:
+    if len(candidates) > 1 and candidates[-1] == last and innermost:
         candidates.pop()  # the innermost element loop moved out: every access strided
-    good = [p for p in candidates if trip_count(it, p) >= GOOD_TRIP]
-    return good[0] if good else max(candidates, key=lambda p: trip_count(it, p))
+    good = [p for p in candidates if trip[p] >= GOOD_TRIP]
+    return good[0] if good else max(candidates, key=trip.__getitem__)
+
+
+def _one_matmul(it: krnl.IterateOp) -> bool:
+    """Whether the nest's body is one krnl.matmul (the nests split_rows may cut)."""
+    ops = list(it.body.block.ops)
+    return len(ops) == 1 and isinstance(ops[0], krnl.MatMulOp)
 
 
 def split_rows(it: krnl.IterateOp) -> bool:
@@ -126,23 +172,25 @@ def _nests(block):
                     yield from _nests(blk)
 
 
-def _parallelize(block, min_work: int) -> int:
+def _parallelize(block, min_work: int, works: dict) -> int:
     count = 0
     for it in list(_nests(block)):
-        if krnl.parallel_loop(it) is not None:
+        if krnl.parallel_loop(it) is not None or work(it, works) < min_work:
             continue
-        if work(it) >= min_work and max(map(partial(trip_count, it), _candidates(it)),
-                                        default=0) < SPLIT_BELOW:
-            split_rows(it)
-        pos = choose(it) if work(it) >= min_work else None
+        safe = _Safety(it)
+        if _one_matmul(it) and not any(trips >= SPLIT_BELOW and safe(pos)
+                                       for pos, trips in _loops(it)):
+            if split_rows(it):
+                safe.forget()
+        pos = choose(it, safe)
         if pos is not None:
             if pos:
                 order = [pos] + [k for k in range(len(it.emitted)) if k != pos]
                 permute(it, order)
             it.parent_block().insert_op_before(krnl.ParallelOp(it.emitted[0]), it)
             count += 1
-        elif work(it) >= min_work:
-            count += _parallelize(it.body.block, min_work)
+        else:
+            count += _parallelize(it.body.block, min_work, works)
     return count
 
 
@@ -152,7 +200,7 @@ def parallelize(module, min_work: int = MIN_WORK) -> int:
     count = 0
     for op in module.walk():
         if op.name == "func.func":
-            count += _parallelize(op.body.block, min_work)
+            count += _parallelize(op.body.block, min_work, {})
     return count
 
 

@@ -4,6 +4,7 @@ output element)."""
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 
 from xdsl.dialects import arith, math
@@ -11,7 +12,6 @@ from xdsl.dialects.builtin import (
     AnyFloat,
     FloatAttr,
     IndexType,
-    IntegerAttr,
     IntegerType,
     MemRefType,
     i1,
@@ -28,7 +28,14 @@ def is_float(elem) -> bool:
 
 
 def memref_type(shape, elem) -> MemRefType:
-    return MemRefType(elem, [int(d) for d in shape])
+    """The memref of `shape` and `elem`, one shared instance per shape and element type (types
+    are immutable, and making one took about 25 us)."""
+    return _memref_type(tuple(int(d) for d in shape), elem)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _memref_type(dims: tuple[int, ...], elem) -> MemRefType:
+    return MemRefType(elem, list(dims))
 
 
 def shape(mem) -> tuple[int, ...]:
@@ -84,14 +91,14 @@ class KernelBuilder:
 
     # ---- constants and scalar math ----------------------------------------------------------
     def index(self, n: int):
-        return self.add(arith.ConstantOp(IntegerAttr(int(n), INDEX)))
+        return self.add(arith.ConstantOp(krnl.int_attr(int(n), INDEX)))
 
     def const(self, value, elem):
         if is_float(elem):
             return self.add(arith.ConstantOp(FloatAttr(float(value), elem)))
         if elem == i1:
-            return self.add(arith.ConstantOp(IntegerAttr(int(bool(value)), elem)))
-        return self.add(arith.ConstantOp(IntegerAttr(int(value), elem)))
+            return self.add(arith.ConstantOp(krnl.int_attr(int(bool(value)), elem)))
+        return self.add(arith.ConstantOp(krnl.int_attr(int(value), elem)))
 
     def binary(self, kind: str, a, b):
         """kind in add/sub/mul/div/max/min/maxnum; picks the float or integer arith op."""

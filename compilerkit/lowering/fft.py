@@ -280,7 +280,7 @@ def lower_fft(b: KernelBuilder, op, ins, pads, t: int | None = None, fused: bool
     # prod(t) terms each (twice for the half spectrum), 2C products with max |U|
     size = math.prod(p.ts)
     scr = Screen(b, p, overflow_bound(2.0 * size * size * 2 * p.c * float(np.abs(u_np).max()),
-                                      p.elem))
+                                      p.elem), module, f"screen_bound_{node_label(op)}")
     if p.ext != p.in_sp:
         fill(b, xp, 0.0)
     with b.nest([p.n]) as (nn,):

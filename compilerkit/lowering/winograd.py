@@ -130,12 +130,16 @@ def dense_constant_conv(op) -> str | None:
 
 def transformed_weights(wt: np.ndarray, ms) -> np.ndarray:
     """U [A, C, K] = (G g G^T) for every (k, c), G per axis for F(m_d, k_d), in float64."""
-    u = wt.astype(np.float64)  # [K, C, k...]
+    # G_0 (x) G_1 (x) ... maps a flattened kernel (C order) to the flattened transformed tile
+    # (C order): one BLAS product for every (k, c) at once (tensordot per axis copied and
+    # transposed the weights twice: 0.9 s against 0.04 s for 512 x 512 x 3 x 3)
+    kron = np.ones((1, 1))
     for d, m in enumerate(ms):
-        g = winograd_matrices(m, wt.shape[2 + d])[1]
-        u = np.moveaxis(np.tensordot(g, u, axes=([1], [2 + d])), 0, 2 + d)
+        kron = np.kron(kron, winograd_matrices(m, wt.shape[2 + d])[1])
     k_out, c_in = wt.shape[:2]
-    return u.reshape(k_out, c_in, -1).transpose(2, 1, 0)
+    # rows (c, k), so that the product comes out [A, C, K] contiguous (the strips copy it next)
+    flat = wt.reshape(k_out, c_in, -1).transpose(1, 0, 2).astype(np.float64)
+    return (kron @ flat.reshape(c_in * k_out, -1).T).reshape(-1, c_in, k_out)
 
 
 def _lincomb(b: KernelBuilder, coefs, vals, elem):
@@ -223,10 +227,14 @@ def overflow_bound(growth: float, elem) -> float:
 class Screen:
     """Buffers of the special-value screen of a tiled Conv (winograd.py and fft.py): `s`, the
     padded extent's max |x| over the channels, `thr` [1] the batch entry's threshold, `acc`
-    [2] scratch accumulators. Allocated with the lowering's other buffers."""
+    [2] scratch accumulators, allocated with the lowering's other buffers; and `bound` [1],
+    the overflow bound (it depends on the layer's weights), a constant buffer beside the
+    transformed weights rather than a number in the code: layers of the same shape then
+    have the same code, which the code generator emits once (codegen/emit.py `outline`)."""
 
-    def __init__(self, b: KernelBuilder, p, bound: float):
-        self.bound = bound
+    def __init__(self, b: KernelBuilder, p, bound: float, module, hint: str):
+        self.bound = b.constant(np.array([bound], onnx_d.numpy_dtype(p.elem)), module, hint,
+                                p.elem)
         self.s = b.alloc(list(p.ext), p.elem)
         self.thr = b.alloc([1], p.elem)
         self.acc = b.alloc([2], p.elem)
@@ -248,7 +256,7 @@ def screen_input(b: KernelBuilder, p, scr: Screen, nn) -> None:
     zero, one = [b.index(0)], [b.index(1)]
     b.store(b.const(0.0, p.elem), scr.acc, zero)
     b.store(b.const(0.0, p.elem), scr.acc, one)
-    bound = b.const(scr.bound, p.elem)
+    bound = b.load(scr.bound, zero)
     with b.nest(list(p.ext)) as ivs:
         v = b.load(scr.s, ivs)
         ok = b.and_(b.cmpf("ole", v, bound), b.cmpf("ogt", v, b.const(0.0, p.elem)))
@@ -344,7 +352,8 @@ def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = WINOGRAD_DEFAULT_M,
     t_in = _temps(b, p, [mat[2] for mat in p.mats], p.c)
     t_out = _temps(b, p, [mat[0] for mat in p.mats], p.k)
     p.xp = xp
-    scr = Screen(b, p, overflow_bound(_winograd_growth(p, u_np), p.elem))
+    scr = Screen(b, p, overflow_bound(_winograd_growth(p, u_np), p.elem), module,
+                 f"screen_bound_{node_label(op)}")
     # zeros around the input (pads, and reads of partial tiles), written on every call (the
     # arena is shared with other buffers); the batch entries overwrite only the inside
     if p.ext != p.in_sp:

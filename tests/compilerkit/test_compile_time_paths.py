@@ -229,19 +229,23 @@ def test_compile_verifies_after_a_stages_passes_and_names_them(model):
 
 def test_compile_keeps_the_callers_objects_out_of_full_collections():
     """caller_objects_frozen: during a compile the caller's objects sit in the permanent
-    generation (so full collections walk only the compile's own objects), afterwards they are
-    back; a caller that froze objects itself keeps its frozen set untouched."""
+    generation (so full collections walk only the compile's own objects) and full collections
+    are rarer, afterwards both are back; a caller that froze objects itself keeps its frozen
+    set untouched."""
     import gc
 
-    from compilerkit.pipeline import caller_objects_frozen
+    from compilerkit.pipeline import FULL_COLLECTION_EVERY, caller_objects_frozen
 
     seen = []
     assert gc.get_freeze_count() == 0
     existing = len(gc.get_objects())
+    thresholds = gc.get_threshold()
     with caller_objects_frozen():
         seen.append(gc.get_freeze_count())
+        assert gc.get_threshold() == (*thresholds[:2], max(thresholds[2],
+                                                            FULL_COLLECTION_EVERY))
     assert seen[0] >= existing * 0.9  # what existed (a few frames' objects come and go)
-    assert gc.get_freeze_count() == 0
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == thresholds
     gc.freeze()
     try:
         mine = gc.get_freeze_count()

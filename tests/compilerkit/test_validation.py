@@ -436,8 +436,11 @@ def test_op_newer_than_the_model_opset_is_refused():
 
 # ---- 6. the IR is verified after every stage ----------------------------------------------------
 
-def test_kernel_ir_verifier_runs_and_refuses_a_bad_view():
-    # A view onto more elements than its buffer holds would read past it (a SIGSEGV).
+@pytest.mark.parametrize("level", ["input", "all"])
+def test_kernel_ir_verifier_runs_and_refuses_a_bad_view(level, monkeypatch):
+    # A view onto more elements than its buffer holds would read past it (a SIGSEGV). Kernel
+    # IR given by hand is verified at every verify level.
+    monkeypatch.setenv("CK_VERIFY", level)
     text = """builtin.module {
   func.func @main_graph(%x: memref<2x3xf32>, %y: memref<2x3xf32>) {
     %v = "krnl.reshape"(%x) : (memref<2x3xf32>) -> memref<4x4xf32>
@@ -476,10 +479,45 @@ def test_every_stage_verifies(monkeypatch):
     for module in (compilerkit.passes, compilerkit.pipeline):
         monkeypatch.setattr(module, "verify_ir", lambda m, s: (stages.append(s), real(m, s)))
     m = make_model([N("Relu", ["x"], ["y"])], [("x", np.zeros((2, 3), F32))], ["y"])
-    ck.compile(m, asm=False)
+    ck.compile(m, asm=False, verify="all")
     onnx_names = ", ".join(repr(p.name) for p in compilerkit.passes.onnx_pipeline())
     assert stages == ["import", f"passes {onnx_names}", "passes 'lower-to-krnl', 'fold-layout', "
                       "'tile-matmul', 'unroll-small', 'parallelize', 'plan-buffers'"]
+
+
+def test_by_default_only_the_ir_from_outside_compilerkits_passes_is_verified(monkeypatch):
+    # verify="input", the default outside this suite (tests/conftest.py sets CK_VERIFY=all):
+    # the imported IR and the ONNX IR after its passes are verified, the Kernel IR that
+    # compilerkit's own lowering and schedule make is not (a third of a second of
+    # DenseNet-121's compile); after a schedule the caller chose, it is.
+    import compilerkit.passes
+    import compilerkit.pipeline
+    from compilerkit.stages import verify_ir as real
+
+    monkeypatch.delenv("CK_VERIFY", raising=False)
+    stages = []
+    for module in (compilerkit.passes, compilerkit.pipeline):
+        monkeypatch.setattr(module, "verify_ir", lambda m, s: (stages.append(s), real(m, s)))
+    m = make_model([N("Relu", ["x"], ["y"])], [("x", np.zeros((2, 3), F32))], ["y"])
+    x = np.linspace(-1, 1, 6, dtype=F32).reshape(2, 3)
+    np.testing.assert_array_equal(ck.compile(m, asm=False).run(x)[0], np.maximum(x, 0))
+    onnx_names = ", ".join(repr(p.name) for p in compilerkit.passes.onnx_pipeline())
+    assert stages == ["import", f"passes {onnx_names}"]
+    stages.clear()
+    ck.compile(m, asm=False, schedule="parallelize")
+    assert stages[-1] == ("passes 'lower-to-krnl', 'fold-layout', 'parallelize', "
+                          "'plan-buffers'")
+
+
+def test_the_verify_level_and_its_environment_default_are_checked(monkeypatch):
+    m = make_model([N("Relu", ["x"], ["y"])], [("x", np.zeros((2, 3), F32))], ["y"])
+    with pytest.raises(ck.OptionError, match="unknown verify 'some'; choose one of input, all"):
+        ck.compile(m, verify="some")
+    monkeypatch.setenv("CK_VERIFY", "everything")
+    with pytest.raises(ck.OptionError, match="CK_VERIFY must be one of input, all, got "
+                                             "'everything'"):
+        ck.compile(m)
+    assert ck.compile(m, asm=False, verify="input").run(np.ones((2, 3), F32))[0].sum() == 6
 
 
 # ---- found by the fuzz suite ---------------------------------------------------------------------
