@@ -127,9 +127,7 @@ def schedule_of(x_shape, w_shape, attrs):
     taps = w_shape[1] * math.prod(w_shape[2:])
     if group > 1 and taps <= conv_lowering.MAX_TAPS and (
             w_shape[1] <= conv_lowering.DIRECT_CHANNELS):
-        flat = attrs.get("strides", [1, 1]) == [1, 1] and (
-            x_shape[3] < conv_lowering.FLAT_WIDTH)
-        return "direct (flat)" if flat else "direct"
+        return "direct"
     stride1 = attrs.get("strides", [1, 1]) == [1, 1]
     lo, hi = conv_lowering.SHIFT_CHANNELS
     if stride1 and math.prod(w_shape[2:]) > 1 and lo <= w_shape[1] <= hi and (

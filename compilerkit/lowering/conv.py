@@ -4,19 +4,20 @@ activation `fuse-conv` attached, onnx_passes/fuse_conv.py) and ConvTranspose to 
 Conv takes one of four schedules, all visible in the Kernel IR, each with one loop that
 threads can share (the parallelize pass marks it: krnl_passes/parallelize.py):
 
-- direct (grouped and depthwise Conv, C/g * prod(kernel) <= MAX_TAPS): one nest per
-  (batch entry, group) over (output channel of the group, output positions), the last output
-  axis innermost; its body sums all C/g * prod(kernel) taps, unrolled, into one value, adds the
-  bias, applies the activation and stores once. The innermost loop walks an output row with
-  consecutive loads, so LLVM vectorises it. A padded Conv first copies the group's input
-  planes into its own zero-bordered planes of a scratch buffer [groups, C/g, padded...]
+- direct (grouped and depthwise Conv, C/g * prod(kernel) <= MAX_TAPS): 2-D Convs go to
+  depthwise.py (`direct_2d`): per (batch entry, block of groups), the input planes are copied
+  into flat phase planes (zero rows for the vertical padding, split by stride phase), and one
+  loop over flat output positions per output channel sums all taps with consecutive loads,
+  the horizontal padding dropped by a select per kernel column. 1-D and 3-D Convs: one nest
+  per (batch entry, group) over (output channel of the group, output positions), the last
+  output axis innermost; its body sums all C/g * prod(kernel) taps, unrolled, into one value,
+  adds the bias, applies the activation and stores once. The innermost loop walks an output
+  row with consecutive loads, so LLVM vectorises it. A padded Conv first copies the group's
+  input planes into its own zero-bordered planes of a scratch buffer [groups, C/g, padded...]
   (border and interior rewritten per (batch entry, group), just before the taps read them),
-  so the taps read without guards; no im2col buffer. Groups write disjoint scratch planes and
-  outputs, so the (batch entry, group) loop runs on threads. Stride-1 2-D Convs with rows
-  narrower than FLAT_WIDTH (MobileNet's 14 and 7) loop over flat plane positions instead, so
-  the vector loop is not mostly remainder (`_direct_flat`); strided 2-D Convs split the
-  padded input by row and column phase first and loop the same way (`_direct_phases`); 1-D
-  and 3-D strided Convs split the last axis by phase (`_phase_scratch`).
+  so the taps read without guards; no im2col buffer; strided ones split the last axis by phase
+  (`_phase_scratch`). Groups write disjoint scratch planes and outputs, so the (batch entry,
+  group) loop runs on threads.
 - GEMM (everything else): per (batch entry, group, panel of output rows): the output panel is
   set to the bias, the input patches of the panel are copied into a column buffer
   [panels, C/g, kernel..., rows, rest of out spatial] (one slot per panel when threads share
@@ -54,6 +55,7 @@ from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering import matmul
 from compilerkit.lowering.builder import KernelBuilder, shape
 from compilerkit.lowering.conv_algorithm import choose, lower_chosen
+from compilerkit.lowering.depthwise import direct_2d, phase_pieces
 from compilerkit.lowering.elementwise import activation
 from compilerkit.lowering.matmul import emit_matmul, emit_strip_matmul, fill, in_strips
 from compilerkit.lowering.winograd import weights_array
@@ -70,7 +72,6 @@ DIRECT_CHANNELS = 4
 # measured no slower at 1 thread than 512 KiB.
 PANEL_BYTES = 2 * 1024 * 1024
 MIN_PANEL = 64  # fewest output columns of a GEMM panel (narrower ones starve the micro-kernel)
-FLAT_WIDTH = 32  # stride-1 2-D direct Convs with narrower output rows run flattened
 SHIFT_CHANNELS = (32, 64)  # input channels (per group) for the shifted-GEMM schedule ...
 SHIFT_MIN_WIDTH = 48  # ... and the narrowest output rows it takes
 PAR_PANELS = 8  # panels wanted when threads share a Conv's panel loop (even counts preferred)
@@ -239,12 +240,12 @@ def _copy_phases(b: KernelBuilder, conv: _Conv, scratch, nn, g, border=0.0):
     """Group g's planes of x[nn] into the phase-split buffer: `border` everywhere, then the
     input columns j*s + q (padded column j*s + q + pad: phase (q + pad) % s, position
     j + (q + pad) // s), all phases q in one nest where they all have column j
-    (`_phase_pieces`)."""
+    (`depthwise.phase_pieces`)."""
     s, pad, width = conv.st[-1], conv.pads[-1], conv.in_sp[-1]
     with b.nest(shape(scratch)[1:]) as ivs:
         b.store(b.const(border, conv.elem), scratch, [g] + ivs)
     cols = [(0, -(-(width - q) // s)) for q in range(min(s, width))]
-    for phases, span_j in _phase_pieces(cols):
+    for phases, span_j in phase_pieces(cols):
         with b.nest([conv.cg] + conv.in_sp[:-1] + [span_j]) as ivs:
             c, rows, j = ivs[0], ivs[1:-1], ivs[-1]
             ch = b.affine([(g, conv.cg), (c, 1)])
@@ -253,21 +254,6 @@ def _copy_phases(b: KernelBuilder, conv: _Conv, scratch, nn, g, border=0.0):
                 v = b.load(conv.x, [nn, ch] + rows + [b.affine([(j, s)], q)])
                 phase = [b.index((q + pad) % s), b.affine([(j, 1)], (q + pad) // s)]
                 b.store(v, scratch, [g, c] + at + phase)
-
-
-def _phase_pieces(ranges):
-    """How to copy input columns into column-phase planes: `ranges[p]` is the [lo, hi) of
-    positions j that phase p has. The positions every phase has go in one piece with all the
-    phases, so its nest reads s neighbouring columns per j and writes one to each plane (an
-    interleaved group LLVM vectorises with shuffles; a nest per phase reads every s-th
-    element, lane by lane); the few positions only some phases have get a piece per phase.
-    Returns [(phases, (lo, hi))]."""
-    lo, hi = max(r[0] for r in ranges), min(r[1] for r in ranges)
-    pieces = [(list(range(len(ranges))), (lo, hi))] if lo < hi else []
-    for p, (r0, r1) in enumerate(ranges):
-        rest = [(r0, min(r1, lo)), (max(r0, hi), r1)] if lo < hi else [(r0, r1)]
-        pieces += [([p], r) for r in rest if r[0] < r[1]]
-    return pieces
 
 
 def _phase_tap_index(b: KernelBuilder, conv: _Conv, pos, ks):
@@ -308,15 +294,16 @@ def _by_group(b: KernelBuilder, conv: _Conv, out):
 
 
 def _direct(b: KernelBuilder, conv: _Conv, out):
-    if conv.r == 2 and conv.st != [1, 1]:
-        return _direct_phases(b, conv, out)
+    """The direct schedule: 2-D Convs over flat phase planes (depthwise.py); 1-D and 3-D ones
+    as one nest per (batch entry, group) over output channels and positions, described in the
+    module docstring."""
+    if conv.r == 2:
+        return direct_2d(b, conv, out)
     if conv.st[-1] > 1:  # strided: the taps read a phase-split copy (always copied)
         scratch, phased = _phase_scratch(b, conv), True
     else:
         scratch, phased = _scratch(b, conv), False
     padded = scratch is not None
-    if conv.r == 2 and conv.st == [1, 1] and conv.out_sp[1] < FLAT_WIDTH:
-        return _direct_flat(b, conv, out, scratch)
     og = _by_group(b, conv, out)
     with b.nest([conv.n, conv.groups]) as (nn, g):
         if phased:
@@ -337,90 +324,6 @@ def _direct(b: KernelBuilder, conv: _Conv, out):
                 return _tap(b, conv, scratch, nn, g, cc, at)
 
             b.store(_sum_taps(b, conv, oc, tap), og, [nn, g, o] + pos)
-
-
-def _direct_flat(b: KernelBuilder, conv: _Conv, out, scratch):
-    """Stride-1 2-D direct Conv with narrow output rows (7 or 14 wide: a vector loop along one
-    row would be mostly remainder). Row-major planes make output (oh, ow) and tap (kh, kw) read
-    flat position q + kh*dh*pitch + kw*dw, q = oh * pitch + ow, for the input's row pitch, so
-    one loop over q in [0, (OH - 1) * pitch + OW) computes every output, plus pitch - OW
-    throw-away values per row, into a row buffer (one per group); a copy then keeps the OW
-    real ones per row."""
-    oh, ow = conv.out_sp
-    rows, pitch = (shape(scratch)[2:] if scratch is not None else conv.in_sp)
-    span = (oh - 1) * pitch + ow
-    ybuf = b.alloc([conv.groups, conv.ocg, span], conv.elem)
-    src = (b.view(scratch, [conv.groups, conv.cg, rows * pitch]) if scratch is not None
-           else b.view(conv.x, [conv.n, conv.c_in, rows * pitch]))
-    og = _by_group(b, conv, out)
-    with b.nest([conv.n, conv.groups]) as (nn, g):
-        if scratch is not None:
-            _copy_in(b, conv, scratch, nn, g)
-        with b.nest([conv.ocg, span]) as (o, q):
-            oc = b.affine([(g, conv.ocg), (o, 1)])
-
-            def tap(cc, ks):
-                at = b.affine([(q, 1)], ks[0] * conv.dil[0] * pitch + ks[1] * conv.dil[1])
-                if scratch is not None:
-                    return b.load(src, [g, cc, at])
-                return b.load(src, [nn, b.affine([(g, conv.cg), (cc, 1)]), at])
-
-            b.store(_sum_taps(b, conv, oc, tap), ybuf, [g, o, q])
-        with b.nest([conv.ocg, oh, ow]) as (o, i, j):
-            b.store(b.load(ybuf, [g, o, b.affine([(i, pitch), (j, 1)])]), og, [nn, g, o, i, j])
-
-
-def _direct_phases(b: KernelBuilder, conv: _Conv, out):
-    """Strided 2-D direct Conv (MobileNet's and EfficientNet's stride-2 depthwise layers). The
-    padded input is split by row and column phase (space-to-depth): padded (r, c) goes to plane
-    (r % sh, c % sw) at (r // sh, c // sw), planes Hp x Wp row-major. Output (oh, ow) and tap
-    (kh, kw) then read plane ((kh*dh) % sh, (kw*dw) % sw) at flat position
-    q + ((kh*dh) // sh) * Wp + (kw*dw) // sw, q = oh * Wp + ow: as in `_direct_flat`, one loop
-    over q in [0, (OH - 1) * Wp + OW) with consecutive loads computes every output (Wp - OW
-    throw-away values per row, few: Wp is about OW) into a row buffer, and a copy keeps the
-    real ones. Every read stays within its plane's first ceil(padded height / sh) rows; each
-    plane has one more row, zeroed, as a margin."""
-    sh, sw = conv.st
-    ext = [max(conv.pads[d] + conv.in_sp[d], conv.reach(d)) for d in range(2)]
-    hp, wp = -(-ext[0] // sh) + 1, -(-ext[1] // sw)
-    plane = hp * wp
-    scratch = b.alloc([conv.groups, conv.cg, sh, sw, hp, wp], conv.elem)
-    src = b.view(scratch, [conv.groups, conv.cg, sh * sw * plane])
-    oh, ow = conv.out_sp
-    span = (oh - 1) * wp + ow
-    ybuf = b.alloc([conv.groups, conv.ocg, span], conv.elem)
-    og = _by_group(b, conv, out)
-
-    def phase_range(ph, s, pad, size):
-        # positions i of phase ph whose input index i * s + ph - pad lies in [0, size)
-        return max(0, -(-(pad - ph) // s)), max(0, (size - 1 + pad - ph) // s + 1)
-
-    with b.nest([conv.n, conv.groups]) as (nn, g):
-        with b.nest(shape(scratch)[1:]) as ivs:
-            b.store(b.const(0.0, conv.elem), scratch, [g] + ivs)
-        cols = [phase_range(pw, sw, conv.pads[1], conv.in_sp[1]) for pw in range(sw)]
-        for ph in range(sh):
-            rows = phase_range(ph, sh, conv.pads[0], conv.in_sp[0])
-            if rows[0] >= rows[1]:
-                continue
-            for phases, span_j in _phase_pieces(cols):
-                with b.nest([conv.cg, rows, span_j]) as (c, i, j):
-                    ch = b.affine([(g, conv.cg), (c, 1)])
-                    row = b.affine([(i, sh)], ph - conv.pads[0])
-                    for pw in phases:
-                        v = b.load(conv.x, [nn, ch, row, b.affine([(j, sw)], pw - conv.pads[1])])
-                        b.store(v, scratch, [g, c, b.index(ph), b.index(pw), i, j])
-        with b.nest([conv.ocg, span]) as (o, q):
-            oc = b.affine([(g, conv.ocg), (o, 1)])
-
-            def tap(cc, ks):
-                ah, aw = ks[0] * conv.dil[0], ks[1] * conv.dil[1]
-                off = ((ah % sh) * sw + aw % sw) * plane + (ah // sh) * wp + aw // sw
-                return b.load(src, [g, cc, b.affine([(q, 1)], off)])
-
-            b.store(_sum_taps(b, conv, oc, tap), ybuf, [g, o, q])
-        with b.nest([conv.ocg, oh, ow]) as (o, i, j):
-            b.store(b.load(ybuf, [g, o, b.affine([(i, wp), (j, 1)])]), og, [nn, g, o, i, j])
 
 
 # ---- panels -------------------------------------------------------------------------------------

@@ -1,0 +1,182 @@
+"""The direct 2-D Conv schedule (lowering/depthwise.py: depthwise and grouped Convs over flat
+phase planes) against onnxruntime: a grid of channels, plane sizes (1 x 1 to 15 x 15, odd and
+non-square), kernels 3 and 5, strides 1 to 3, symmetric and asymmetric pads, dilation 2,
+channel multipliers, groups of 2 to 4 channels, fused ReLU and Clip; the same bits at 1 and 2
+threads; and a NaN or inf input spoiling exactly the outputs whose window holds it."""
+
+import itertools
+
+import numpy as np
+import pytest
+from ckhelpers import make_model, ort_run
+from onnx import helper
+
+import compilerkit as ck
+from compilerkit.pipeline import compile_to
+
+N = helper.make_node
+
+
+def conv_model(c, size, k, stride=1, pads=(0, 0, 0, 0), dil=1, act=None, bias=True, mult=1,
+               per_group=1, seed=0):
+    """(model, x): x [1, c, h, w] through a Conv of c / per_group groups, each of per_group
+    input and `mult` output channels, then an optional ReLU or Clip(0, 6)."""
+    rng = np.random.default_rng(seed)
+    h, w = size
+    groups = c // per_group
+    oc = groups * mult
+    x = rng.standard_normal((1, c, h, w)).astype(np.float32)
+    wt = (rng.standard_normal((oc, per_group, k, k)) * 0.5).astype(np.float32)
+    inits = [("w", wt)]
+    inputs = ["x", "w"]
+    if bias:
+        inits.append(("b", rng.standard_normal(oc).astype(np.float32)))
+        inputs.append("b")
+    nodes = [N("Conv", inputs, ["y"], group=groups, kernel_shape=[k, k], strides=[stride] * 2,
+               pads=list(pads), dilations=[dil] * 2)]
+    out = "y"
+    if act == "Relu":
+        nodes.append(N("Relu", ["y"], ["z"]))
+        out = "z"
+    elif act == "Clip":
+        nodes.append(N("Clip", ["y", "lo", "hi"], ["z"]))
+        inits += [("lo", np.array(0, np.float32)), ("hi", np.array(6, np.float32))]
+        out = "z"
+    return make_model(nodes, [("x", x)], [out], inits, opset=17), x
+
+
+def fits(size, k, pads, dil):
+    """Whether the dilated kernel fits in the padded plane (at least one output)."""
+    reach = (k - 1) * dil + 1
+    return size[0] + pads[0] + pads[2] >= reach and size[1] + pads[1] + pads[3] >= reach
+
+
+def compiled(model, algo="classic"):
+    """The model compiled, run once on NaN first: a zero row or margin the schedule forgets
+    to rewrite then keeps a NaN from that run and spoils the next one (the arena is reused)."""
+    cm = ck.compile(model, asm=False, conv_algorithm=algo)
+    (_, shape, dtype), = cm.inputs
+    cm.run(np.full(shape, np.nan, dtype), num_threads=1)
+    return cm
+
+
+def assert_matches(model, x, algo="classic"):
+    ref = ort_run(model, [x])[0]
+    got = compiled(model, algo).run(x, num_threads=1)[0]
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+SIZES = [(1, 1), (2, 3), (5, 5), (7, 7), (8, 8), (9, 6), (14, 14), (15, 13)]
+KERNELS = [(3, 1), (3, 2), (5, 1), (5, 2)]
+PADS = [(1, 1, 1, 1), (0, 0, 0, 0), (2, 2, 2, 2), (0, 1, 2, 0), (2, 0, 1, 1), (1, 2, 0, 1)]
+CHANNELS = [3, 16, 33]
+ACTS = [None, "Relu", "Clip"]
+
+
+def grid():
+    """Every plane size with every (kernel, stride); pads, dilation, channels, activation and
+    bias rotate through their values, so each meets many sizes."""
+    cases = []
+    for n, (size, (k, s)) in enumerate(itertools.product(SIZES, KERNELS)):
+        pads = PADS[n % len(PADS)]
+        dil = 2 if n % 5 == 4 else 1
+        if not fits(size, k, pads, dil):
+            pads, dil = (k // 2,) * 4, 1
+        if not fits(size, k, pads, dil):
+            continue
+        cases.append((CHANNELS[n % 3], size, k, s, pads, dil, ACTS[n % 3], n % 4 != 3))
+    return cases
+
+
+@pytest.mark.parametrize("c, size, k, stride, pads, dil, act, bias", grid())
+def test_depthwise_grid_matches_onnxruntime(c, size, k, stride, pads, dil, act, bias):
+    model, x = conv_model(c, size, k, stride, pads, dil, act, bias, seed=c + size[0])
+    assert_matches(model, x)
+
+
+@pytest.mark.parametrize("c, size, k, stride, pads, dil", [
+    (32, (14, 14), 3, 1, (1, 1, 1, 1), 1),   # MobileNetV2's shapes, fewer channels
+    (24, (14, 14), 3, 2, (1, 1, 1, 1), 1),
+    (16, (7, 7), 3, 1, (1, 1, 1, 1), 1),
+    (24, (7, 7), 5, 1, (2, 2, 2, 2), 1),     # EfficientNet-B0's 5x5
+    (16, (14, 14), 5, 2, (1, 1, 2, 2), 1),   # TF SAME: the odd pad at the end
+    (8, (28, 28), 5, 1, (2, 2, 2, 2), 1),
+    (8, (28, 28), 3, 2, (0, 0, 1, 1), 1),
+    (4, (56, 56), 3, 1, (1, 1, 1, 1), 1),
+    (4, (37, 41), 3, 2, (1, 1, 1, 1), 1),
+    (6, (15, 15), 3, 3, (1, 1, 1, 1), 1),    # stride 3: nine phase planes
+    (6, (12, 17), 3, 2, (2, 2, 2, 2), 2),    # strided and dilated
+    (5, (9, 9), 3, 1, (2, 2, 2, 2), 2),
+    (5, (6, 6), 3, 1, (3, 0, 0, 3), 1),      # pads wider than the kernel's reach
+    (5, (11, 11), 3, 1, (0, 0, 0, 0), 1),    # unpadded: output rows narrower than input rows
+    (5, (11, 10), 5, 2, (0, 0, 0, 0), 1),
+    (3, (1, 1), 1, 1, (0, 0, 0, 0), 1),      # 1 x 1 kernel
+])
+def test_model_shapes_match_onnxruntime(c, size, k, stride, pads, dil):
+    model, x = conv_model(c, size, k, stride, pads, dil, "Relu")
+    assert_matches(model, x)
+
+
+@pytest.mark.parametrize("per_group, mult, stride", [(1, 2, 1), (1, 3, 2), (2, 1, 1),
+                                                     (3, 2, 2), (4, 1, 1), (4, 2, 2)])
+def test_grouped_and_multiplied_channels_match_onnxruntime(per_group, mult, stride):
+    """Groups of 2 to 4 input channels (each output sums over its group's planes) and channel
+    multipliers (several output channels read one group's planes)."""
+    model, x = conv_model(12, (9, 8), 3, stride, (1, 0, 1, 2), 1, "Clip", mult=mult,
+                          per_group=per_group)
+    assert_matches(model, x)
+
+
+@pytest.mark.parametrize("c, stride", [(1, 1), (1, 2), (3, 1)])
+def test_dense_conv_forced_direct_matches_onnxruntime(c, stride):
+    """conv_algorithm="direct" takes ungrouped Convs too (one group of all C channels): a single
+    channel (the grid's 1) and three."""
+    model, x = conv_model(c, (10, 9), 3, stride, (1, 1, 1, 1), per_group=c, mult=2)
+    assert_matches(model, x, algo="direct")
+
+
+@pytest.mark.parametrize("c, size, k, stride, pads", [
+    (33, (14, 14), 3, 1, (1, 1, 1, 1)),
+    (16, (7, 7), 5, 1, (2, 2, 2, 2)),
+    (48, (15, 15), 3, 2, (1, 1, 1, 1)),
+    (24, (12, 12), 5, 2, (1, 1, 2, 2)),
+])
+def test_one_and_two_threads_give_the_same_bits(c, size, k, stride, pads):
+    model, x = conv_model(c, size, k, stride, pads, act="Relu")
+    cm = compiled(model)
+    one = cm.run(x, num_threads=1)[0]
+    two = cm.run(x, num_threads=2)[0]
+    assert np.array_equal(one, two)
+    np.testing.assert_allclose(one, ort_run(model, [x])[0], rtol=1e-5, atol=1e-5)
+
+
+def test_small_planes_run_on_threads():
+    """The loop over (batch entry, block of groups) is marked parallel even where each output
+    plane is small (576 x 14 x 14 stride 2: 28k outputs, under the parallelize pass's
+    threshold when counted by the flat loops alone)."""
+    for c, size, k, stride in [(576, (14, 14), 3, 2), (960, (7, 7), 3, 1)]:
+        model, _ = conv_model(c, size, k, stride, (1, 1, 1, 1))
+        assert "krnl.parallel" in str(compile_to("kernel-ir", model))
+
+
+@pytest.mark.parametrize("k, stride, pads", [(3, 1, (1, 1, 1, 1)), (5, 1, (2, 2, 2, 2)),
+                                             (3, 2, (1, 1, 1, 1)), (5, 2, (1, 1, 2, 2))])
+def test_nan_and_inf_spoil_only_their_windows(k, stride, pads):
+    """A NaN and an inf in different channels, at plane edges (where a tap left or right of
+    the input reads a neighbouring row's pixel, discarded by the column select) and inside:
+    NaN and inf outputs exactly where onnxruntime has them, the rest equal."""
+    model, x = conv_model(4, (9, 9), k, stride, pads, act=None)
+    x = x.copy()
+    x[0, 0, 4, 0] = np.nan    # left edge: wraps to the row above's right taps
+    x[0, 1, 3, 8] = np.inf    # right edge
+    x[0, 2, 0, 0] = np.nan    # corner
+    x[0, 3, 5, 4] = -np.inf   # inside
+    ref = ort_run(model, [x])[0]
+    got = compiled(model).run(x, num_threads=1)[0]
+    assert np.array_equal(np.isnan(got), np.isnan(ref))
+    assert np.array_equal(np.isinf(got), np.isinf(ref))
+    assert np.array_equal(got[np.isinf(got)], ref[np.isinf(ref)])
+    finite = np.isfinite(ref)
+    assert finite.sum() > got.size // 2
+    np.testing.assert_allclose(got[finite], ref[finite], rtol=1e-5, atol=1e-5)
