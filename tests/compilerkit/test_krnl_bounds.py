@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 import compilerkit as ck
+from compilerkit.backends.base import get_backend
 from compilerkit.ir import parse_ir, print_ir
 from compilerkit.opt import main as opt_main
 
@@ -159,9 +160,10 @@ def test_planned_allocs_fill_the_arena_exactly():
 @pytest.mark.parametrize("simd", [0, 3, 100000000])
 def test_a_hand_edited_matmul_simd_is_refused(simd):
     text = matmul_ir(opt_level=3)
-    assert "simd = 8 : i64" in text
+    lanes = get_backend("host").target.vector_width  # the matmul's simd: 8 on AVX2, 16 on AVX-512
+    assert f"simd = {lanes} : i64" in text
     with pytest.raises(ck.ModelError, match=rf"krnl.matmul simd must be a power of two.*{simd}"):
-        ck.compile_to("kernel-ir", text.replace("simd = 8 : i64", f"simd = {simd} : i64"))
+        ck.compile_to("kernel-ir", text.replace(f"simd = {lanes} : i64", f"simd = {simd} : i64"))
 
 
 # ---- data-dependent indices: checked at run time ------------------------------------------------

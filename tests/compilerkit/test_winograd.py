@@ -298,3 +298,37 @@ def test_fused_groups_with_a_ragged_last_group(monkeypatch, x_shape, m):
     alpha = (m + 2) ** r
     assert f"memref<{alpha * 2 * inner * x_shape[1]}xf32>" in text  # V of a 2-row group
     assert scaled_error(model, x, f"winograd-f{m}-fused") <= TOLERANCE[m]
+
+
+def test_winograd_error_ratio_hand_worked():
+    """The transforms' gains per axis (row sums of |A^T|, |G|, |B^T| multiplied): F(2, 3)
+    3 x 1.5 x 2 = 9, F(4, 3) 19 x 1 x 10 = 190; over the 9 (27) products of a direct output,
+    times max |w| / median |w|."""
+    from compilerkit.lowering.conv_algorithm import winograd_error_ratio
+
+    wt = np.ones((16, 16, 3, 3), np.float32)
+    wt[0, 0, 0, 0] = 4.0  # max 4, median 1
+    model, _ = conv_model((1, 16, 8, 8), wt, pads=[1, 1, 1, 1])
+    conv = next(op for op in compile_to("onnx-ir", model).walk() if op.name == "onnx.Conv")
+    assert winograd_error_ratio(conv, 2) == pytest.approx(9 ** 2 / 9 * 4)
+    assert winograd_error_ratio(conv, 4) == pytest.approx(190 ** 2 / 9 * 4)
+    wt3 = np.ones((16, 16, 3, 3, 3), np.float32)
+    model, _ = conv_model((1, 16, 8, 8, 8), wt3, pads=[1] * 6)
+    conv = next(op for op in compile_to("onnx-ir", model).walk() if op.name == "onnx.Conv")
+    assert winograd_error_ratio(conv, 4) == pytest.approx(190 ** 3 / 27)
+
+
+@pytest.mark.parametrize("spread, expected", [
+    (5.0, "winograd-f4-fused"), (15.0, "winograd-f4-fused"), (17.0, "winograd-f2-fused"),
+    (900.0, "winograd-f2-fused"), (2000.0, "classic")])
+def test_auto_takes_the_tile_whose_error_bound_holds(spread, expected):
+    """3x3x3: F(4, 3)'s bound (190^3 / 27 = 254,000 x the spread) holds up to a spread of
+    about 16 medians, F(2, 3)'s (27 x the spread) up to AUTO_MAX_RANGE; the 3D U-Net's
+    trained layers have 3.8-5.8."""
+    from compilerkit.lowering.conv_algorithm import choose
+
+    wt = np.ones((16, 16, 3, 3, 3), np.float32)
+    wt[1, 2, 1, 1, 1] = spread
+    model, _ = conv_model((1, 16, 16, 16, 16), wt, pads=[1] * 6)
+    conv = next(op for op in compile_to("onnx-ir", model).walk() if op.name == "onnx.Conv")
+    assert choose(conv, "auto") == expected
