@@ -27,8 +27,9 @@ builtin.module {
 // CHECK-NEXT:    [[XP:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<6x2xf32>
 // CHECK-NEXT:    [[V:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<20xf32>
 // CHECK-NEXT:    [[M:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<30xf32>
-// The special-value screen (winograd.Screen): max |x| per padded position, the threshold, two
-// accumulators.
+// The special-value screen (winograd.Screen): the overflow bound (a constant buffer: it
+// depends on the weights), max |x| per padded position, the threshold, two accumulators.
+// CHECK-NEXT:    "krnl.global"() {sym_name = "screen_bound_c", value = dense<{{.*}}> : tensor<1xf32>, onnx_node = "c"} : () -> memref<1xf32>
 // CHECK-NEXT:    "krnl.alloc"() {onnx_node = "c"} : () -> memref<6xf32>
 // CHECK-NEXT:    "krnl.alloc"() {onnx_node = "c"} : () -> memref<1xf32>
 // CHECK-NEXT:    "krnl.alloc"() {onnx_node = "c"} : () -> memref<2xf32>

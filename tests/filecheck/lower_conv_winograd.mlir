@@ -160,6 +160,9 @@ builtin.module {
 // CHECK-NEXT:    "krnl.alloc"() {onnx_node = "v"} : () -> memref<576xf32>
 // CHECK-NEXT:    "krnl.alloc"() {onnx_node = "v"} : () -> memref<1x4x4x2xf32>
 // CHECK-NEXT:    "krnl.alloc"() {onnx_node = "v"} : () -> memref<1x4x2x3xf32>
+// The screen's overflow bound: a constant buffer (it depends on the weights), so that layers of
+// one shape share their code.
+// CHECK-NEXT:    "krnl.global"() {sym_name = "screen_bound_v", value = dense<{{.*}}> : tensor<1xf32>, onnx_node = "v"} : () -> memref<1xf32>
 // CHECK-NEXT:    "krnl.alloc"() {onnx_node = "v"} : () -> memref<3x6x6xf32>
 // CHECK-NEXT:    "krnl.alloc"() {onnx_node = "v"} : () -> memref<1xf32>
 // CHECK-NEXT:    "krnl.alloc"() {onnx_node = "v"} : () -> memref<2xf32>
