@@ -5,6 +5,12 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# TensorFlow turns its oneDNN kernels on by itself on CPUs with AVX-512 VNNI/BF16 or AMX, and
+# off elsewhere: the same tests would then see two kinds of numerics by host. oneDNN's ReLU
+# turns NaN into 0 (x86 max), and its Conv gradients' last bits change with the buffers a
+# swap copies (a swapped ResNet's conv1 filter gradient); Eigen's kernels do neither. The
+# suite runs Eigen's everywhere (docs/lmskit.md says how to compare under oneDNN).
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 # compilerkit verifies its own Kernel IR only with verify="all" (compilerkit/pipeline.py): the
 # suite's compiles, and the processes it starts, do, so a compilerkit bug fails as a ModelError
 # naming the passes instead of passing unnoticed or as a wrong answer.

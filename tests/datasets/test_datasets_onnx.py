@@ -252,3 +252,30 @@ def test_readme_lists_every_artifact_with_its_size():
     for name in ONNX_MODELS:
         size = manifest()["models"][f"{name}.onnx"]["size"]
         assert f"| `{name}` | {size:,d} |" in readme, name
+
+
+def test_rounding_only_accepts_an_ulp_and_nothing_else():
+    """`check`'s second look at a model whose bytes differ: the same graph with constants a
+    few ulps of their tensor's scale apart passes (TF's BatchNorm folding rounds differently
+    on AVX2 and AVX-512 hosts); a larger change, a NaN moved, or another op does not."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    def model(w, op="Add"):
+        g = helper.make_graph([helper.make_node(op, ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4])],
+                              [numpy_helper.from_array(w, "w")])
+        return helper.make_model(g).SerializeToString(deterministic=True)
+
+    w = np.array([0.5, -0.25, 1e-9, np.nan], np.float32)
+    near = w.copy()
+    near[:3] = np.nextafter(near[:3], np.float32(1))
+    far, nan_moved = w.copy(), w.copy()
+    far[0] *= 1.001
+    nan_moved[2:] = [np.nan, 0.0]
+    assert zoo.rounding_only(model(w), model(w)) and zoo.rounding_only(model(w), model(near))
+    assert not zoo.rounding_only(model(w), model(far))
+    assert not zoo.rounding_only(model(w), model(nan_moved))
+    assert not zoo.rounding_only(model(w), model(w, "Mul"))
+    assert not zoo.rounding_only(model(w), b"not a model")
