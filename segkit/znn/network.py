@@ -350,9 +350,8 @@ class Network:
                 kernels.snap_roundoff(kernels.irfft3_crop(z, m, nout, out=out))
             elif z is not out:
                 out[...] = z
-            if spec.bias_var is not None:
-                out += self.biases[li][j]
-            val[(li, j)] = activate(spec.activation, out)
+            bias = self.biases[li][j] if spec.bias_var is not None else None
+            val[(li, j)] = activate(spec.activation, out, bias)
 
         for j in range(spec.cout):
             if grouped:
@@ -443,7 +442,7 @@ class Network:
         for j in range(spec.cout):
             def node(j=j):
                 d = deltas[j]
-                d[...] = derivative_times(spec.activation, val[(li, j)], grad[(li, j)])
+                derivative_times(spec.activation, val[(li, j)], grad[(li, j)], out=d)
                 db[j] = d.sum(dtype=np.float64)
                 delta[j] = d
                 if fft:
