@@ -13,8 +13,9 @@ compile today.
 
 Assumes: the recipes below are the single source of truth, and rebuilding them gives the same
 bytes on the same kind of CPU (``check`` verifies that; on another, constants that TF folds
-with its vector code may round an ulp apart, which ``check`` accepts and says). Kits and notebooks load models by name through
-``onnx_path`` / ``load_onnx``, never by relative paths. Importing this module is cheap: onnx is
+with its vector code may round an ulp apart, which ``check`` accepts and says). Kits and
+notebooks load models by name through ``onnx_path`` / ``load_onnx``, never by relative paths.
+Importing this module is cheap: onnx is
 imported when a model is loaded and TensorFlow only when Keras models are rebuilt.
 """
 
