@@ -15,8 +15,8 @@ Assumes: the recipes below are the single source of truth, and rebuilding them g
 bytes on the same kind of CPU (``check`` verifies that; on another, constants that TF folds
 with its vector code may round an ulp apart, which ``check`` accepts and says). Kits and
 notebooks load models by name through ``onnx_path`` / ``load_onnx``, never by relative paths.
-Importing this module is cheap: onnx is
-imported when a model is loaded and TensorFlow only when Keras models are rebuilt.
+Importing this module is cheap: onnx is imported when a model is loaded and TensorFlow only
+when Keras models are rebuilt.
 """
 
 from __future__ import annotations
