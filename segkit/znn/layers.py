@@ -11,83 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
 ACTIVATIONS = ("linear", "relu", "sigmoid", "tanh")
 
 
-def activate(name, z, bias=None):
-    """f(z + bias) in place in z (float32, any shape), returned. numba, nogil: the trainer's
-    node tasks call it on every feature map, and as numpy ufuncs (which hold the GIL) two
-    threads ran these tasks no faster than one. No fastmath: NaN and inf go through as numpy's
-    np.maximum, exp and tanh take them."""
-    code = _code(name)
-    if not z.flags.c_contiguous or z.dtype != np.float32:
-        if bias is not None:
-            z += bias
-        return _activate_numpy(name, z)
-    _activate_flat(z.reshape(-1), 0.0 if bias is None else float(bias), bias is not None, code)
-    return z
-
-
-def derivative_times(name, y, g, out=None):
-    """g * f'(z), written with the output y = f(z) (all four have derivatives in terms of y):
-    into `out` (a float32 array of g's shape, C-contiguous) when given, else g itself for
-    "linear" or a new array (numba, nogil, as `activate`)."""
-    code = _code(name)
-    fast = (y.dtype == g.dtype == np.float32 and y.shape == g.shape
-            and (out is None or (out.flags.c_contiguous and out.dtype == np.float32)))
-    if code == 0 or not fast:
-        d = g if code == 0 else _derivative_numpy(name, y, g)
-        if out is None:
-            return d
-        out[...] = d
-        return out
-    if out is None:
-        out = np.empty_like(g, order="C")
-    _derivative_flat(np.ascontiguousarray(y).reshape(-1), np.ascontiguousarray(g).reshape(-1),
-                     out.reshape(-1), code)
-    return out
-
-
-def _code(name) -> int:
-    try:
-        return ACTIVATIONS.index(name)
-    except ValueError:
-        raise ValueError(f"unknown activation {name!r}") from None
-
-
-@numba.njit(nogil=True, cache=True)
-def _activate_flat(z, bias, has_bias, code):
-    one = np.float32(1.0)
-    b = np.float32(bias)
-    for i in range(z.size):
-        v = z[i] + b if has_bias else z[i]
-        if code == 1:
-            if v < 0:  # NaN stays NaN, as np.maximum(v, 0) keeps it
-                v = np.float32(0.0)
-        elif code == 2:
-            v = one / (one + np.exp(-v))
-        elif code == 3:
-            v = np.tanh(v)
-        z[i] = v
-
-
-@numba.njit(nogil=True, cache=True)
-def _derivative_flat(y, g, out, code):
-    one = np.float32(1.0)
-    for i in range(y.size):
-        v = y[i]
-        if code == 1:
-            out[i] = g[i] * (one if v > 0 else np.float32(0.0))
-        elif code == 2:
-            out[i] = g[i] * v * (one - v)
-        else:
-            out[i] = g[i] * (one - v * v)
-
-
-def _activate_numpy(name, z):
+def activate(name, z):
     if name == "linear":
         return z
     if name == "relu":
@@ -95,15 +24,22 @@ def _activate_numpy(name, z):
     if name == "sigmoid":
         with np.errstate(over="ignore"):
             return np.divide(1.0, 1.0 + np.exp(-z), out=z)
-    return np.tanh(z, out=z)
+    if name == "tanh":
+        return np.tanh(z, out=z)
+    raise ValueError(f"unknown activation {name!r}")
 
 
-def _derivative_numpy(name, y, g):
+def derivative_times(name, y, g):
+    """g * f'(z), written with the output y = f(z) (all four have derivatives in terms of y)."""
+    if name == "linear":
+        return g
     if name == "relu":
         return g * (y > 0)
     if name == "sigmoid":
         return g * y * (1.0 - y)
-    return g * (1.0 - y * y)
+    if name == "tanh":
+        return g * (1.0 - y * y)
+    raise ValueError(f"unknown activation {name!r}")
 
 
 @dataclass

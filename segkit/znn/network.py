@@ -350,8 +350,9 @@ class Network:
                 kernels.snap_roundoff(kernels.irfft3_crop(z, m, nout, out=out))
             elif z is not out:
                 out[...] = z
-            bias = self.biases[li][j] if spec.bias_var is not None else None
-            val[(li, j)] = activate(spec.activation, out, bias)
+            if spec.bias_var is not None:
+                out += self.biases[li][j]
+            val[(li, j)] = activate(spec.activation, out)
 
         for j in range(spec.cout):
             if grouped:
@@ -442,7 +443,7 @@ class Network:
         for j in range(spec.cout):
             def node(j=j):
                 d = deltas[j]
-                derivative_times(spec.activation, val[(li, j)], grad[(li, j)], out=d)
+                d[...] = derivative_times(spec.activation, val[(li, j)], grad[(li, j)])
                 db[j] = d.sum(dtype=np.float64)
                 delta[j] = d
                 if fft:

@@ -329,31 +329,3 @@ def test_a_graph_run_again_sees_each_passs_inputs_and_weights(method, granularit
                                rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="target of shape"):
         net.gradients(x, y[:, :1], threads=1)
-
-
-@pytest.mark.parametrize("name", ["linear", "relu", "sigmoid", "tanh"])
-def test_activations_in_numba_match_numpy(name):
-    """The node tasks' activation and its derivative (numba, nogil) against numpy's ufuncs:
-    ReLU and every derivative bit for bit, sigmoid and tanh within a few ulp (numpy's float32
-    exp/tanh are its own); NaN and inf where numpy has them; a bias added first; a strided
-    view (no numba) computed in place all the same."""
-    from segkit.znn.layers import _activate_numpy, _derivative_numpy, activate, derivative_times
-
-    rng = np.random.default_rng(3)
-    z = (rng.standard_normal((2, 4, 5, 6)) * 20).astype(np.float32)
-    z.flat[:6] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40]
-    got = activate(name, z.copy(), np.float32(0.25))
-    want = _activate_numpy(name, z + np.float32(0.25))
-    assert np.array_equal(np.isnan(got), np.isnan(want))
-    fin = np.isfinite(want)
-    assert np.array_equal(got[~fin & ~np.isnan(want)], want[~fin & ~np.isnan(want)])
-    ulp = np.abs(got.view(np.int32).astype(np.int64) - want.view(np.int32).astype(np.int64))
-    assert ulp[fin].max() <= (0 if name in ("linear", "relu") else 8)
-    g = rng.standard_normal(z.shape).astype(np.float32)
-    d = derivative_times(name, want, g, out=np.empty_like(g))
-    ref = g if name == "linear" else _derivative_numpy(name, want, g)
-    np.testing.assert_array_equal(d, ref)
-    view = z.copy()[:, ::2]
-    expect = _activate_numpy(name, view.copy())
-    assert activate(name, view) is view
-    np.testing.assert_allclose(view, expect, rtol=0, atol=0)
