@@ -33,8 +33,9 @@ How it measures:
 - per model and thread count, the engines are called in rounds, in a new random order each
   round, one call each, after an untimed warm-up; before each timed call the process idles
   `--gap` seconds (onnxruntime's and OpenVINO's pools spin for tens of milliseconds after a run
-  and would take the cores from the engine called next); an engine slower than `--budget`
-  seconds over its rounds gets fewer (at least one);
+  and would take the cores from the engine called next; TVM's pool neither spins nor binds
+  its workers, `_quiet_tvm_pool`); an engine slower than `--budget` seconds over its rounds
+  gets fewer (at least one);
 - `latency_s` is the best call, `median_s` the median; every engine's output is checked against
   onnxruntime's (`rel_err`: max |engine - onnxruntime| / max |onnxruntime|).
 
@@ -303,15 +304,26 @@ class IREE:
         return call, cache["compile_s"] + seconds
 
 
+def _quiet_tvm_pool() -> None:
+    """Before TVM is first imported: its pool's workers neither spin between calls nor bind to
+    cores. By default they spin on a core they are bound to, and every other engine's two
+    threads then had one core's time (the machine's ceiling read 0.85-1.13x in this process,
+    2.0x outside it): compilerkit and onnxruntime ran two threads 1.8-2x slower than one."""
+    os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "0")
+    os.environ.setdefault("TVM_BIND_THREADS", "0")
+
+
 class TVM:
     threads = None  # the count TVM's pool was last set to
 
     def version(self):
+        _quiet_tvm_pool()
         import tvm
 
         return tvm.__version__
 
     def build(self, path, name, x, opset, threads, cache):
+        _quiet_tvm_pool()
         import onnx
         import tvm
         from tvm import relax
