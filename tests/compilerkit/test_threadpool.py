@@ -204,6 +204,36 @@ def test_no_hold_on_an_oversubscribed_machine(monkeypatch):
     pool._load_checked = -1e9
 
 
+def test_held_runs_keep_workers_off_the_callers_cpu(monkeypatch):
+    """A held run gives the workers the caller's CPUs less its own (a worker woken on the
+    caller's CPU shared its core while another stood idle); with no CPU to spare for each
+    worker, or on an oversubscribed machine, they get all of them. Checked against the
+    kernel's own affinity masks."""
+    import os
+
+    pool = threadpool.pool()
+    pool.ensure_workers(2)
+    worker = pool.workers[0]
+    allowed = os.sched_getaffinity(0)
+    assert threadpool._current_cpu() in allowed | {None}
+    monkeypatch.setattr(pool, "oversubscribed", lambda: False)
+    monkeypatch.setattr(threadpool, "_current_cpu", lambda: min(allowed))
+    with pool.held():
+        mask = os.sched_getaffinity(worker.native_id)
+    if len(allowed) > len(pool.workers):
+        assert mask == allowed - {min(allowed)}
+    else:
+        assert mask == allowed
+    monkeypatch.setattr(pool, "oversubscribed", lambda: True)
+    with pool.held():
+        assert os.sched_getaffinity(worker.native_id) == allowed
+    pool.place(None)
+    monkeypatch.setattr(threadpool, "_current_cpu", lambda: 10**6)  # a CPU not ours: all
+    monkeypatch.setattr(pool, "oversubscribed", lambda: False)
+    with pool.held():
+        assert os.sched_getaffinity(worker.native_id) == allowed
+
+
 def test_compiled_runs_release_their_hold():
     """CompiledModel.run at 2 threads holds the pool only while it runs."""
     model, x = _conv_relu_model()
