@@ -26,6 +26,7 @@ from compilerkit.frontend.checks import budget_of, share_checks
 from compilerkit.lowering import (
     attention,
     conv,
+    conv_transpose,
     det,
     elementwise,
     generators,
@@ -83,7 +84,7 @@ LOWERINGS.update({
     "MatMul": _with_ctx(matmul.lower_matmul, module=1),
     "Gemm": _with_ctx(matmul.lower_gemm),
     "Conv": _with_ctx(conv.lower_conv),
-    "ConvTranspose": _with_ctx(conv.lower_conv_transpose),
+    "ConvTranspose": _with_ctx(conv_transpose.lower_conv_transpose),
     "MaxPool": _with_ctx(pool.lower_pool, module=1),
     "AveragePool": _with_ctx(pool.lower_pool, module=1),
     "GlobalAveragePool": _with_ctx(pool.lower_global_pool),
