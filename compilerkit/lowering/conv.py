@@ -1,7 +1,9 @@
 """Lowering of Conv (1-D/2-D/3-D: pads, auto_pad, strides, dilations, groups, bias, and the
-activation `fuse-conv` attached, onnx_passes/fuse_conv.py) and ConvTranspose to Kernel IR.
+activation `fuse-conv` attached, onnx_passes/fuse_conv.py) to Kernel IR; its geometry
+(`conv_geometry`) and output start (`output_with_bias`) serve ConvTranspose too
+(conv_transpose.py).
 
-Conv takes one of four schedules, all visible in the Kernel IR, each with one loop that
+Conv takes one of five schedules, all visible in the Kernel IR, each with one loop that
 threads can share (the parallelize pass marks it: krnl_passes/parallelize.py):
 
 - direct (grouped and depthwise Conv, C/g * prod(kernel) <= MAX_TAPS): 2-D Convs go to
@@ -40,8 +42,14 @@ threads can share (the parallelize pass marks it: krnl_passes/parallelize.py):
   width (matmul.strip_width) that the kernel reads in place (no run-time packing); X^T is x
   read with row stride 1 for a plain 1x1 Conv, else im2col columns written position-major.
   Same sums in the same order as the GEMM panels: bit-identical results.
+- transposed GEMM panels (ungrouped, constant weights, few output channels: whole strips, at
+  most TRANSPOSE_FEW_STRIPS, a kernel with several taps and deep sums, on any plane:
+  `_transposed_pays`; DenseNet-121's 128 -> 32 3x3 Convs): the transposed GEMM per panel of
+  output rows (column buffer within TRANSPOSE_PANEL_BYTES): t = bias, the panel's patches
+  position-major into its column buffer, t += colT W^T, then the epilogue (activation,
+  transpose back to NCHW) while t is in cache. Threads share a loop of 2 chunks, each with
+  its own column buffer and t that its panels reuse in turn. Bit-identical as above.
 
-ConvTranspose is a scatter: each input element adds its products into the output window.
 """
 
 from __future__ import annotations
@@ -80,8 +88,15 @@ COL_BYTES = 64 * 1024 * 1024  # most column buffer, all panels together, for sha
 # (`_transposed_gemm`): output channels become the micro-kernel's vector axis, and W^T is
 # stored in strips (matmul.strip_width) that the micro-kernel reads unpacked
 TRANSPOSE_MAX_POSITIONS = 256
+# ... and so do Convs with at most this many strips of output channels, on any plane, panel by
+# panel (`_transposed_panels`; the measurements are at `_transposed_pays`) ...
+TRANSPOSE_FEW_STRIPS = 3
+TRANSPOSE_MIN_DEPTH = 1024  # ... and at least this many products per output (C/g x taps)
+# ... with at most this much column buffer per panel (1 thread, 128 -> 32 channels: 56 x 56
+# with 4 rows (1 MB) 2.5 ms, 2 rows 2.7 ms; 28 x 28 with 7 rows (0.9 MB) 0.57 ms, 14 rows 0.61)
+TRANSPOSE_PANEL_BYTES = 1024 * 1024
 
-def _output_with_bias(b, out_dims, elem, bias):
+def output_with_bias(b, out_dims, elem, bias):
     """The output buffer, holding the bias broadcast over channels (or zeros): both Conv and
     ConvTranspose then only accumulate into it."""
     out = b.alloc(out_dims, elem)
@@ -96,7 +111,7 @@ def _empty_conv(b: KernelBuilder, op, out_dims, bias):
     """A Conv with nothing to sum: no outputs (no output channels, batch 0), or no input
     channels, where each output is act(bias) (act(0) without one), as onnxruntime answers.
     No product to emit: a GEMM of depth 0 or width 0 would be a tile of size 0."""
-    out = _output_with_bias(b, out_dims, op.results[0].type.element_type, bias)
+    out = output_with_bias(b, out_dims, op.results[0].type.element_type, bias)
     act = fused_activation(op)
     if act is not None and math.prod(out_dims):
         with b.nest(out_dims) as ivs:
@@ -157,12 +172,12 @@ def lower_conv(b: KernelBuilder, op, ins):
         _direct(b, conv, out)
     elif algo == "classic" and _shifted_pays(conv):
         _shifted_gemm(b, conv, out)
-    elif _transposed_pays(conv, op):
+    elif (how := _transposed_pays(conv, op, b.lanes)) is not None:
         w_np, module = weights_array(op)
         strip = matmul.strip_width(conv.oc, b.lanes)
         wt = b.constant(_columns_weights(conv, w_np, strip), module, f"wt_{node_label(op)}",
                         conv.elem)
-        _transposed_gemm(b, conv, out, wt, strip)
+        (_transposed_gemm if how == "image" else _transposed_panels)(b, conv, out, wt, strip)
     else:
         _gemm(b, conv, out)
     return [out]
@@ -398,13 +413,40 @@ def _shifted_gemm(b: KernelBuilder, conv: _Conv, out):
 
 # ---- out^T = X^T W^T: output channels on the vector axis ---------------------------------------
 
-def _transposed_pays(conv: _Conv, op) -> bool:
-    """Few output positions (ResNet-50's 7 x 7 and 14 x 14 stages) and constant weights: the
-    micro-kernel's vector axis is the GEMM's columns, and 49 positions fill 49 of 64 lanes
-    (AVX-512: two strips of 32) where 512 or 2048 output channels fill them all. Grouped
-    Convs keep the panels (each group's channels are few)."""
-    return (conv.groups == 1 and math.prod(conv.out_sp) <= TRANSPOSE_MAX_POSITIONS
-            and conv.oc >= 64 and weights_array(op)[0] is not None)
+def _transposed_pays(conv: _Conv, op, lanes: int) -> str | None:
+    """Which transposed schedule takes the Conv: "image" (`_transposed_gemm`), "panels"
+    (`_transposed_panels`) or None (the GEMM panels). Both need one group and constant
+    weights (W^T is stored in strips at compile time); grouped Convs keep the panels (each
+    group's channels are few).
+
+    - "image": few output positions (ResNet-50's 7 x 7 and 14 x 14 stages): the
+      micro-kernel's vector axis is the GEMM's columns, and 49 positions fill 49 of 64 lanes
+      (AVX-512: two strips of 32) where 512 or 2048 output channels fill them all.
+    - "panels": whole strips of output channels, at most TRANSPOSE_FEW_STRIPS of them, more
+      than one kernel tap and at least TRANSPOSE_MIN_DEPTH products per output, on any plane
+      (DenseNet-121's 128 -> 32 3x3 Convs): as the GEMM's rows, 32 channels are a few
+      register blocks for every packed panel of im2col columns; as its columns, one strip
+      read in place. The position-major im2col costs about a cycle per element (a
+      transpose: no vector stores), the GEMM about a cycle per element and strip, so the
+      schedule pays with deep sums and whole strips. 1 thread, AVX-512, pad 1, ms GEMM
+      panels -> transposed panels: 128 -> 32 channels at 56 x 56 2.68 -> 2.53, 28 x 28 0.64
+      -> 0.57, 14 x 14 0.24 -> 0.15, 7 x 7 0.085 -> 0.047; 128 -> 64 at 56 x 56 3.77 ->
+      3.50, 28 x 28 0.93 -> 0.81; 128 -> 96 at 56 x 56 5.48 -> 4.89; 2 threads 128 -> 32 at
+      56 x 56 1.64 -> 1.36. Slower: part strips (128 -> 48 at 56 x 56 3.17 -> 3.39, 128 ->
+      16 1.93 -> 2.59), shallow sums (3 -> 32 stride 2 at 224 x 224 0.34 -> 0.54, 16 -> 64
+      at 56 x 56 0.50 -> 0.55; 64 -> 32 at 56 x 56 even, 0.95). A 1x1 Conv has no im2col
+      to write and reads x in place as the GEMM's B. Targets without vectors (1 lane) keep
+      the GEMM panels."""
+    if conv.groups != 1 or weights_array(op)[0] is None:
+        return None
+    if math.prod(conv.out_sp) <= TRANSPOSE_MAX_POSITIONS and conv.oc >= 64:
+        return "image"
+    strip = matmul.strip_width(conv.oc, lanes)
+    if (lanes > 1 and math.prod(conv.k_sp) > 1 and conv.oc % strip == 0
+            and conv.oc <= TRANSPOSE_FEW_STRIPS * strip
+            and conv.cg * math.prod(conv.k_sp) >= TRANSPOSE_MIN_DEPTH):
+        return "panels"
+    return None
 
 
 def _columns_weights(conv: _Conv, w, width: int):
@@ -458,6 +500,72 @@ def _transposed_gemm(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
                           width + 16, strip)
         with b.nest([conv.oc, p]) as (o, q):
             b.store(_finish(b, conv, b.load(t, [q, o])), ov, [nn, o, q])
+
+
+def _transposed_panel_rows(conv: _Conv, kdim: int) -> tuple[int, int]:
+    """(output rows (first spatial axis) per panel, chunks) for `_transposed_panels`: the
+    most rows that divide the rows evenly and keep the panel's column buffer within
+    TRANSPOSE_PANEL_BYTES, preferring an even panel count with MIN_PANEL positions or more
+    per panel (then 2 chunks, one per thread); failing an even count, 1 chunk."""
+    rows, inner = conv.out_sp[0], math.prod(conv.out_sp[1:])
+    per_row = kdim * inner * onnx_d.numpy_dtype(conv.elem).itemsize
+    fits = [h for h in range(1, rows + 1)
+            if rows % h == 0 and h * per_row <= TRANSPOSE_PANEL_BYTES] or [1]
+    even = [h for h in fits if (rows // h) % 2 == 0 and h * inner >= MIN_PANEL]
+    height = max(even or fits)
+    return height, 2 if (rows // height) % 2 == 0 else 1
+
+
+def _transposed_panels(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
+    """`_transposed_gemm` panel by panel, for Convs with few output channels on planes of
+    any size (`_transposed_pays`): per panel of output rows (`_transposed_panel_rows`),
+    t[q, oc] = bias[oc], the panel's input patches are written position-major into its
+    column buffer (colT[q, c k...]), t += colT W^T (W^T in strips, read in place), then the
+    epilogue out[oc, q0 + q] = act(t[q, oc]) while t is in cache. Threads share the chunk
+    loop: each chunk has its own column buffer and t and works through its panels in turn,
+    reusing them while they are in cache (a slot per panel, as `_gemm` gives threads, wrote
+    7 x 1.8 MB more at 56 x 56 x 1152: 1 thread 2.9 vs 2.5 ms). Same sums in the same k
+    order as the GEMM panels: bit-identical results."""
+    p = math.prod(conv.out_sp)
+    kdim = conv.cg * math.prod(conv.k_sp)
+    inner = math.prod(conv.out_sp[1:])
+    height, chunks = _transposed_panel_rows(conv, kdim)
+    per_chunk = conv.out_sp[0] // (height * chunks)
+    pw = height * inner  # output positions per panel
+    width = -(-conv.oc // strip) * strip
+    ldt = width + 16  # t's rows one cache line longer than the strips: see _transposed_gemm
+    col = b.alloc([chunks, height] + conv.out_sp[1:] + [conv.cg] + conv.k_sp, conv.elem)
+    t = b.alloc([chunks, pw, ldt], conv.elem)
+    scratch = _scratch(b, conv)
+    ov = b.view(out, [conv.n, conv.oc, p])
+    zero = b.index(0)
+    with b.nest([conv.n]) as (nn,):
+        if scratch is not None:
+            _copy_in(b, conv, scratch, nn, zero)
+        with b.nest([chunks, per_chunk]) as (jc, ji):
+            jp = b.affine([(jc, per_chunk), (ji, 1)])  # this panel: rows jp * height ...
+            with b.nest([pw, conv.oc]) as (q, o):
+                v = b.load(conv.bias, [o]) if conv.bias is not None else b.const(0.0, conv.elem)
+                b.store(v, t, [jc, q, o])
+            if width > conv.oc:  # the padded columns: computed (zero weights), never read
+                with b.nest([pw, (conv.oc, width)]) as (q, o):
+                    b.store(b.const(0.0, conv.elem), t, [jc, q, o])
+            with b.nest([height] + conv.out_sp[1:] + [conv.cg] + conv.k_sp) as ivs:
+                os_, c, ks = ivs[:conv.r], ivs[conv.r], ivs[conv.r + 1:]
+                spatial = []
+                for d, (o, kk) in enumerate(zip(os_, ks, strict=True)):
+                    terms = [(o, conv.st[d]), (kk, conv.dil[d])]
+                    if d == 0:
+                        terms.append((jp, height * conv.st[0]))
+                    spatial.append(b.affine(terms, 0 if scratch is not None else -conv.pads[d]))
+                b.store(_tap(b, conv, scratch, nn, zero, c, spatial), col, [jc] + ivs)
+            emit_strip_matmul(b, col, wt, t, pw, width, kdim,
+                              [b.affine([(jc, pw * kdim)]), zero, b.affine([(jc, pw * ldt)])],
+                              (kdim, 1), ldt, strip)
+            q0 = b.affine([(jp, pw)])
+            with b.nest([conv.oc, pw]) as (o, q):
+                v = _finish(b, conv, b.load(t, [jc, q, o]))
+                b.store(v, ov, [nn, o, b.affine([(q0, 1), (q, 1)])])
 
 
 # ---- im2col + GEMM, panel by panel -------------------------------------------------------------
@@ -558,33 +666,3 @@ def _panel(b, conv, ov, col, scratch, nn, g, slot, jp, height, first, q0, kdim, 
         with b.nest([conv.ocg, width]) as (o, q):
             at = [nn, b.affine([(g, conv.ocg), (o, 1)]), b.affine([(q0, 1), (q, 1)])]
             b.store(_finish(b, conv, b.load(ov, at)), ov, at)
-
-
-def lower_conv_transpose(b: KernelBuilder, op, ins):
-    x, w = ins[0], ins[1]
-    bias = ins[2] if len(ins) > 2 else None
-    xs, ws = shape(x), shape(w)
-    out_dims = onnx_d.shape_of(op.results[0])
-    groups = onnx_d.get_attr(op, "group", 1)
-    c_in, cg_out, k_sp = xs[1], ws[1], list(ws[2:])
-    cg_in = c_in // groups
-    r = len(k_sp)
-    st, dil, pads = conv_geometry(op, list(xs[2:]), k_sp, list(out_dims[2:]), transpose=True)
-    elem = op.results[0].type.element_type
-    out = _output_with_bias(b, out_dims, elem, bias)
-    # out[n, g*cg_out + co, i*s + k*d - pad] += x[n, g*cg_in + ci, i] * w[g*cg_in + ci, co, k]
-    with b.nest([xs[0], groups, cg_in, cg_out] + list(xs[2:]) + k_sp) as ivs:
-        nn, g, ci, co = ivs[:4]
-        isp, ks = ivs[4:4 + r], ivs[4 + r:]
-        cin = b.affine([(g, cg_in), (ci, 1)])
-        cout = b.affine([(g, cg_out), (co, 1)])
-        osp = [b.affine([(i, st[d]), (kk, dil[d])], -pads[d])
-               for d, (i, kk) in enumerate(zip(isp, ks, strict=True))]
-        prod = b.mul(b.load(x, [nn, cin] + isp), b.load(w, [cin, co] + ks))
-        inside = b.in_range(list(zip(osp, out_dims[2:], strict=True)))
-        safe = [b.clamp(o, d) for o, d in zip(osp, out_dims[2:], strict=True)]
-        target = [nn, cout] + safe
-        old = b.load(out, target)
-        # Out-of-range contributions add 0 at a clamped (valid) address: no branch needed.
-        b.store(b.add_(old, b.select(inside, prod, b.const(0.0, elem))), out, target)
-    return [out]

@@ -36,7 +36,7 @@ import math
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, shape
-from compilerkit.lowering.conv import COL_BYTES, PANEL_BYTES, _output_with_bias, conv_geometry
+from compilerkit.lowering.conv import COL_BYTES, PANEL_BYTES, output_with_bias, conv_geometry
 from compilerkit.lowering.matmul import emit_matmul
 
 
@@ -52,7 +52,7 @@ def lower_conv_transpose(b: KernelBuilder, op, ins):
     if geo.one_tap_each():  # every output is written once, by step 2: no fill first
         out = b.alloc(out_dims, elem)
     else:
-        out = _output_with_bias(b, out_dims, elem, bias)
+        out = output_with_bias(b, out_dims, elem, bias)
     _gemm(b, geo, x, w, out, elem, bias)
     return [out]
 
