@@ -6,8 +6,9 @@ TVM on the real-weight CNN set, the 3D U-Net and a small modern set, at 1 and 2 
     python benchmarks/peer_bench.py --models resnet50,encoder --engines compilerkit,openvino
     python benchmarks/peer_bench.py --out /tmp/peer.json   # elsewhere than benchmarks/results/
 
-Engines (`ENGINES`): `compilerkit` (the default pipeline), `compilerkit-auto`
-(`conv_algorithm="auto"`), `onnxruntime` (CPU provider, intra-op threads n, inter-op 1),
+Engines (`ENGINES`): `compilerkit` (the default pipeline: `conv_algorithm="auto"`, Winograd
+F(2,3) where it pays), `compilerkit-auto` (`conv_algorithm="auto-f4"`: also F(4,3), faster on
+3-D nets, more rounding error), `onnxruntime` (CPU provider, intra-op threads n, inter-op 1),
 `openvino` (CPU plugin, `INFERENCE_NUM_THREADS` n, `INFERENCE_PRECISION_HINT=f32`: it would
 run bfloat16 on CPUs that have it, latency hint, one stream, its own pinning off), `iree`
 (`iree-import-onnx`, upgraded to opset 17 where older, `llvm-cpu` for the host CPU; 1 thread:
@@ -351,7 +352,7 @@ class TVM:
         return call, cache["compile_s"]
 
 
-PEERS = {"compilerkit": CompilerKit(), "compilerkit-auto": CompilerKit("auto"),
+PEERS = {"compilerkit": CompilerKit(), "compilerkit-auto": CompilerKit("auto-f4"),
          "onnxruntime": OnnxRuntime(), "openvino": OpenVINO(), "iree": IREE(), "tvm": TVM()}
 
 

@@ -3,13 +3,15 @@
     compilerkit.compile(model, conv_algorithm=NAME)
 
     NAME                  a Conv it applies to is lowered by
-    "classic"             (the default) conv.py's own choice (direct for grouped/depthwise,
-                          shifted GEMMs, im2col + GEMM panels)
-    "auto"                Winograd where it measured faster and its error bound holds for the
-                          layer (`auto_choice`, `winograd_error_ratio`); for kernels of
-                          AUTO_FFT_KERNEL and
-                          more, "fft" where compilerkit.roofline predicts it faster than
-                          im2col; else "classic"
+    "auto"                (the default) Winograd F(2, 3) where it measured faster and its
+                          error bound holds for the layer (`auto_choice`,
+                          `winograd_error_ratio`); for kernels of AUTO_FFT_KERNEL and more,
+                          "fft" where compilerkit.roofline predicts it faster than im2col;
+                          else "classic"
+    "auto-f4"             the same with F(4, 3) first where its bound holds: faster on 3-D
+                          nets, 5-30x im2col's rounding error
+    "classic"             conv.py's own choice (direct for grouped/depthwise, shifted GEMMs,
+                          transposed GEMMs, im2col + GEMM panels)
     "direct"              conv.py's direct schedule (taps unrolled, no GEMM) where a Conv has
                           at most DIRECT_MAX_TAPS products per output (C/g * prod(kernel))
     "im2col"              conv.py's im2col + GEMM panels
@@ -30,15 +32,21 @@ under "direct") gets "classic", so one name can be given for a whole model and e
 computes the same function. An `conv_algorithm` string attribute on an onnx.Conv
 (hand-written ONNX IR, the FileCheck tests) overrides the option for that node.
 
-Why "classic" is the default: Winograd spreads rounding error over every output of a tile.
-"auto" keeps it to the layers where the tile's error bound holds (`winograd_error_ratio`): the
-fuzz suite's corrupted 3D U-Net (one weight 1.8e16, another 3.9e14), whose sigmoid outputs
-F(4,3) flipped by the thousands, stays classic. Still, on trained layers F(4,3)'s error is
-5-30x im2col's (ResNet-50's 3x3 layers 4-13e-6 of the output's max against 0.7-1.9e-6; the 3D
-U-Net's 3x3x3 layers 19-72e-6 against 1.3-3.4e-6, float64 reference).
-"auto" is faster on trained models with 3x3 layers (DenseNet-121 at 1 thread on
-an AVX-512 Xeon: 1.46x over "classic"; ResNet-50 1.09x) and within 4e-5 of onnxruntime: ask
-for it.
+Why "auto" is the default and takes F(2, 3) only: Winograd spreads rounding error over every
+output of a tile, and F(2, 3)'s error on trained layers is below im2col's, F(4, 3)'s 5-30x
+above it (max error over the output's max |y|, float64 reference: ResNet-50's 3x3 layers
+im2col 0.7-1.9e-6, F(2, 3) 0.2-0.8e-6, F(4, 3) 4-13e-6; the 3D U-Net's 3x3x3 layers 1.3-3.4e-6,
+0.3-0.8e-6, 19-72e-6: F(2, 3)'s products sum C terms per transformed element where im2col's
+sum 9C or 27C in one chain). Both keep to the layers where the tile's error bound holds
+(`winograd_error_ratio`): the fuzz suite's corrupted 3D U-Net (one weight 1.8e16, another
+3.9e14), whose sigmoid outputs F(4,3) flipped by the thousands, stays classic. NaN, inf and
+outsized inputs are screened: their tiles are computed directly (winograd.py), so special
+values reach the outputs classic's reach. F(2, 3) under "auto" ran 1.24-1.87x "classic" on
+every layer it took (ResNet-50's and DenseNet-121's 3x3 layers, the U-Net's 3x3x3 ones up to
+64 channels; 1 thread, AVX-512 Xeon); whole models: ResNet-50 70.4 -> 61.1 ms, DenseNet-121
+71.7 -> 58.6 ms, the 3D U-Net 1.87 -> 1.47 s ("auto-f4": 1.22 s), the others unchanged (no
+layer qualifies). The price is compile time: the transforms are more Kernel IR (ResNet-50
+1.5 -> 2.6 s).
 
 The option is the `conv_algorithm` option of the `lower-to-krnl` pass
 (`lower-to-krnl{conv_algorithm=auto}`), which the lowering's KernelBuilder carries to `choose`.
@@ -74,7 +82,9 @@ AUTO_MAX_RANGE = 1000.0  # ... and weights whose max |w| is at most this many ti
 AUTO_ERROR_RATIO = 4.02e6
 AUTO_FFT_KERNEL = 5  # "auto" weighs FFT against im2col (the roofline) from this kernel size on
 DIRECT_MAX_TAPS = 576  # unrolled products of one output under "direct" (64 channels x 3x3)
-BASIC = ("auto", "classic", "direct", "im2col")
+BASIC = ("auto", "auto-f4", "classic", "direct", "im2col")
+AUTO_TILES = {"auto": (2,), "auto-f4": (4, 2)}  # Winograd tile sizes m each tries, in order
+DEFAULT = "auto"  # the compile option's default (compilerkit.compile, the lower-to-krnl pass)
 WINOGRAD = tuple(f"winograd{f}{s}" for s in ("", "-fused") for f in ("", "-f2", "-f4", "-f6"))
 FFT = tuple(f"fft{t}{s}" for s in ("", "-fused")
             for t in ("",) + tuple(f"-t{t}" for t in FFT_TILES))
@@ -88,7 +98,7 @@ def check_algorithm(name) -> str:
     return name
 
 
-def choose(op, asked: str = "classic") -> str:
+def choose(op, asked: str = DEFAULT) -> str:
     """The algorithm for the Conv `op` (ONNX IR): the node's `conv_algorithm` attribute, else
     `asked` (the compile option), falling back to "classic" where it does not apply."""
     attr = op.attributes.get("conv_algorithm")
@@ -99,8 +109,8 @@ def choose(op, asked: str = "classic") -> str:
                              f"one of {', '.join(ALGORITHMS)}")
     else:
         name = check_algorithm(asked)
-    if name == "auto":
-        return auto_choice(op)
+    if name in AUTO_TILES:
+        return auto_choice(op, AUTO_TILES[name])
     if name.startswith("winograd"):
         return name if winograd.applies(op) is None else "classic"
     if name.startswith("fft"):
@@ -113,13 +123,14 @@ def choose(op, asked: str = "classic") -> str:
     return name
 
 
-def auto_choice(op) -> str:
+def auto_choice(op, tiles=AUTO_TILES["auto"]) -> str:
     """"auto": Winograd F(m, 3) for the 3x3 (and, up to AUTO_FUSED_CHANNELS channels, 3x3x3)
     Convs it takes with at least AUTO_MIN_CHANNELS input and output channels and at least
-    AUTO_MIN_TILES tiles per batch entry at the largest m in (4, 2) that gives them and
-    whose error bound holds for the layer (`winograd_error_ratio` <= AUTO_ERROR_RATIO) (the
-    products are tiles x K x C, the transformed weights alpha^r x C x K: with one tile they
-    are bound by reading U, and im2col stays faster); L3-fused when both
+    AUTO_MIN_TILES tiles per batch entry at the first m of `tiles` ((2,) for "auto", (4, 2)
+    for "auto-f4") that gives them and whose error bound holds for the layer
+    (`winograd_error_ratio` <= AUTO_ERROR_RATIO) (the products are tiles x K x C, the
+    transformed weights alpha^r x C x K: with one tile they are bound by reading U, and
+    im2col stays faster); L3-fused when both
     channel counts are at most AUTO_FUSED_CHANNELS. Else "classic". Measured at 1 thread in
     benchmarks/winograd_bench.py (benchmarks/results/winograd_bench.json, same run, against
     "classic"); 3x3x3 layers were measured only at 16 and 32 channels, hence their limit."""
@@ -136,7 +147,7 @@ def auto_choice(op) -> str:
     if spread > AUTO_MAX_RANGE:
         return "classic"
     out = onnx_d.shape_of(op.results[0])[2:]
-    for m in (4, 2):
+    for m in tiles:
         if (math.prod(-(-o // m) for o in out) >= AUTO_MIN_TILES
                 and winograd_error_ratio(op, m, spread) <= AUTO_ERROR_RATIO):
             return f"winograd-f{m}{fused}"

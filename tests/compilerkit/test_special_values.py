@@ -231,7 +231,7 @@ def test_safe_constant_integer_division_still_folds():
 # ---- special values through the tiled Conv algorithms ---------------------------------------
 
 TILED = ["winograd", "winograd-f2", "winograd-f6", "winograd-fused", "winograd-f2-fused",
-         "fft", "fft-fused", "fft-t8", "auto"]
+         "fft", "fft-fused", "fft-t8", "auto", "auto-f4"]
 
 
 def _conv_model(c=16, k=16, side=12, kernel=3, dims=2, seed=0):

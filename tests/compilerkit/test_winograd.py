@@ -231,16 +231,19 @@ def test_variant_names():
         (6, True)]
 
 
-@pytest.mark.parametrize("c,k,hw,kernel,expected", [
-    (64, 64, 56, 3, "winograd-f4-fused"), (128, 128, 28, 3, "winograd-f4"),
-    (256, 256, 14, 3, "winograd-f4"), (512, 512, 7, 3, "winograd-f4"),
-    (256, 256, 4, 3, "winograd-f2"), (512, 512, 2, 3, "classic"),
-    (8, 64, 56, 3, "classic"), (64, 64, 56, 5, "fft"),
-    (16, 16, (16, 16, 16), 3, "winograd-f4-fused"), (128, 128, (16, 16, 16), 3, "classic")])
-def test_auto_choice(c, k, hw, kernel, expected):
-    """"auto" takes Winograd only for the class it measured faster on (conv_algorithm.py):
-    3x3 (3x3x3 up to 64 channels), >= 16 channels, >= 4 tiles (F(4,3) before F(2,3)),
-    fused up to 64 channels; kernels of 5 and more go to the roofline (FFT or classic)."""
+@pytest.mark.parametrize("c,k,hw,kernel,auto,auto_f4", [
+    (64, 64, 56, 3, "winograd-f2-fused", "winograd-f4-fused"),
+    (128, 128, 28, 3, "winograd-f2", "winograd-f4"),
+    (256, 256, 14, 3, "winograd-f2", "winograd-f4"), (512, 512, 7, 3, "winograd-f2", "winograd-f4"),
+    (256, 256, 4, 3, "winograd-f2", "winograd-f2"), (512, 512, 2, 3, "classic", "classic"),
+    (8, 64, 56, 3, "classic", "classic"), (64, 64, 56, 5, "fft", "fft"),
+    (16, 16, (16, 16, 16), 3, "winograd-f2-fused", "winograd-f4-fused"),
+    (128, 128, (16, 16, 16), 3, "classic", "classic")])
+def test_auto_choice(c, k, hw, kernel, auto, auto_f4):
+    """"auto" (the default) takes Winograd only for the class it measured faster on
+    (conv_algorithm.py): 3x3 (3x3x3 up to 64 channels), >= 16 channels, >= 4 tiles, F(2,3)
+    only, fused up to 64 channels; "auto-f4" tries F(4,3) first; kernels of 5 and more go to
+    the roofline (FFT or classic)."""
     from compilerkit.lowering.conv_algorithm import choose
 
     sp = hw if isinstance(hw, tuple) else (hw, hw)
@@ -248,12 +251,13 @@ def test_auto_choice(c, k, hw, kernel, expected):
                           pads=[kernel // 2] * 2 * len(sp))
     module = compile_to("onnx-ir", model)
     conv = next(op for op in module.walk() if op.name == "onnx.Conv")
-    assert choose(conv) == "classic"  # the default
-    assert choose(conv, "auto") == expected
+    assert choose(conv) == auto  # the default
+    assert choose(conv, "auto") == auto
+    assert choose(conv, "auto-f4") == auto_f4
 
 
 @pytest.mark.parametrize("outlier, expected", [
-    (None, "winograd-f4-fused"), (50.0, "winograd-f4-fused"), (1e4, "classic"),
+    (None, "winograd-f2-fused"), (50.0, "winograd-f2-fused"), (1e4, "classic"),
     (1e16, "classic"), (np.inf, "classic")])
 def test_auto_keeps_winograd_away_from_badly_scaled_weights(outlier, expected):
     """One weight far above the others (a corrupted model) sends "auto" back to "classic":
@@ -268,6 +272,7 @@ def test_auto_keeps_winograd_away_from_badly_scaled_weights(outlier, expected):
     model, _ = conv_model((1, 16, 56, 56), wt, pads=[1, 1, 1, 1])
     conv = next(op for op in compile_to("onnx-ir", model).walk() if op.name == "onnx.Conv")
     assert choose(conv, "auto") == expected
+    assert choose(conv, "auto-f4") == expected.replace("f2", "f4")
 
 
 def test_threads_give_the_same_answer():
@@ -322,13 +327,13 @@ def test_winograd_error_ratio_hand_worked():
     (5.0, "winograd-f4-fused"), (15.0, "winograd-f4-fused"), (17.0, "winograd-f2-fused"),
     (900.0, "winograd-f2-fused"), (2000.0, "classic")])
 def test_auto_takes_the_tile_whose_error_bound_holds(spread, expected):
-    """3x3x3: F(4, 3)'s bound (190^3 / 27 = 254,000 x the spread) holds up to a spread of
-    about 16 medians, F(2, 3)'s (27 x the spread) up to AUTO_MAX_RANGE; the 3D U-Net's
-    trained layers have 3.8-5.8."""
+    """"auto-f4" on 3x3x3: F(4, 3)'s bound (190^3 / 27 = 254,000 x the spread) holds up to a
+    spread of about 16 medians, F(2, 3)'s (27 x the spread) up to AUTO_MAX_RANGE; the 3D
+    U-Net's trained layers have 3.8-5.8."""
     from compilerkit.lowering.conv_algorithm import choose
 
     wt = np.ones((16, 16, 3, 3, 3), np.float32)
     wt[1, 2, 1, 1, 1] = spread
     model, _ = conv_model((1, 16, 16, 16, 16), wt, pads=[1] * 6)
     conv = next(op for op in compile_to("onnx-ir", model).walk() if op.name == "onnx.Conv")
-    assert choose(conv, "auto") == expected
+    assert choose(conv, "auto-f4") == expected
