@@ -3,7 +3,7 @@
 // (or zeros); per (n, group) and panel of input rows, a zeroed column buffer
 // col[(co, k...), i] gets W^T x from one krnl.matmul (W read in place with strides
 // [1, OC/g * prod(kernel)], x as B with row stride = the input positions), then a
-// krnl.iterate over (co, panel row, rest of the position..., tap...) adds
+// krnl.iterate over (co, panel row, its tap, then each further axis's position and tap) adds
 // col[co * prod(kernel) + k, i] into y[n, g * (OC/g) + co, i * stride + k * dilation - pad];
 // a target outside y adds 0 at a clamped address (select), so no branch is needed.
 
@@ -22,16 +22,16 @@ func.func @conv_transpose_stride2(%x: tensor<1x1x2x2xf32>, %w: tensor<1x1x3x3xf3
 // CHECK:         [[COL:%[0-9]+]] = "krnl.alloc"() {{.*}} -> memref<1x9x4xf32>
 // CHECK:         [[XV:%[0-9]+]] = "krnl.reshape"([[X]]) {{.*}} -> memref<1x1x4xf32>
 // CHECK:           "krnl.store"({{%[0-9]+}}, [[COL]],
-// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 9 : i64], [0 : i64, 4 : i64]]
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 9 : i64], [0 : i64, 4 : i64]]
 // CHECK:           "krnl.matmul"([[W]], [[XV]], [[COL]], {{.*}}) {sizes = [9 : i64, 4 : i64, 1 : i64], {{.*}}strides = [1 : i64, 9 : i64, 4 : i64, 4 : i64]
-// CHECK:           ^bb0([[CO:%[0-9]+]]: index, [[HH:%[0-9]+]]: index, [[IW:%[0-9]+]]: index, [[KH:%[0-9]+]]: index, [[KW:%[0-9]+]]: index):
+// CHECK:           ^bb0([[CO:%[0-9]+]]: index, [[HH:%[0-9]+]]: index, [[KH:%[0-9]+]]: index, [[IW:%[0-9]+]]: index, [[KW:%[0-9]+]]: index):
 // CHECK:             [[CV:%[0-9]+]] = "krnl.load"([[COL]],
 // CHECK:             [[OLD:%[0-9]+]] = "krnl.load"([[Y]],
 // CHECK-NEXT:        [[Z2:%[0-9]+]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:        [[ADD:%[0-9]+]] = arith.select {{%[0-9]+}}, [[CV]], [[Z2]] : f32
 // CHECK-NEXT:        [[NEW:%[0-9]+]] = arith.addf [[OLD]], [[ADD]] : f32
 // CHECK-NEXT:        "krnl.store"([[NEW]], [[Y]],
-// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 2 : i64], [0 : i64, 3 : i64], [0 : i64, 3 : i64]]
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 2 : i64], [0 : i64, 3 : i64], [0 : i64, 2 : i64], [0 : i64, 3 : i64]]
 
 // -----
 // 1-D, two groups, pads [1, 1], bias: x [1, 2, 3], w [2, 1, 3] (C = 2, OC/g = 1), out channels
