@@ -24,4 +24,4 @@ builtin.module {
 // WINO:            "krnl.global"() {sym_name = "winograd_f2_c", value = dense_resource<winograd_f2_c> : tensor<16x2x8xf32>, onnx_node = "c"} : () -> memref<16x2x8xf32>
 // LANES4:          "krnl.global"() {sym_name = "winograd_f2_c", value = dense_resource<winograd_f2_c> : tensor<16x1x2x8xf32>, onnx_node = "c"} : () -> memref<16x1x2x8xf32>
 // BADLANES:        error: lower-to-krnl: lanes=3 is not a power of two from 1 to 64
-// BADALGO:         error: unknown conv_algorithm 'fast'; choose one of auto, classic,
+// BADALGO:         error: unknown conv_algorithm 'fast'; choose one of auto, auto-f4, classic,
