@@ -20,6 +20,7 @@ from xdsl.utils.exceptions import ArgSpecParseError
 
 from compilerkit.frontend.arguments import OptionError
 from compilerkit.krnl_passes.fold_layout import FoldLayoutPass
+from compilerkit.krnl_passes.fuse_nests import FuseNestsPass
 from compilerkit.krnl_passes.gpu_map import GpuMapPass
 from compilerkit.krnl_passes.guard_indices import GuardIndicesPass
 from compilerkit.krnl_passes.parallelize import ParallelizePass
@@ -41,7 +42,8 @@ from compilerkit.stages import verify_ir
 PASSES: dict[str, type[ModulePass]] = {p.name: p for p in (
     ShapeInferencePass, ValidatePass, ConstantFoldingPass, DecomposePass, FuseConvPass,
     FuseElementwisePass, FuseGeluPass, FoldPoolPadPass, DeadCodePass,
-    LowerToKrnlPass, FoldLayoutPass, TileMatmulPass, UnrollSmallPass, ParallelizePass, GpuMapPass,
+    LowerToKrnlPass, FoldLayoutPass, FuseNestsPass, TileMatmulPass, UnrollSmallPass,
+    ParallelizePass, GpuMapPass,
     GuardIndicesPass, PlanBuffersPass)}
 
 
@@ -59,15 +61,18 @@ def onnx_pipeline() -> list[ModulePass]:
 
 
 def kernel_pipeline(target, opt_level: int, schedule=None,
-                    conv_algorithm: str = "classic") -> list[ModulePass]:
+                    conv_algorithm: str = "classic", fuse: bool = True) -> list[ModulePass]:
     """Optimised ONNX IR -> planned Kernel IR for `target` (a backends.Target) at -O`opt_level`:
     lowering (Convs by `conv_algorithm`, constant matrices in strips of the target's lanes),
-    the blocked-layout fold (a no-op without conv_algorithm="pznet"), the target's schedule
-    (Target.schedule_passes, or the passes `schedule` when given), buffer planning."""
+    the blocked-layout fold (a no-op without conv_algorithm="pznet"), from -O1 and with `fuse`
+    the fusion of elementwise chains into one nest (fuse-nests: fewer passes over memory, and
+    fewer functions for LLVM to compile), the target's schedule (Target.schedule_passes, or
+    the passes `schedule` when given), buffer planning."""
     if schedule is None:
         schedule = target.schedule_passes(opt_level)
     lowering = LowerToKrnlPass(conv_algorithm=conv_algorithm, lanes=target.vector_width)
-    return [lowering, FoldLayoutPass(), *schedule, PlanBuffersPass()]
+    fusion = [FuseNestsPass()] if fuse and opt_level >= 1 else []
+    return [lowering, FoldLayoutPass(), *fusion, *schedule, PlanBuffersPass()]
 
 
 def parse_pipeline(spec: str, option: str = "pass pipeline") -> list[ModulePass]:

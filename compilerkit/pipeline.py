@@ -29,7 +29,8 @@ Choices that change what is generated are options of this one pipeline (`Compila
 **options)`), not new pipelines: `onnx_passes` and `schedule` replace the ONNX IR passes and
 the Kernel IR schedule (a tuned schedule, an algorithm chosen by a pass); `codegen` names the
 code generator in CODEGENS; `emitter` swaps the LLVM emitter class (the endianness demo's
-HostBytesEmitter); `conv_algorithm` picks how Convs are lowered (lowering/conv_algorithm.py).
+HostBytesEmitter); `conv_algorithm` picks how Convs are lowered (lowering/conv_algorithm.py);
+`fuse_nests` (None: on for the LLVM code generator) computes elementwise chains in one nest.
 Every stage's time goes to `.timings` and every pass's to `.pass_timings`.
 
 Verification (the option `verify`; stages.py): xDSL's verifier checks every IR that comes from
@@ -130,6 +131,9 @@ class Options:
     asm: bool = True  # "native": list the machine-code stage in `.stages` (made on first look)
     overwrite: bool = False  # stage "lib" may replace an existing C header (frontend.arguments)
     verify: str | None = None  # "input" or "all" (the module's docstring); None: CK_VERIFY's
+    # fuse-nests (krnl_passes/fuse_nests.py) from -O1; None: the code generator's choice (on for
+    # "llvm"; off for "loopnest", which writes and reports code node by node)
+    fuse_nests: bool | None = None
 
 
 def signature(func_op) -> tuple[list, list]:
@@ -277,6 +281,8 @@ def check_options(target=None, opt_level=3, **options) -> None:
     for flag in ("asm", "overwrite"):
         if flag in options:
             check_flag(flag, options[flag])
+    if options.get("fuse_nests") is not None:
+        check_flag("fuse_nests", options["fuse_nests"])
     verify_level(options.get("verify"))
 
 
@@ -383,8 +389,11 @@ class Compilation:
             schedule = NAMED_SCHEDULES[schedule](self.target, self.opt_level)
         elif isinstance(schedule, str):
             schedule = parse_pipeline(schedule)
+        fuse = self.options.fuse_nests
+        if fuse is None:
+            fuse = self.options.codegen == "llvm"
         lowering, *rest = kernel_pipeline(self.target, self.opt_level, schedule,
-                                          self.options.conv_algorithm)
+                                          self.options.conv_algorithm, fuse)
         verify = self.verify_all or self.options.schedule is not None
         assert isinstance(lowering, LowerToKrnlPass)
         t = time.perf_counter()

@@ -9,8 +9,9 @@ functions. So:
 - a node function called across partitions becomes an external (hidden) definition in its own
   partition and a declaration in partition 0; everything it calls stays beside it;
 - internal helpers that hold no state (the matmul micro-kernel, math functions, fill loops)
-  and constant globals are copied into every partition, so each optimises and inlines them as
-  before (the optimiser drops the copies a partition does not use);
+  are copied into every partition, so each optimises and inlines them as before (the optimiser
+  drops the copies a partition does not use); constant globals go to the partitions whose
+  functions name them (`_referenced`);
 - globals that are written (splat constants filled on the first call, their flag) are defined
   once, in partition 0, and declared elsewhere, so every partition sees the same bytes.
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import threading
 
 import llvmlite.binding as llvm
@@ -120,30 +122,60 @@ def partition_texts(module: ir.Module, bodies: dict[str, list[str]], parts: int)
     types = [t.get_declaration() for t in module.get_identified_types().values()]
     texts = []
     for k in range(parts):
-        lines = header + types
+        # Functions first (their text says which globals they use), then the module's items
+        # in its own order.
+        functions: dict[str, str] = {}
         for gv in module.globals.values():
             if isinstance(gv, ir.GlobalVariable):
-                lines.append(_global_text(gv, k))
-            elif gv.is_declaration:
-                lines.append(str(gv))
+                continue
+            if gv.is_declaration:
+                functions[gv.name] = str(gv)
             elif gv.name in owner:
                 mine = owner[gv.name] == k
                 if mine and gv.name in heads and k != 0:
-                    lines.append(_exported(gv))
+                    functions[gv.name] = _exported(gv)
                 elif mine:
-                    lines.append(str(gv))
+                    functions[gv.name] = str(gv)
                 elif k == 0 and gv.name in heads:
-                    lines.append(_declaration(gv))
+                    functions[gv.name] = _declaration(gv)
             elif "noinline" in gv.attributes and gv.linkage in ("internal", "private"):
                 # A helper nobody inlines (the micro-kernel): optimised once, in partition 0.
-                lines.append(_exported(gv) if k == 0 else _declaration(gv))
+                functions[gv.name] = _exported(gv) if k == 0 else _declaration(gv)
             elif gv.linkage in ("internal", "private"):
-                lines.append(str(gv))  # an inlined helper: a copy per partition
+                functions[gv.name] = str(gv)  # an inlined helper: a copy per partition
             elif k == 0:
-                lines.append(str(gv))  # the entry points
+                functions[gv.name] = str(gv)  # the entry points
+        used = _referenced(functions.values())
+        lines = header + types
+        for gv in module.globals.values():
+            if not isinstance(gv, ir.GlobalVariable):
+                if gv.name in functions:
+                    lines.append(functions[gv.name])
+            elif gv.global_constant and gv.initializer is not None and (
+                    gv.get_reference() not in used):
+                # A constant no function of this partition reads (the small weights the
+                # entry function addresses: 1.7 MB of text in each of DenseNet-121's
+                # partitions): left out rather than printed, parsed and dropped again.
+                continue
+            else:
+                lines.append(_global_text(gv, k))
         lines += module._get_metadata_lines()
         texts.append("\n".join(lines))
     return texts
+
+
+# A global's reference in LLVM IR text: @"name" (llvmlite quotes every name) or @name.
+_GLOBAL_REFERENCE = re.compile(r'@"(?:[^"\\]|\\.)*"|@[-\w.$]+')
+
+
+def _referenced(texts) -> set[str]:
+    """The global references (`@"name"`, as `GlobalValue.get_reference()` spells them) in
+    `texts`; a constant referenced only from another constant's initialiser does not occur in
+    our modules (codegen's constants hold bytes)."""
+    used: set[str] = set()
+    for text in texts:
+        used.update(_GLOBAL_REFERENCE.findall(text))
+    return used
 
 
 def unlocked(name: str):

@@ -56,6 +56,9 @@ ENTRY = "main_graph"
 THREADED_TARGETS = ("host",)  # targets whose code calls libgomp for krnl.parallel loops
 # a parallel loop is handed out in about this many chunks per thread (parallel_iterate)
 GRAINS_PER_THREAD = 4
+# Attributes that name ONNX nodes (lowering's tag, the nodes fuse-nests computed in a nest):
+# not part of the code, so not of a nest's sharing key.
+NODE_TAGS = ("onnx_node", "fused_nodes")
 I64 = ir.IntType(64)
 I8P = ir.IntType(8).as_pointer()
 
@@ -348,6 +351,12 @@ class Emitter:
         f = main_func(self.kmodule)
         args = f.body.block.args
         fn = ir.Function(self.module, ir.FunctionType(I64, [I8P.as_pointer(), I64]), ENTRY)
+        # The entry function only addresses buffers and calls the node functions (their float
+        # work is theirs), so nothing in it is worth vectorising; but it is one long block of
+        # calls, on which LLVM's SLP vectoriser spent a fifth of a second (DenseNet-121: 0.21 s
+        # of its -O3, on the partition that also holds the helpers). noimplicitfloat makes SLP
+        # and the loop vectoriser skip it; the optimised entry function came out the same.
+        fn.attributes.add("noimplicitfloat")
         self.fn = fn
         self.num_threads = fn.args[1]
         entry = fn.append_basic_block("entry")
@@ -643,12 +652,13 @@ class Emitter:
     def nest_key(self, nests, seen, params, threaded):
         """A key of everything the code of `nests` depends on, read off the Kernel IR before
         any of it is emitted (a hit skips emitting a copy): the ops in walk order (name,
-        attributes but the node tag, types, operands as the position of their definition,
-        block shapes), and for values from outside, what `captures` made of them (a constant,
-        or which parameter) or for loop handles what `self.loops` says (kind, tile, base,
-        unrolled, parallel). None (no sharing by this key) where the code would also depend
-        on something else: a global defined inside. Division guards name their node in their
-        messages, so nests with them are keyed with the node. `verify_sharing` checks it."""
+        attributes but the node tags (NODE_TAGS), types, operands as the position of their
+        definition, block shapes), and for values from outside, what `captures` made of them
+        (a constant, or which parameter) or for loop handles what `self.loops` says (kind,
+        tile, base, unrolled, parallel). None (no sharing by this key) where the code would
+        also depend on something else: a global defined inside. Division guards name their
+        node in their messages, so nests with them are keyed with the node. `verify_sharing`
+        checks it."""
         ids: dict = {}
 
         def value(v):
@@ -674,7 +684,7 @@ class Emitter:
                 if op.name in ("arith.divsi", "arith.remsi"):
                     out.append(self.node_of(nests))
                 out.append((op.name, tuple((k, a) for k, a in op.attributes.items()
-                                           if k != "onnx_node"),
+                                           if k not in NODE_TAGS),
                             tuple(op.properties.items()), tuple(value(o) for o in op.operands),
                             tuple(r.type for r in op.results),
                             tuple((tuple(a.type for a in blk.args), len(blk.ops))

@@ -79,11 +79,12 @@ def test_target_pipelines():
 
     host = get_backend("host").target
     names = [p.name for p in kernel_pipeline(host, 3)]
-    assert names == ["lower-to-krnl", "fold-layout", "tile-matmul", "unroll-small",
-                     "parallelize", "plan-buffers"]
+    assert names == ["lower-to-krnl", "fold-layout", "fuse-nests", "tile-matmul",
+                     "unroll-small", "parallelize", "plan-buffers"]
     assert [p.name for p in kernel_pipeline(host, 0)] == ["lower-to-krnl", "fold-layout",
                                                           "plan-buffers"]
-    assert kernel_pipeline(host, 3)[2].simd == host.vector_width
+    assert "fuse-nests" not in [p.name for p in kernel_pipeline(host, 3, fuse=False)]
+    assert kernel_pipeline(host, 3)[3].simd == host.vector_width
     # The lowering's compile choices are its options, shown in the pipeline's spec.
     lowering = kernel_pipeline(host, 3, conv_algorithm="auto")[0]
     assert (lowering.conv_algorithm, lowering.lanes) == ("auto", host.vector_width)

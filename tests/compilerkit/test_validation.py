@@ -482,7 +482,8 @@ def test_every_stage_verifies(monkeypatch):
     ck.compile(m, asm=False, verify="all")
     onnx_names = ", ".join(repr(p.name) for p in compilerkit.passes.onnx_pipeline())
     assert stages == ["import", f"passes {onnx_names}", "passes 'lower-to-krnl', 'fold-layout', "
-                      "'tile-matmul', 'unroll-small', 'parallelize', 'plan-buffers'"]
+                      "'fuse-nests', 'tile-matmul', 'unroll-small', 'parallelize', "
+                      "'plan-buffers'"]
 
 
 def test_by_default_only_the_ir_from_outside_compilerkits_passes_is_verified(monkeypatch):
@@ -505,8 +506,8 @@ def test_by_default_only_the_ir_from_outside_compilerkits_passes_is_verified(mon
     assert stages == ["import", f"passes {onnx_names}"]
     stages.clear()
     ck.compile(m, asm=False, schedule="parallelize")
-    assert stages[-1] == ("passes 'lower-to-krnl', 'fold-layout', 'parallelize', "
-                          "'plan-buffers'")
+    assert stages[-1] == ("passes 'lower-to-krnl', 'fold-layout', 'fuse-nests', "
+                          "'parallelize', 'plan-buffers'")
 
 
 def test_the_verify_level_and_its_environment_default_are_checked(monkeypatch):

@@ -25,7 +25,7 @@ func.func @relu_2x4(%x: memref<2x4xf32>, %y: memref<2x4xf32>) attributes {input_
 // CHECK-LABEL: // case @relu_2x4
 // CHECK:       target triple = "{{.+}}"
 // CHECK-NOT:   {{nvptx|s390x}}
-// CHECK:       define i64 @main_graph(ptr %[[ARGS:[^,]*]], i64 %{{.*}}) {
+// CHECK:       define i64 @main_graph(ptr %[[ARGS:[^,]*]], i64 %{{.*}}) #{{[0-9]+}} {
 // CHECK:         getelementptr ptr, ptr %[[ARGS]], i64 0
 // CHECK:         getelementptr ptr, ptr %[[ARGS]], i64 1
 // CHECK:         call i64 @main_graph_1_relu(ptr
@@ -75,7 +75,7 @@ func.func @div_guarded(%x: memref<4xi32>, %d: memref<4xi32>, %y: memref<4xi32>) 
 // CHECK-LABEL: // case @div_guarded
 // CHECK:       target triple = "{{.+}}"
 // CHECK:       @check_message_1 = internal constant [43 x i8] c"node 'div' (Div): integer division by zero\00"
-// CHECK:       define i64 @main_graph(ptr %[[ARGS:[^,]*]], i64 %{{.*}}) {
+// CHECK:       define i64 @main_graph(ptr %[[ARGS:[^,]*]], i64 %{{.*}}) #{{[0-9]+}} {
 // CHECK:         %[[AP:.*]] = getelementptr ptr, ptr %[[ARGS]], i64 3
 // CHECK-NEXT:    %[[ARENA:.*]] = load ptr, ptr %[[AP]]
 // CHECK:         %[[T0:.*]] = getelementptr i8, ptr %[[ARENA]], i64 64
@@ -200,7 +200,7 @@ func.func @shared_parallel(%x: memref<4x8xf32>, %y: memref<4x8xf32>) attributes 
 // the threads, and with one thread the node calls it directly; no other wrapper is made. The
 // threads take chunks of the outer loop with an atomic add on ctx.next until none is left.
 // CHECK-LABEL: // case @shared_parallel
-// CHECK:       define i64 @main_graph(ptr %{{.*}}, i64 %[[N:[^)]*]]) {
+// CHECK:       define i64 @main_graph(ptr %{{.*}}, i64 %[[N:[^)]*]]) #{{[0-9]+}} {
 // CHECK:         call i64 @main_graph_1_a(ptr %[[X:[^,]*]], ptr %[[T:[^,]*]], i64 %[[N]])
 // CHECK:         call i64 @main_graph_1_a(ptr %[[T]], ptr %[[Y:[^,]*]], i64 %[[N]])
 // CHECK-NOT:   define {{.*}}@main_graph_2_b

@@ -24,7 +24,7 @@ func.func @f32_constant_add(%x: memref<2xf32>, %y: memref<2xf32>) attributes {in
 // f32 1.5 = 1.1b * 2^0: sign 0, exponent 127 (0x7F), mantissa 0x400000 -> 0x3FC00000;
 // f32 -2.0 = 0xC0000000. Big-endian: 3F C0 00 00, C0 00 00 00.
 // CHECK:       @g_w = internal constant [8 x i8] c"?\C0\00\00\C0\00\00\00", align 64
-// CHECK:       define i64 @main_graph(ptr %[[ARGS:[^,]*]], i64 %{{.*}}) {
+// CHECK:       define i64 @main_graph(ptr %[[ARGS:[^,]*]], i64 %{{.*}}) #{{[0-9]+}} {
 // CHECK:         getelementptr ptr, ptr %[[ARGS]], i64 0
 // CHECK:         getelementptr ptr, ptr %[[ARGS]], i64 1
 // CHECK:         call i64 @main_graph_1_add(ptr %{{.*}}, ptr %{{.*}}, ptr %{{.*}})

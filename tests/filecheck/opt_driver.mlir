@@ -18,6 +18,7 @@
 // LIST-NEXT:  fuse-conv
 // LIST-NEXT:  fuse-elementwise
 // LIST-NEXT:  fuse-gelu
+// LIST-NEXT:  fuse-nests
 // LIST-NEXT:  gpu-map
 // LIST-NEXT:  guard-indices
 // LIST-NEXT:  lower-to-krnl
