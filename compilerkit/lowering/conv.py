@@ -20,16 +20,21 @@ threads can share (the parallelize pass marks it: krnl_passes/parallelize.py):
   so the taps read without guards; no im2col buffer; strided ones split the last axis by phase
   (`_phase_scratch`). Groups write disjoint scratch planes and outputs, so the (batch entry,
   group) loop runs on threads.
-- GEMM (everything else): per (batch entry, group, panel of output rows): the output panel is
-  set to the bias, the input patches of the panel are copied into a column buffer
-  [panels, C/g, kernel..., rows, rest of out spatial] (one slot per panel when threads share
-  the panel loop, else one slot; from the zero-bordered scratch planes when the Conv is
-  padded, as above), then out[oc, p] += W[oc, :] . col[:, p] with `krnl.matmul` (matmul.py,
-  which -O3 tiles), then the epilogue applies the activation to the panel while it is still
-  in cache. Panels hold about PANEL_BYTES of column buffer and output, as onnxruntime's MLAS
-  convolution works through its output in cache-sized pieces. A 1x1, stride-1, unpadded Conv
-  reads the input directly as the B matrix (a plain GEMM, no copy); a strided 1x1 Conv copies
-  only the sampled pixels.
+- GEMM (everything else; conv_panels.py): per (batch entry, group, panel of output rows):
+  the output panel is set to the bias, the input patches of the panel are copied into a
+  column buffer [panels, C/g, kernel..., rows, rest of out spatial] (one slot per panel when
+  threads share the panel loop, else one slot; from the zero-bordered scratch planes when the
+  Conv is padded, as above), then out[oc, p] += W[oc, :] . col[:, p] with `krnl.matmul`
+  (matmul.py, which -O3 tiles), then the epilogue applies the activation to the panel while
+  it is still in cache. Panels hold about PANEL_BYTES of column buffer and output, as
+  onnxruntime's MLAS convolution works through its output in cache-sized pieces. A 1x1,
+  stride-1, unpadded Conv reads the input directly as the B matrix (a plain GEMM, no copy); a
+  strided 1x1 Conv copies only the sampled pixels. Where it pays (`_strips_pay`: enough
+  output channels per group that the micro-kernel would pack B, deep enough sums) the column
+  buffer is written already cut into strips of the micro-kernel's width, [slots, strips,
+  (C/g, kernel...) x strip columns] (`_strip_panel`), and multiplied strip by strip: the
+  kernel reads each strip in place instead of packing the panel again on its stack. Same
+  sums in the same order either way: bit-identical results.
 - shifted GEMMs (stride 1, 2-D, few channels on large planes: `_shifted_pays`): per panel of
   output rows, one GEMM per kernel tap whose B is the padded input planes read at the tap's
   offset, accumulated into the panel's row buffer that the epilogue copies out; no column
@@ -179,7 +184,10 @@ def lower_conv(b: KernelBuilder, op, ins):
                         conv.elem)
         (_transposed_gemm if how == "image" else _transposed_panels)(b, conv, out, wt, strip)
     else:
-        _gemm(b, conv, out)
+        # here, not at the top: conv_panels builds on this module's helpers
+        from compilerkit.lowering.conv_panels import gemm
+
+        gemm(b, conv, out)
     return [out]
 
 
@@ -568,101 +576,9 @@ def _transposed_panels(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
                 b.store(v, ov, [nn, o, b.affine([(q0, 1), (q, 1)])])
 
 
-# ---- im2col + GEMM, panel by panel -------------------------------------------------------------
-
-def _panel_rows(conv: _Conv, kdim: int, col: bool) -> tuple[int, bool]:
-    """(output rows (first spatial axis) per panel, whether threads may share the panels).
-    Panels hold at most PANEL_BYTES of column buffer (or, for a plain GEMM, output) and never
-    fewer than MIN_PANEL columns. When every panel can have its own column buffer (all of them
-    together within COL_BYTES) and the rows split evenly (`_even_panels`), the panels are
-    threads' work; else the largest count that fits and divides the rows evenly (no ragged
-    last panel) down to half of that, or failing that the count that fits, in one serial loop
-    (the threads then share each panel's product)."""
-    rows, inner = conv.out_sp[0], math.prod(conv.out_sp[1:])
-    per_row = (kdim if col else conv.ocg) * inner * onnx_d.numpy_dtype(conv.elem).itemsize
-    fit = max(1, PANEL_BYTES // per_row, -(-MIN_PANEL // inner))
-    if not col or rows * per_row <= COL_BYTES:
-        even = _even_panels(rows, -(-MIN_PANEL // inner), fit)
-        if even is not None and even < rows:
-            return even, True
-    if fit >= rows:
-        return rows, False
-    even = [h for h in range(fit, (fit + 1) // 2 - 1, -1) if rows % h == 0]
-    return (even[0] if even else fit), False
-
+# ---- shared with the GEMM panels (conv_panels.py) ------------------------------------------------
 
 def _reads_x_in_place(conv: _Conv) -> bool:
     """A 1x1, stride-1, unpadded Conv: x itself is the GEMM's operand (no im2col)."""
     return all(k == 1 for k in conv.k_sp) and all(s == 1 for s in conv.st) and not any(
         conv.pads) and all(conv.reach(d) <= conv.in_sp[d] for d in range(conv.r))
-
-
-def _gemm(b: KernelBuilder, conv: _Conv, out):
-    p = math.prod(conv.out_sp)
-    hw = math.prod(conv.in_sp)
-    kdim = conv.cg * math.prod(conv.k_sp)
-    rows, inner = conv.out_sp[0], math.prod(conv.out_sp[1:])
-    direct = _reads_x_in_place(conv)
-    # A plain GEMM without an activation needs no panels: one product over all columns.
-    if direct and conv.act is None:
-        per_panel, shared = rows, False
-    else:
-        per_panel, shared = _panel_rows(conv, kdim, not direct)
-    n_full, rest = divmod(rows, per_panel)
-    ov = b.view(out, [conv.n, conv.oc, p])
-    panels = [(count, height, first) for count, height, first in
-              ((n_full, per_panel, 0), (1 if rest else 0, rest, n_full * per_panel)) if count]
-    # Threads sharing the panels need a column buffer each; a serial panel loop reuses one.
-    cols = [None if direct else b.alloc([count if shared else 1, conv.cg] + conv.k_sp
-                                        + [height] + conv.out_sp[1:], conv.elem)
-            for count, height, _ in panels]
-    scratch = None if direct else _scratch(b, conv)
-    with b.nest([conv.n, conv.groups]) as (nn, g):
-        if scratch is not None:
-            _copy_in(b, conv, scratch, nn, g)
-        for (count, height, first), col in zip(panels, cols, strict=True):
-            with b.nest([count]) as (jp,):
-                # this panel: output rows first + jp * height ..., columns q0 .. q0 + height*inner
-                q0 = b.affine([(jp, height * inner)], first * inner)
-                _panel(b, conv, ov, col, scratch, nn, g, jp if shared else None, jp, height,
-                       first, q0, kdim, p, hw, direct)
-
-
-def _panel(b, conv, ov, col, scratch, nn, g, slot, jp, height, first, q0, kdim, p, hw, direct):
-    """One panel: bias, im2col into column buffer `slot` (None: the one buffer), product,
-    epilogue."""
-    width = height * math.prod(conv.out_sp[1:])
-    # 1. the output panel starts as the bias
-    with b.nest([conv.ocg, width]) as (o, q):
-        oc = b.affine([(g, conv.ocg), (o, 1)])
-        v = b.load(conv.bias, [oc]) if conv.bias is not None else b.const(0.0, conv.elem)
-        b.store(v, ov, [nn, oc, b.affine([(q0, 1), (q, 1)])])
-    # 2. its input patches into the column buffer
-    if direct:
-        src, b_off, ldb = conv.x, b.affine([(nn, conv.c_in * hw), (g, conv.cg * hw), (q0, 1)]), hw
-    else:
-        r = conv.r
-        at = b.index(0) if slot is None else slot
-        with b.nest([conv.cg] + conv.k_sp + [height] + conv.out_sp[1:]) as ivs:
-            c, ks, os_ = ivs[0], ivs[1:1 + r], ivs[1 + r:]
-            spatial = []
-            for d, (o, kk) in enumerate(zip(os_, ks, strict=True)):
-                terms = [(o, conv.st[d]), (kk, conv.dil[d])]
-                const = 0 if scratch is not None else -conv.pads[d]
-                if d == 0:  # the panel's rows start at first + jp * height
-                    terms.append((jp, height * conv.st[0]))
-                    const += first * conv.st[0]
-                spatial.append(b.affine(terms, const))
-            b.store(_tap(b, conv, scratch, nn, g, c, spatial), col, [at] + ivs)
-        src, ldb = col, width
-        b_off = b.index(0) if slot is None else b.affine([(slot, kdim * width)])
-    # 3. out[oc, q0 + j] += W[oc, :] . col[:, j]
-    a_off = b.affine([(g, conv.ocg * kdim)])
-    c_off = b.affine([(nn, conv.oc * p), (g, conv.ocg * p), (q0, 1)])
-    emit_matmul(b, conv.w, src, ov, conv.ocg, width, kdim, [a_off, b_off, c_off], (kdim, 1),
-                ldb, p)
-    # 4. the epilogue, on the panel just computed
-    if conv.act is not None:
-        with b.nest([conv.ocg, width]) as (o, q):
-            at = [nn, b.affine([(g, conv.ocg), (o, 1)]), b.affine([(q0, 1), (q, 1)])]
-            b.store(_finish(b, conv, b.load(ov, at)), ov, at)
