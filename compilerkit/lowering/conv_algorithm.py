@@ -206,7 +206,9 @@ def weight_spread(op) -> float:
     thousands of weights carries the RMS with it); 1 for all-zero weights (Winograd is exact
     on them), inf for none, a NaN or inf among them, or a zero median under a nonzero max."""
     w = winograd.weights_array(op)[0]
-    w = np.abs(np.asarray(w, dtype=np.float64))
+    # |w| in the weights' own precision (a float64 copy of ResNet-50's 2.4M weights doubled
+    # the time), the median by partition: 0.22 -> 0.1 s of ResNet-50's compile under "auto"
+    w = np.abs(np.asarray(w).reshape(-1))
     if w.size == 0 or not np.all(np.isfinite(w)):
         return math.inf
     peak, median = float(w.max()), float(np.median(w))
