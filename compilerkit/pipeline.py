@@ -75,7 +75,8 @@ from compilerkit.frontend.arguments import (  # noqa: F401 (check_opt_level, hea
 from compilerkit.frontend.arguments import _got as option_got
 from compilerkit.frontend.control_flow import check_max_unroll
 from compilerkit.ir import check_main, parse_ir
-from compilerkit.lowering.conv_algorithm import ALGORITHMS, DEFAULT as DEFAULT_CONV_ALGORITHM
+from compilerkit.lowering.conv_algorithm import ALGORITHMS
+from compilerkit.lowering.conv_algorithm import DEFAULT as DEFAULT_CONV_ALGORITHM
 from compilerkit.onnx_passes.single_node import main_func
 from compilerkit.passes import kernel_pipeline, onnx_pipeline, parse_pipeline, run_passes
 from compilerkit.stages import Stages, verify_ir, verify_level
