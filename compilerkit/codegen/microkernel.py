@@ -52,6 +52,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from compilerkit.dialects.krnl import matmul_block_rows
+
 I64 = ir.IntType(64)
 MR, NV = 6, 2  # accumulator block: MR rows x NV vectors (MLAS's FMA3 kernel: 6 x 16 floats)
 MR_WIDE = 8  # rows of the block with 512-bit vectors (32 registers; see the docstring)
@@ -101,8 +103,12 @@ def lanes_for(elem_t, simd: int) -> int:
 
 
 def block_rows(elem_t, lanes: int) -> int:
-    """Rows of the micro-kernel's register block for `lanes`-wide vectors of `elem_t`."""
-    return MR_WIDE if lanes * (4 if elem_t == ir.FloatType() else 8) >= 64 else MR
+    """Rows of the micro-kernel's register block for `lanes`-wide vectors of `elem_t`
+    (krnl.matmul_block_rows, which the schedule passes read too)."""
+    esize = 4 if elem_t == ir.FloatType() else 8
+    rows = matmul_block_rows(lanes if esize == 4 else 2 * lanes, esize)
+    assert rows in (MR, MR_WIDE)
+    return rows
 
 
 def matmul_kernel(module: ir.Module, elem_t, simd: int) -> ir.Function:

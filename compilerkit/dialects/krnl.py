@@ -487,6 +487,14 @@ class MatMulOp(IRDLOperation):
 MAX_SIMD = 64  # f32 lanes: AVX-512's 16, with room; the micro-kernel's registers hold 12 vectors
 
 
+def matmul_block_rows(simd: int, elem_bytes: int = 4) -> int:
+    """Rows of the micro-kernel's register block (codegen/microkernel.py) for a target with
+    `simd` f32 lanes and elements of `elem_bytes`: 8 with 512-bit vectors (32 registers), else
+    6 (MLAS's FMA3 block). The schedule passes cut row tiles in multiples of it."""
+    lanes = simd if elem_bytes == 4 else max(1, simd // 2)
+    return 8 if lanes * elem_bytes >= 64 else 6
+
+
 def check_simd(simd, what: str = "simd") -> int:
     """`simd` (the micro-kernel's f32 vector lanes) as an int: a power of two, 1..MAX_SIMD;
     anything else is a ValueError naming `what`. (0 divided the tile widths by zero, 3 gave
