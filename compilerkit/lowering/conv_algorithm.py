@@ -143,6 +143,11 @@ def auto_choice(op, tiles=AUTO_TILES["auto"]) -> str:
     if not shape_ok or min(ws[0], ws[1]) < AUTO_MIN_CHANNELS or (
             winograd.applies(op) is not None):
         return "classic"
+    if onnx_d.is_splat(winograd.weights_array(op)[0]):
+        # one value everywhere (ConstantOfShape's weights, the light models): classic keeps
+        # W^T a splat filled at run time, Winograd would spell out every transformed weight
+        # (zfnet512's 512x256 3x3 layer: 19 MB of LLVM IR)
+        return "classic"
     spread = weight_spread(op)
     if spread > AUTO_MAX_RANGE:
         return "classic"
