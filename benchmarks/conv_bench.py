@@ -27,8 +27,8 @@ benchmarks/results/znni_bench.json (smoke: znni_bench_smoke.json).
 `--section pznet` (mlsys_workbench/experiments/pznet.py `bench`): the real-weight 3-D U-Net of
 mlsys_datasets.real_weights ("full": 64^3 x 4 modalities, base 16 filters, depth 4; `--smoke`:
 "small", 32^3, base 8, depth 3) compiled at 1 thread under conv_algorithm "pznet"
-(lowering/blocked3d.py), "classic" (the default), "auto" and "winograd", against onnxruntime
-and the same Keras model under TensorFlow (Conv3D, one intra- and inter-op thread), all
+(lowering/blocked3d.py), "classic" (no Winograd), "auto" (the default) and "winograd", against
+onnxruntime and the same Keras model under TensorFlow (Conv3D, one intra- and inter-op thread), all
 called in turn (process CPU time, best of `--repeat`, default 3 here); then each 3x3x3 Conv
 of the net alone (pznet, classic, onnxruntime, TensorFlow) unless `--no-layers`. Ratios and
 the issue's goals (>= 1.0x onnxruntime, >= 3.5x TensorFlow) from the same run. Writes

@@ -122,7 +122,7 @@ def to_llvm(kmodule, target: Target | None = None) -> str:
 def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
             asm: bool = True, max_bytes: int | None = None, max_unroll: int | None = None,
             num_threads: int | None = None, codegen: str = "llvm",
-            conv_algorithm: str = "classic", schedule=None,
+            conv_algorithm: str = "auto", schedule=None,
             specialize_cache: int = DEFAULT_CACHE_SIZE, verify: str | None = None
             ) -> CompiledModel:
     """Compile an ONNX model (path, bytes or ModelProto) for `target` at -O`opt_level`.
@@ -136,13 +136,14 @@ def compile(model, target: str = "host", opt_level: int = 3, input_shapes=None,
     num_threads=n)` overrides it per call, and the answer is the same for every count.
     `codegen` writes the machine code: "llvm" (LLVM IR, then LLVM's optimiser and code
     generator) or "loopnest" (x86-64 AVX2 code straight from the Kernel IR nests, after
-    LoopStack; nodes it cannot write go to LLVM). `conv_algorithm` lowers Convs with "classic"
-    (conv.py's choice), "auto" (Winograd where it measured faster and the weights are well
-    scaled, else "classic"), "direct", "im2col", "winograd" (F(4, 3)), "winograd-f2"/"-f6", or
+    LoopStack; nodes it cannot write go to LLVM). `conv_algorithm` lowers Convs with "auto"
+    (the default: Winograd F(2, 3) where it measured faster and its error bound holds, else
+    "classic"), "auto-f4" (F(4, 3) first: faster on 3-D nets, more rounding error), "classic"
+    (conv.py's choice), "direct", "im2col", "winograd" (F(4, 3)), "winograd-f2"/"-f6", or
     "winograd-fused" (L3-fused tile groups), "fft", "fft-fused" or "fft-t<8|16|32|64>"
     (lowering/fft.py; "auto" picks it for kernels of 5 and up where the roofline predicts it
-    faster), where it applies (lowering/conv_algorithm.py,
-    which says why "classic" is the default). `schedule` replaces the Kernel IR schedule
+    faster), where it applies (lowering/conv_algorithm.py, which says why "auto" is the
+    default and takes F(2, 3) only). `schedule` replaces the Kernel IR schedule
     passes: None (the target's at -O`opt_level`), a pass pipeline string, or "tuned" (after
     `import compilerkit.tune`: LoopTune's policy tunes every matmul nest, cached by shape).
     A model with inputs whose values decide shapes (Expand's shape, Range's limits...),

@@ -28,6 +28,7 @@ from compilerkit.krnl_passes.plan_buffers import PlanBuffersPass
 from compilerkit.krnl_passes.tile_matmul import TileMatmulPass
 from compilerkit.krnl_passes.unroll_small import UnrollSmallPass
 from compilerkit.lowering import LowerToKrnlPass
+from compilerkit.lowering.conv_algorithm import DEFAULT as DEFAULT_CONV_ALGORITHM
 from compilerkit.onnx_passes.constant_folding import ConstantFoldingPass
 from compilerkit.onnx_passes.dead_code import DeadCodePass
 from compilerkit.onnx_passes.decompose import DecomposePass
@@ -61,7 +62,8 @@ def onnx_pipeline() -> list[ModulePass]:
 
 
 def kernel_pipeline(target, opt_level: int, schedule=None,
-                    conv_algorithm: str = "classic", fuse: bool = True) -> list[ModulePass]:
+                    conv_algorithm: str = DEFAULT_CONV_ALGORITHM,
+                    fuse: bool = True) -> list[ModulePass]:
     """Optimised ONNX IR -> planned Kernel IR for `target` (a backends.Target) at -O`opt_level`:
     lowering (Convs by `conv_algorithm`, constant matrices in strips of the target's lanes),
     the blocked-layout fold (a no-op without conv_algorithm="pznet"), from -O1 and with `fuse`

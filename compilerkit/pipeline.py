@@ -76,6 +76,7 @@ from compilerkit.frontend.arguments import _got as option_got
 from compilerkit.frontend.control_flow import check_max_unroll
 from compilerkit.ir import check_main, parse_ir
 from compilerkit.lowering.conv_algorithm import ALGORITHMS
+from compilerkit.lowering.conv_algorithm import DEFAULT as DEFAULT_CONV_ALGORITHM
 from compilerkit.onnx_passes.single_node import main_func
 from compilerkit.passes import kernel_pipeline, onnx_pipeline, parse_pipeline, run_passes
 from compilerkit.stages import Stages, verify_ir, verify_level
@@ -126,7 +127,7 @@ class Options:
     onnx_passes: list | str | None = None  # None: passes.onnx_pipeline()
     schedule: list | str | None = None  # Kernel IR passes; None: target.schedule_passes(O)
     codegen: str = "llvm"  # a name in CODEGENS
-    conv_algorithm: str = "classic"  # lowering/conv_algorithm.py ALGORITHMS
+    conv_algorithm: str = DEFAULT_CONV_ALGORITHM  # lowering/conv_algorithm.py ALGORITHMS
     emitter: type | None = None  # an Emitter subclass for the LLVM codegen
     asm: bool = True  # "native": list the machine-code stage in `.stages` (made on first look)
     overwrite: bool = False  # stage "lib" may replace an existing C header (frontend.arguments)

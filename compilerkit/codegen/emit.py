@@ -47,7 +47,7 @@ from xdsl.dialects.builtin import (
 )
 
 from compilerkit.codegen.mathlib import MathLib
-from compilerkit.codegen.microkernel import counted_loop, fmuladd, matmul_kernel
+from compilerkit.codegen.microkernel import START_CODES, counted_loop, fmuladd, matmul_kernel
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.onnx_passes.single_node import main_func
@@ -905,22 +905,29 @@ class Emitter:
         m, n, kk = krnl.ints_of(op.sizes)
         tm, tn, tk = krnl.ints_of(op.tile)
         sa_r, sa_k, ldb, ldc = krnl.ints_of(op.strides)
+        start = op.start_kind
+        bias = self.ptr(op.bias) if op.bias is not None else ir.Constant(c.type, None)
         C = lambda v: ir.Constant(I64, v)  # noqa: E731
         if (tm, tn, tk) == (1, 1, 1):
             av = b.load(b.gep(a, [b.add(a_off, b.add(b.mul(i0, C(sa_r)), b.mul(k0, C(sa_k))))]))
             bv = b.load(b.gep(bm, [b.add(b_off, b.add(b.mul(k0, C(ldb)), j0))]))
             cp = b.gep(c, [b.add(c_off, b.add(b.mul(i0, C(ldc)), j0))])
+            acc = b.load(cp)
+            if start is not None:  # the product's first k: C starts from 0 or the row's bias
+                first = ir.Constant(av.type, 0.0) if start == "zero" else b.load(
+                    b.gep(bias, [i0]))
+                acc = b.select(b.icmp_signed("==", k0, C(0)), first, acc)
             # A fused multiply-add, as in the micro-kernel: every schedule of a product gives
             # the same bits (a separate multiply and add rounded twice: 1 ulp apart).
             fma = fmuladd(self.module, av.type)
-            b.store(b.call(fma, [av, bv, b.load(cp)]), cp)
+            b.store(b.call(fma, [av, bv, acc]), cp)
             return
         # A whole tile: call the shared micro-kernel (microkernel.py) on its clipped bounds.
         kernel = matmul_kernel(self.module, a.type.pointee, op.simd.value.data)
         ends = [self.imin(b.add(v, C(t)), C(size)) for v, t, size in
                 ((i0, tm, m), (j0, tn, n), (k0, tk, kk))]
         b.call(kernel, [a, bm, c, i0, ends[0], j0, ends[1], k0, ends[2], a_off, b_off, c_off,
-                        C(sa_r), C(sa_k), C(ldb), C(ldc)])
+                        C(sa_r), C(sa_k), C(ldb), C(ldc), bias, C(START_CODES[start])])
 
 
 def _trip_count(it, loops) -> int:

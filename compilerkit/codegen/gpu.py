@@ -313,7 +313,8 @@ class GpuEmitter(Emitter):
         (`tile`: the gpu_map's): each k step stages a tile x tile block of A and of B in shared
         memory (each thread loads one element of each), so every global element is read once
         per block instead of `tile` times. The sum runs over k in order, fused multiply-add,
-        starting from C: as the host's micro-kernel does."""
+        starting from C (or from 0 or the row's bias, the matmul's `start`): as the host's
+        micro-kernel does."""
         b = self.b
         a, bm, c = (self.ptr(v) for v in (mm.a, mm.b, mm.c))
         a_off, b_off, c_off = (self.values[v] for v in (mm.a_off, mm.b_off, mm.c_off))
@@ -347,7 +348,12 @@ class GpuEmitter(Emitter):
         c_ptr = b.gep(c, [b.add(c_off, b.add(b.mul(r_safe, C(ldc)), c_safe))])
         with b.goto_entry_block():
             acc = b.alloca(elem)
-        b.store(b.load(c_ptr), acc)
+        # the sum starts from C, or (krnl.matmul start) from 0 or the row's bias
+        start = mm.start_kind
+        init = (zero if start == "zero" else
+                b.load(b.gep(self.ptr(mm.bias), [r_safe])) if start == "bias" else
+                b.load(c_ptr))
+        b.store(init, acc)
 
         def shared(g, i, j):
             return b.gep(g, [C(0), b.add(b.mul(i, C(tile)), j)])

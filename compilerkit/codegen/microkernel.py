@@ -2,9 +2,15 @@
 `krnl.matmul` of the model.
 
     void ck_matmul_<t>_v<simd>(A, B, C, i0, i1, j0, j1, k0, k1, a_off, b_off, c_off,
-                               sa_r, sa_k, ldb, ldc)
+                               sa_r, sa_k, ldb, ldc, bias, start)
     C[c_off + r*ldc + c] += A[a_off + r*sa_r + k*sa_k] * B[b_off + k*ldb + c]
     for r in [i0, i1), c in [j0, j1), k in [k0, k1)
+
+`start` (START_CODES: krnl.matmul's `start`) 0: C holds what the sum adds to; 1 ("zero") and
+2 ("bias"): when the call begins the product (k0 == 0), its tile of C is first set to 0 or to
+bias[r] per row, then summed into as above. The tile is in cache when the kernel reads it back,
+where a fill of the whole output before the product (a Conv's bias, a MatMul's zeros) was a
+pass over memory of its own; the sums are the same, the same bits.
 
 Sizes and strides are run-time arguments, so one function serves every Conv/Gemm/MatMul tile:
 LLVM optimises it once instead of once per op (inlining a vectorised kernel into each op made
@@ -46,6 +52,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from compilerkit.dialects.krnl import matmul_block_rows
+
 I64 = ir.IntType(64)
 MR, NV = 6, 2  # accumulator block: MR rows x NV vectors (MLAS's FMA3 kernel: 6 x 16 floats)
 MR_WIDE = 8  # rows of the block with 512-bit vectors (32 registers; see the docstring)
@@ -86,14 +94,21 @@ def fmuladd(module, vt):
     return ir.Function(module, ir.FunctionType(vt, [vt, vt, vt]), name)
 
 
+START_CODES = {None: 0, "zero": 1, "bias": 2}  # krnl.matmul `start` -> the kernel's argument
+
+
 def lanes_for(elem_t, simd: int) -> int:
     """Vector lanes for `elem_t` on a target with `simd` f32 lanes: the same register width."""
     return simd if elem_t == ir.FloatType() else max(1, simd // 2)
 
 
 def block_rows(elem_t, lanes: int) -> int:
-    """Rows of the micro-kernel's register block for `lanes`-wide vectors of `elem_t`."""
-    return MR_WIDE if lanes * (4 if elem_t == ir.FloatType() else 8) >= 64 else MR
+    """Rows of the micro-kernel's register block for `lanes`-wide vectors of `elem_t`
+    (krnl.matmul_block_rows, which the schedule passes read too)."""
+    esize = 4 if elem_t == ir.FloatType() else 8
+    rows = matmul_block_rows(lanes if esize == 4 else 2 * lanes, esize)
+    assert rows in (MR, MR_WIDE)
+    return rows
 
 
 def matmul_kernel(module: ir.Module, elem_t, simd: int) -> ir.Function:
@@ -103,7 +118,8 @@ def matmul_kernel(module: ir.Module, elem_t, simd: int) -> ir.Function:
     if name in module.globals:
         return module.globals[name]
     p = elem_t.as_pointer()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [p, p, p] + [I64] * 13), name)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [p, p, p] + [I64] * 13 + [p, I64]),
+                     name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
     fn.attributes.add("nounwind")
@@ -150,8 +166,11 @@ class _Body:
     def emit(self):
         b, c = self.b, self.c
         (self.A, self.B, self.C, i0, i1, j0, j1, k0, k1, self.a_off, self.b_off, self.c_off,
-         self.sa_r, self.sa_k, self.ldb, self.ldc) = self.fn.args
+         self.sa_r, self.sa_k, self.ldb, self.ldc, bias, start) = self.fn.args
         self.i0, self.i1 = i0, i1
+        fresh = b.and_(b.icmp_signed("!=", start, c(0)), b.icmp_signed("==", k0, c(0)))
+        with b.if_then(fresh):
+            self.start_tile(i0, i1, j0, j1, bias, b.icmp_signed("==", start, c(2)))
         self.panel = self.alloca(self.elem, c(PANEL + self.nr), align=64)
         self.ctile = self.alloca(self.elem, c(self.mr * self.nr), align=64)
         # B rows exactly one strip wide are a packed strip already (conv.py's W^T strips)
@@ -177,6 +196,26 @@ class _Body:
 
         counted_loop(b, k0, k1, c(kmax), k_piece)
         b.ret_void()
+
+    def start_tile(self, i0, i1, j0, j1, bias, from_bias):
+        """C[r, j0:j1] = bias[r] (`from_bias`) or 0 for r in [i0, i1): the product begins."""
+        b, c, lanes = self.b, self.c, self.lanes
+        zero = ir.Constant(self.elem, 0.0)
+
+        def row(r):
+            value = self.alloca(self.elem)
+            b.store(zero, value)
+            with b.if_then(from_bias):
+                b.store(b.load(b.gep(bias, [r])), value)
+            v = b.load(value)
+            splat = self.splat(v)
+            base = b.add(self.c_off, b.mul(r, self.ldc))
+            jv = counted_loop(b, j0, b.sub(j1, c(lanes - 1)), c(lanes),
+                              lambda j: self.vstore(splat, b.gep(self.C, [b.add(base, j)]),
+                                                    self.esize))
+            counted_loop(b, jv, j1, c(1), lambda j: b.store(v, b.gep(self.C, [b.add(base, j)])))
+
+        counted_loop(b, i0, i1, c(1), row)
 
     def one_row(self, k0, k1, j0, j1):
         """A single row (x @ W, as a classifier's MatMul): C[j0:j1] += A[k] * B[k, j0:j1] for

@@ -49,6 +49,7 @@ from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     opt_attr_def,
+    opt_operand_def,
     region_def,
     result_def,
     traits_def,
@@ -404,6 +405,9 @@ class ReshapeOp(IRDLOperation):
                                   "element count and type")
 
 
+MATMUL_STARTS = ("zero", "bias")  # krnl.matmul's `start` values
+
+
 @irdl_op_definition
 class MatMulOp(IRDLOperation):
     """A tile-level matrix-multiply micro-kernel (onnx-mlir's krnl.matmul):
@@ -412,6 +416,13 @@ class MatMulOp(IRDLOperation):
     for r in [i, min(i+TM, M)), c in [j, min(j+TN, N)), k in [k0, min(k0+TK, K)),
     where ai, bi, ci are element offsets (batch) into the flat buffers. B and C rows are
     contiguous, so the kernel is emitted with `simd`-wide vectors along c.
+
+    `start` says what C holds before the product's first k (the tile at k0 = 0): absent, C's
+    own values (the sum is added to them); "zero", nothing (the tile starts from 0); "bias",
+    nothing (the tile of row r starts from bias[r], `bias` a buffer of at least M elements).
+    So a Conv's output need not be filled with its bias (or a MatMul's with zeros) in a pass
+    of its own before the product: the kernel starts its accumulators from them. The sums
+    are the same chains of fused multiply-adds as after a fill, the same bits.
     """
 
     name = "krnl.matmul"
@@ -424,16 +435,27 @@ class MatMulOp(IRDLOperation):
     a_off = operand_def(IndexType)
     b_off = operand_def(IndexType)
     c_off = operand_def(IndexType)
+    bias = opt_operand_def(MemRefType)
     sizes = attr_def(ArrayAttr)
     tile = attr_def(ArrayAttr)
     strides = attr_def(ArrayAttr)
     simd = attr_def(IntegerAttr)
+    start = opt_attr_def(StringAttr)
 
-    def __init__(self, a, b, c, i, j, k, offs, sizes, tile, strides, simd):
+    def __init__(self, a, b, c, i, j, k, offs, sizes, tile, strides, simd, start=None,
+                 bias=None):
         ints = lambda xs: ArrayAttr([int_attr(x) for x in xs])  # noqa: E731
-        super().__init__(operands=[a, b, c, i, j, k, *offs], attributes={
-            "sizes": ints(sizes), "tile": ints(tile), "strides": ints(strides),
-            "simd": int_attr(simd)})
+        attributes = {"sizes": ints(sizes), "tile": ints(tile), "strides": ints(strides),
+                      "simd": int_attr(simd)}
+        if start is not None:
+            attributes["start"] = StringAttr(start)
+        super().__init__(operands=[a, b, c, i, j, k, *offs, [bias] if bias is not None else []],
+                         attributes=attributes)
+
+    @property
+    def start_kind(self) -> str | None:
+        """None (C accumulates), "zero" or "bias"."""
+        return self.start.data if self.start is not None else None
 
     def verify_(self):
         if len(self.sizes.data) != 3 or len(self.tile.data) != 3 or len(self.strides.data) != 4:
@@ -442,6 +464,19 @@ class MatMulOp(IRDLOperation):
         if any(s < 0 for s in ints_of(self.sizes)) or any(t < 1 for t in ints_of(self.tile)):
             raise VerifyException(f"krnl.matmul sizes must be >= 0 and tiles >= 1, got sizes "
                                   f"{ints_of(self.sizes)}, tile {ints_of(self.tile)}")
+        kind = self.start_kind
+        if kind is not None and kind not in MATMUL_STARTS:
+            raise VerifyException(f"krnl.matmul start must be one of {MATMUL_STARTS}, got "
+                                  f"{kind!r}")
+        if (kind == "bias") != (self.bias is not None):
+            raise VerifyException('krnl.matmul takes a bias operand exactly when its start is '
+                                  '"bias"')
+        if self.bias is not None:
+            t = self.bias.type
+            m = ints_of(self.sizes)[0]
+            if t.element_type != self.c.type.element_type or math.prod(t.get_shape()) < m:
+                raise VerifyException(f"krnl.matmul: its bias ({t}) must hold at least M = {m} "
+                                      f"elements of C's type {self.c.type.element_type}")
         try:
             check_simd(self.simd.value.data, "krnl.matmul simd")
         except ValueError as e:
@@ -450,6 +485,14 @@ class MatMulOp(IRDLOperation):
 
 
 MAX_SIMD = 64  # f32 lanes: AVX-512's 16, with room; the micro-kernel's registers hold 12 vectors
+
+
+def matmul_block_rows(simd: int, elem_bytes: int = 4) -> int:
+    """Rows of the micro-kernel's register block (codegen/microkernel.py) for a target with
+    `simd` f32 lanes and elements of `elem_bytes`: 8 with 512-bit vectors (32 registers), else
+    6 (MLAS's FMA3 block). The schedule passes cut row tiles in multiples of it."""
+    lanes = simd if elem_bytes == 4 else max(1, simd // 2)
+    return 8 if lanes * elem_bytes >= 64 else 6
 
 
 def check_simd(simd, what: str = "simd") -> int:

@@ -12,7 +12,8 @@ serial, and the nests inside it are tried instead, once per outer iteration.
 
 A matmul nest (tile-matmul's tiles are large, so a small product is one tile) none of whose
 safe loops has SPLIT_BELOW iterations gets its row tile cut to about M / SPLIT_BLOCKS rows (a
-multiple of the micro-kernel's ROW_BLOCK rows, at least MIN_ROWS): threads then take row
+multiple of the micro-kernel's register rows, krnl.matmul_block_rows, at least MIN_BLOCKS
+blocks of them): threads then take row
 blocks, as MLAS splits a GEMM among threads. Every element still sums its k terms in the same
 order, so the answer is unchanged; the cost is one more packing of B per row block (measured
 about 4% of MobileNetV2's 1-thread time with 8 blocks, on a busy machine; hence 4).
@@ -42,8 +43,7 @@ MIN_WORK = 1 << 15
 GOOD_TRIP = 8
 SPLIT_BELOW = 4
 SPLIT_BLOCKS = 4
-ROW_BLOCK = 6  # rows of the micro-kernel's register block (codegen/microkernel.py MR)
-MIN_ROWS = 2 * ROW_BLOCK  # fewer rows are not worth a packed B panel (microkernel.py)
+MIN_BLOCKS = 2  # row blocks of a split: fewer rows are not worth a packed B panel
 
 
 def trip_count(it: krnl.IterateOp, pos: int) -> int:
@@ -150,8 +150,11 @@ def split_rows(it: krnl.IterateOp) -> bool:
     blocks = [h.owner for h in it.emitted if isinstance(h.owner, krnl.BlockOp)
               and h is h.owner.outer and h.owner.loop is rows]
     m = krnl.ints_of(mm.sizes)[0]
+    # the micro-kernel's register rows for this matmul (8 with AVX-512's vectors, else 6)
+    rows = krnl.matmul_block_rows(mm.simd.value.data,
+                                  mm.c.type.element_type.bitwidth // 8)
     per = -(-m // SPLIT_BLOCKS)  # rows per block for SPLIT_BLOCKS blocks, rounded up
-    tm = max(MIN_ROWS, -(-per // ROW_BLOCK) * ROW_BLOCK)
+    tm = max(MIN_BLOCKS * rows, -(-per // rows) * rows)
     if len(blocks) != 1 or mm.i is not it.body.block.args[0] or -(-m // tm) < 2:
         return False
     if tm >= blocks[0].tile.value.data:

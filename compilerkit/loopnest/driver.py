@@ -33,6 +33,7 @@ from compilerkit.codegen.emit import ENTRY, _op_groups, constant_bytes
 from compilerkit.codegen.interface import CodegenProducts
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
+from compilerkit.krnl_passes.expand_matmul_start import expand_matmul_start
 from compilerkit.loopnest.affine import IndexEnv, Unsupported
 from compilerkit.loopnest.asm import GPR, Asm, listing
 from compilerkit.loopnest.execmem import CodeMemory
@@ -370,6 +371,9 @@ def finish(kmodule, backend, *, opt_level: int, stage: str, options,
         raise ValueError(f"codegen='loopnest' writes code into this process's memory; for "
                          f"stage {stage!r} use codegen='llvm'")
     started = time.perf_counter()
+    # The loopnest matmul kernels sum into C as it is: a product that starts from zeros or a
+    # bias (krnl.matmul start) gets that fill written out first.
+    expand_matmul_start(kmodule)
     gen = Generated(kmodule, backend, opt_level)
     return CodegenProducts(
         llvm_ir=gen.llvm_ir, llvm_module=gen.llvm_module, load=gen.session,

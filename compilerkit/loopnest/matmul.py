@@ -346,6 +346,9 @@ class MatmulNest:
                 raise Unsupported(f"node {node!r}: a matmul operand made inside the nest")
         if not frame.buffers.writable(mm.c):
             raise Unsupported(f"node {node!r}: a matmul into a constant")
+        if mm.start is not None:  # driver.finish writes the start out first
+            raise Unsupported(f"node {node!r}: a matmul that starts from "
+                              f"{mm.start_kind!r} (krnl.matmul start)")
         self.sizes = krnl.ints_of(mm.sizes)
         self.tile = krnl.ints_of(mm.tile)
         self.strides = krnl.ints_of(mm.strides)

@@ -51,6 +51,7 @@ from compilerkit.lowering import (
     unfold,
 )
 from compilerkit.lowering.builder import KernelBuilder, memref_type, shape
+from compilerkit.lowering.conv_algorithm import DEFAULT as DEFAULT_CONV_ALGORITHM
 from compilerkit.lowering.conv_algorithm import check_algorithm
 from compilerkit.lowering.guards import RegionGuards, lower_unexpanded
 from compilerkit.onnx_passes.single_node import main_func
@@ -235,7 +236,7 @@ def _names(src, key):
     return [x.data for x in a.data] if a is not None else []
 
 
-def lower_to_krnl(module: ModuleOp, conv_algorithm: str = "classic",
+def lower_to_krnl(module: ModuleOp, conv_algorithm: str = DEFAULT_CONV_ALGORITHM,
                   lanes: int = 16) -> ModuleOp:
     """A new module holding the Kernel IR of `module` (which is left unchanged); Convs lowered
     by `conv_algorithm` (conv_algorithm.ALGORITHMS), constant matrices stored in strips for a
@@ -377,7 +378,7 @@ class LowerToKrnlPass(ModulePass):
 
     name = "lower-to-krnl"
 
-    conv_algorithm: str = "classic"
+    conv_algorithm: str = DEFAULT_CONV_ALGORITHM
     lanes: int = 16
 
     def apply(self, ctx, op) -> None:

@@ -56,7 +56,7 @@ class KernelBuilder:
     (lowering/conv_algorithm.py) and the target's f32 lanes, which set the width of the strips
     constant matrices are stored in (matmul.strip_width)."""
 
-    def __init__(self, block: Block, conv_algorithm: str = "classic", lanes: int = 16):
+    def __init__(self, block: Block, conv_algorithm: str = "auto", lanes: int = 16):
         self.block = block
         self.conv_algorithm = conv_algorithm
         self.lanes = lanes

@@ -36,7 +36,7 @@ import math
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, shape
-from compilerkit.lowering.conv import COL_BYTES, PANEL_BYTES, output_with_bias, conv_geometry
+from compilerkit.lowering.conv import COL_BYTES, PANEL_BYTES, conv_geometry, output_with_bias
 from compilerkit.lowering.matmul import emit_matmul
 
 

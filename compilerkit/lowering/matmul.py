@@ -33,13 +33,24 @@ from compilerkit.lowering.builder import KernelBuilder, broadcast_index, is_floa
 from compilerkit.onnx_passes.single_node import node_label
 
 
-def emit_matmul(b: KernelBuilder, a, bm, c, m, n, k, offs, a_strides, ldb, ldc):
-    """C[c_off + i*ldc + j] += A[a_off + i*sa + k*sk] * B[b_off + k*ldb + j] over (M, N, K)."""
-    if 0 in (m, n, k):  # nothing to add (C keeps its value): no product of an empty tile
+def emit_matmul(b: KernelBuilder, a, bm, c, m, n, k, offs, a_strides, ldb, ldc, start=None,
+                bias=None):
+    """C[c_off + i*ldc + j] += A[a_off + i*sa + k*sk] * B[b_off + k*ldb + j] over (M, N, K).
+    `start` "zero" or "bias" (krnl.matmul's): C's (M, N) block starts from 0 or bias[i]
+    instead of its own values."""
+    if 0 in (m, n):  # no output
+        return
+    if k == 0:  # nothing to add: C keeps its value, or takes the start's
+        if start is not None:
+            cv = b.view(c, [math.prod(shape(c))])
+            with b.nest([m, n]) as (i, j):
+                v = b.load(bias, [i]) if start == "bias" else b.const(0.0, c.type.element_type)
+                b.store(v, cv, [b.affine([(offs[2], 1), (i, ldc), (j, 1)])])
         return
     with b.nest([m, n, k]) as (i, j, kk):
         b.block.add_op(krnl.MatMulOp(a, bm, c, i, j, kk, offs, sizes=[m, n, k], tile=[1, 1, 1],
-                                     strides=[a_strides[0], a_strides[1], ldb, ldc], simd=1))
+                                     strides=[a_strides[0], a_strides[1], ldb, ldc], simd=1,
+                                     start=start, bias=bias))
 
 
 def strip_width(n: int, lanes: int) -> int:
@@ -60,16 +71,18 @@ def in_strips(bmat: np.ndarray, width: int) -> np.ndarray:
         np.moveaxis(padded.reshape(*lead, k, strips, width), -2, -3))
 
 
-def emit_strip_matmul(b: KernelBuilder, a, strips, c, m, n, k, offs, a_strides, ldc, width):
+def emit_strip_matmul(b: KernelBuilder, a, strips, c, m, n, k, offs, a_strides, ldc, width,
+                      start=None, bias=None):
     """C[c_off + i*ldc + j] += A[a_off + i*sa + k*sk] * B[k, j] over (M, N, K), B stored by
     `in_strips(.., width)` from element offs[1] on; N a multiple of `width` (C's columns past
-    the real ones, if B was padded, are C's to spare). One product per strip, strip-major."""
+    the real ones, if B was padded, are C's to spare). One product per strip, strip-major.
+    `start`, `bias`: emit_matmul's."""
     if n % width:
         raise ValueError(f"emit_strip_matmul: {n} columns are not whole strips of {width}")
     a_off, b_off, c_off = offs
     with b.nest([n // width]) as (s,):
         at = [a_off, b.affine([(b_off, 1), (s, k * width)]), b.affine([(c_off, 1), (s, width)])]
-        emit_matmul(b, a, strips, c, m, width, k, at, a_strides, width, ldc)
+        emit_matmul(b, a, strips, c, m, width, k, at, a_strides, width, ldc, start, bias)
 
 
 def fill(b: KernelBuilder, out, value):
@@ -101,9 +114,9 @@ def lower_matmul(b: KernelBuilder, op, ins, module=None):
     n = b2[-1]
     out_dims = onnx_d.shape_of(op.results[0])
     out = b.alloc(out_dims, op.results[0].type.element_type)
-    fill(b, out, 0.0)
     batch = list(np.broadcast_shapes(tuple(a2[:-2]), tuple(b2[:-2])))
     if not is_float(op.results[0].type.element_type):
+        fill(b, out, 0.0)
         integer_matmul(b, b.view(a, a2), b.view(bm, b2), b.view(out, batch + [m, n]), batch,
                        m, n, k)
         return [out]
@@ -114,7 +127,7 @@ def lower_matmul(b: KernelBuilder, op, ins, module=None):
         # x @ W with a constant W: every batch entry's rows are rows of one product.
         zero = b.index(0)
         emit_strip_matmul(b, a, strips, out, rows, n, k, [zero, zero, zero],
-                          (k, 1), n, strip_width(n, b.lanes))
+                          (k, 1), n, strip_width(n, b.lanes), start="zero")
         return [out]
     with b.nest(batch) as ivs:
         # Element offsets of this batch entry in each flat buffer (broadcast batch dims).
@@ -126,7 +139,7 @@ def lower_matmul(b: KernelBuilder, op, ins, module=None):
 
         offs = [offset(a_batch, m * k), offset(b_batch, k * n),
                 b.affine([(iv, s * m * n) for iv, s in zip(ivs, strides(batch), strict=True)])]
-        emit_matmul(b, a, bm, out, m, n, k, offs, (k, 1), n, n)
+        emit_matmul(b, a, bm, out, m, n, k, offs, (k, 1), n, n, start="zero")
     return [out]
 
 
@@ -179,10 +192,11 @@ def lower_gemm(b: KernelBuilder, op, ins):
             if beta != 1.0:
                 v = b.mul(v, b.const(beta, elem))
             b.store(v, out, ivs)
-    else:
-        fill(b, out, 0.0)
     zero = b.index(0)
-    emit_matmul(b, a, bm, out, m, n, k, [zero, zero, zero], (1, m) if trans_a else (k, 1), n, n)
+    # without a C to start from, the product starts its tiles from zero (krnl.matmul start)
+    start = None if c is not None and beta != 0.0 and not scale_after else "zero"
+    emit_matmul(b, a, bm, out, m, n, k, [zero, zero, zero], (1, m) if trans_a else (k, 1), n, n,
+                start=start)
     if scale_after:
         with b.nest([m, n]) as ivs:
             v = b.mul(b.load(out, ivs), b.const(alpha, elem))

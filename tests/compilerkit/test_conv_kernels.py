@@ -229,7 +229,7 @@ def test_transposed_schedule(x_shape, w_shape, attrs):
     model = make_model([N("Conv", ["x", "w", "b"], ["y"], **attrs), N("Relu", ["y"], ["z"])],
                        [("x", x)], ["z"], [("w", arr(w_shape, 2, 0.3)),
                                            ("b", arr((w_shape[0],), 3))], opset=17)
-    text = str(compile_to("kernel-ir", model))
+    text = str(compile_to("kernel-ir", model, conv_algorithm="classic"))
     assert "wt_" in text, "the transposed schedule's W^T constant is missing"
     check(model, [x])
 
@@ -251,11 +251,11 @@ def test_transposed_schedule_is_bit_identical_to_the_panels(c, oc, size, k, stri
     inits = [("w", arr((oc, c, k, k), 2, 0.3))] + ([("b", arr((oc,), 3))] if bias else [])
     model = make_model([N("Conv", inputs, ["z"], strides=[stride] * 2, pads=[pad] * 4)],
                        [("x", x)], ["z"], inits, opset=17)
-    got = ck.compile(model).run(x)[0]
+    got = ck.compile(model, conv_algorithm="classic").run(x)[0]
     old = conv_lowering.TRANSPOSE_MAX_POSITIONS
     try:
         conv_lowering.TRANSPOSE_MAX_POSITIONS = 0
-        panels = ck.compile(model).run(x)[0]
+        panels = ck.compile(model, conv_algorithm="classic").run(x)[0]
     finally:
         conv_lowering.TRANSPOSE_MAX_POSITIONS = old
     np.testing.assert_array_equal(got, panels)
@@ -299,8 +299,8 @@ def test_transposed_weights_of_one_value_stay_a_splat():
              N("Conv", ["x", "w"], ["z"], pads=[1, 1, 1, 1])]
     model = make_model(nodes, [("x", x)], ["z"], [("shape", np.array([512, 256, 3, 3]))],
                        opset=17)
-    assert "wt_" in str(compile_to("kernel-ir", model))
-    cm = ck.compile(model, asm=True)
+    assert "wt_" in str(compile_to("kernel-ir", model, conv_algorithm="classic"))
+    cm = ck.compile(model, asm=True)  # "auto" too: no Winograd on one value
     assert len(cm.stages["llvm-ir"]) < 512 * 256 * 9 * 4 // 4
     check(model, [x])
 

@@ -337,3 +337,23 @@ def test_auto_takes_the_tile_whose_error_bound_holds(spread, expected):
     model, _ = conv_model((1, 16, 16, 16, 16), wt, pads=[1] * 6)
     conv = next(op for op in compile_to("onnx-ir", model).walk() if op.name == "onnx.Conv")
     assert choose(conv, "auto-f4") == expected
+
+
+def test_every_default_of_the_conv_algorithm_is_the_same():
+    """compile(), the pipeline's options, the Kernel IR pipeline, the lower-to-krnl pass and the
+    KernelBuilder all default to conv_algorithm.DEFAULT ("auto")."""
+    import inspect
+
+    from compilerkit.lowering import LowerToKrnlPass, lower_to_krnl
+    from compilerkit.lowering.builder import KernelBuilder
+    from compilerkit.lowering.conv_algorithm import DEFAULT
+    from compilerkit.passes import kernel_pipeline
+    from compilerkit.pipeline import Options
+
+    def default(fn):
+        return inspect.signature(fn).parameters["conv_algorithm"].default
+
+    assert DEFAULT == "auto"
+    assert {default(ck.compile), default(lower_to_krnl), default(kernel_pipeline),
+            default(KernelBuilder), Options().conv_algorithm,
+            LowerToKrnlPass().conv_algorithm} == {DEFAULT}

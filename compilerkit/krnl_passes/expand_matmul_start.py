@@ -1,0 +1,89 @@
+"""`expand-matmul-start`: a krnl.matmul's `start` written out as a fill nest before its nest.
+
+Before:  iterate (i, j, k) { krnl.matmul(A, B, C, ..., bias) {start = "bias"} }
+After:   C_flat = krnl.reshape(C)                                 -- where C is defined
+         iterate (i, j) { C_flat[c_off + i*ldc + j] = bias[i] }   -- or 0.0 for "zero"
+         iterate (i, j, k) { krnl.matmul(A, B, C, ...) }
+
+The host's LLVM codegen and the GPU's start a product's tiles themselves (codegen/microkernel.py
+fills the tile just before summing into it, in cache); a code generator without that, the
+LoopNest-style one (compilerkit/loopnest), runs this pass first and gets the fill the lowering
+wrote before `start` existed: the same sums, the same bits. Assumes the matmul is the only op of
+its nest's body (as lowering/matmul.py emits it and tile-matmul keeps it) and that its C offset
+is defined outside that nest.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.ir import Block
+from xdsl.passes import ModulePass
+
+from compilerkit.dialects import krnl
+
+
+def expand_matmul_start(module) -> int:
+    """Expand every krnl.matmul with a `start` in `module`, in place; returns how many."""
+    from compilerkit.lowering.builder import KernelBuilder, shape
+
+    done = 0
+    for mm in [op for op in module.walk() if isinstance(op, krnl.MatMulOp)
+               and op.start is not None]:
+        nest = mm.parent_op()
+        if not isinstance(nest, krnl.IterateOp):
+            raise ValueError(f"expand-matmul-start: a krnl.matmul{_node(mm)} outside a loop nest")
+        m, n, _ = krnl.ints_of(mm.sizes)
+        ldc = krnl.ints_of(mm.strides)[3]
+        c = mm.c
+        flat = _flat_view(c, KernelBuilder, shape)
+        body = Block()
+        b = KernelBuilder(body)
+        with b.nest([m, n]) as (i, j):
+            v = (b.load(mm.bias, [i]) if mm.start_kind == "bias"
+                 else b.const(0.0, c.type.element_type))
+            b.store(v, flat, [b.affine([(mm.c_off, 1), (i, ldc), (j, 1)])])
+        for op in list(body.ops):
+            op.detach()
+            nest.parent_block().insert_op_before(op, nest)
+        mm.attributes.pop("start")
+        if mm.bias is not None:
+            mm.operands = list(mm.operands)[:9]
+        done += 1
+    return done
+
+
+def _flat_view(c, KernelBuilder, shape):
+    """C as one flat row, viewed right where C is defined (a code generator takes views among
+    the definitions, not between the nests of a node)."""
+    block = Block()
+    view = KernelBuilder(block).view(c, [math.prod(shape(c))])
+    if view is c:
+        return c
+    (op,) = list(block.ops)
+    op.detach()
+    owner = c.owner
+    if isinstance(owner, Block):  # a function argument: at the top of the function
+        if owner.first_op is None:
+            owner.add_op(op)
+        else:
+            owner.insert_op_before(op, owner.first_op)
+    else:
+        owner.parent_block().insert_op_after(op, owner)
+    return view
+
+
+def _node(op) -> str:
+    tag = op.attributes.get("onnx_node")
+    return f" of {tag.data!r}" if tag is not None else ""
+
+
+@dataclass(frozen=True)
+class ExpandMatmulStartPass(ModulePass):
+    """`expand-matmul-start`: see the module docstring."""
+
+    name = "expand-matmul-start"
+
+    def apply(self, ctx, op) -> None:
+        expand_matmul_start(op)
