@@ -122,11 +122,14 @@ def _panel(b, conv, ov, col, scratch, nn, g, slot, jp, height, first, q0, kdim, 
     """One panel: bias, im2col into column buffer `slot` (None: the one buffer), product,
     epilogue. `strip`: the column buffer is in strips of that many columns (`_strip_panel`)."""
     width = height * math.prod(conv.out_sp[1:])
-    # 1. the output panel starts as the bias
-    with b.nest([conv.ocg, width]) as (o, q):
-        oc = b.affine([(g, conv.ocg), (o, 1)])
-        v = b.load(conv.bias, [oc]) if conv.bias is not None else b.const(0.0, conv.elem)
-        b.store(v, ov, [nn, oc, b.affine([(q0, 1), (q, 1)])])
+    # 1. the output panel starts as the bias: the product starts its tiles from it (the
+    # micro-kernel fills each tile just before it sums into it, in cache), or, for a grouped
+    # Conv's bias (rows g * C/g + o), a fill of the panel here
+    start = _start(conv)
+    if start is None:
+        with b.nest([conv.ocg, width]) as (o, q):
+            oc = b.affine([(g, conv.ocg), (o, 1)])
+            b.store(b.load(conv.bias, [oc]), ov, [nn, oc, b.affine([(q0, 1), (q, 1)])])
     if strip is not None:
         # 2-3. im2col in strips, then the product strip by strip
         _strip_panel(b, conv, ov, col, scratch, nn, g, slot, jp, height, first, q0, kdim, p,
@@ -156,7 +159,7 @@ def _panel(b, conv, ov, col, scratch, nn, g, slot, jp, height, first, q0, kdim, 
         a_off = b.affine([(g, conv.ocg * kdim)])
         c_off = b.affine([(nn, conv.oc * p), (g, conv.ocg * p), (q0, 1)])
         emit_matmul(b, conv.w, src, ov, conv.ocg, width, kdim, [a_off, b_off, c_off],
-                    (kdim, 1), ldb, p)
+                    (kdim, 1), ldb, p, *_start_args(conv))
     # 4. the epilogue, on the panel just computed
     if conv.act is not None:
         with b.nest([conv.ocg, width]) as (o, q):
@@ -207,6 +210,19 @@ def _strip_runs(sp: list[int], lines, strip: int):
             runs[-1][4] += 1
         q += last
     return runs
+
+
+def _start(conv) -> str | None:
+    """krnl.matmul's `start` for a panel's product: "zero" without a bias, "bias" with one
+    the product's rows index (one group); None (the panel filled first) for a grouped bias."""
+    if conv.bias is None:
+        return "zero"
+    return "bias" if conv.groups == 1 else None
+
+
+def _start_args(conv) -> tuple:
+    start = _start(conv)
+    return start, (conv.bias if start == "bias" else None)
 
 
 def _strip_panel(b, conv, ov, col, scratch, nn, g, slot, jp, height, first, q0, kdim, p,
@@ -272,8 +288,9 @@ def _strip_panel(b, conv, ov, col, scratch, nn, g, slot, jp, height, first, q0, 
     base = b.index(0) if slot is None else b.affine([(slot, -(-width // strip) * kdim * strip)])
     if nfull:
         emit_strip_matmul(b, conv.w, col, ov, conv.ocg, nfull * strip, kdim,
-                          [a_off, base, c_off], (kdim, 1), p, strip)
+                          [a_off, base, c_off], (kdim, 1), p, strip, *_start_args(conv))
     if tail:
         emit_matmul(b, conv.w, col, ov, conv.ocg, tail, kdim,
                     [a_off, b.affine([(base, 1)], nfull * kdim * strip),
-                     b.affine([(c_off, 1)], nfull * strip)], (kdim, 1), strip, p)
+                     b.affine([(c_off, 1)], nfull * strip)], (kdim, 1), strip, p,
+                    *_start_args(conv))

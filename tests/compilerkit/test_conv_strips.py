@@ -54,7 +54,7 @@ class Schedules:
             m.setattr(conv_panels, "_strips_pay", lambda conv, lanes: strips)
             for name, value in patches.items():
                 m.setattr(conv_panels, name, value)
-            return ck.compile(model, asm=False)
+            return ck.compile(model, asm=False, conv_algorithm="classic")
 
     def both(self, model, x, **patches):
         """(strips, row-major) outputs; asserts the strips were used."""
@@ -171,16 +171,18 @@ def test_the_default_rule(monkeypatch):
         model.graph.initializer.pop(0)
         model.graph.input.append(helper.make_tensor_value_info("w", 1, [oc, 16, 3, 3]))
         w = arr((oc, 16, 3, 3), 2, 0.3)
-        got = ck.compile(model, asm=False).run(x, w)[0]
+        got = ck.compile(model, asm=False, conv_algorithm="classic").run(x, w)[0]
         assert bool(calls) is want
         ref = ort_run(model, [x, w])[0]
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
     calls.clear()
     x3 = arr((1, 3, 40, 40), 1)  # 3 -> 64 3x3 stride 2: 27 products per output, too few
-    ck.compile(conv_model(x3, (64, 3, 3, 3), True, "Relu", strides=[2, 2]), asm=False)
+    ck.compile(conv_model(x3, (64, 3, 3, 3), True, "Relu", strides=[2, 2]), asm=False,
+               conv_algorithm="classic")
     assert not calls and 27 < conv_panels.STRIP_MIN_DEPTH
     xs = arr((1, 128, 7, 7), 1)  # 49 positions, 64 channels: the transposed GEMM
-    ck.compile(conv_model(xs, (64, 128, 3, 3), True, None, pads=[1, 1, 1, 1]), asm=False)
+    ck.compile(conv_model(xs, (64, 128, 3, 3), True, None, pads=[1, 1, 1, 1]), asm=False,
+               conv_algorithm="classic")
     assert not calls
 
 

@@ -54,7 +54,7 @@ class Schedules:
 
         with self.monkeypatch.context() as m:
             m.setattr(conv_lowering, "_transposed_pays", forced)
-            return ck.compile(model, asm=False).run(x)[0]
+            return ck.compile(model, asm=False, conv_algorithm="classic").run(x)[0]
 
 
 @pytest.fixture
@@ -115,7 +115,7 @@ def test_threads_give_the_same_bits(schedules):
     model = conv_model(x, (32, 32, 3, 3), True, "Relu", pads=[1, 1, 1, 1])
     with schedules.monkeypatch.context() as m:
         m.setattr(conv_lowering, "_transposed_pays", lambda conv, op, lanes: "panels")
-        cm = ck.compile(model, asm=False)
+        cm = ck.compile(model, asm=False, conv_algorithm="classic")
     one, two = cm.run(x, num_threads=1)[0], cm.run(x, num_threads=2)[0]
     np.testing.assert_array_equal(one, two)
     np.testing.assert_array_equal(one, schedules.run(model, x, None))
@@ -129,10 +129,10 @@ def test_densenet_dense_layer_takes_the_transposed_panels(schedules):
         assert 32 % matmul.strip_width(32, lanes) == 0 != 40 % matmul.strip_width(40, lanes)
     x = arr((1, 128, 14, 14), 1)
     model = conv_model(x, (32, 128, 3, 3), False, None, pads=[1, 1, 1, 1])
-    got = ck.compile(model, asm=False).run(x)[0]
+    got = ck.compile(model, asm=False, conv_algorithm="classic").run(x)[0]
     assert schedules.calls == 1
     np.testing.assert_allclose(got, ort_run(model, [x])[0], rtol=1e-4, atol=1e-4)
     for shape in [(32, 128, 1, 1), (40, 128, 3, 3), (32, 16, 3, 3)]:
         xs = arr((1, shape[1], 14, 14), 1)
-        ck.compile(conv_model(xs, shape, False, None), asm=False)
+        ck.compile(conv_model(xs, shape, False, None), asm=False, conv_algorithm="classic")
     assert schedules.calls == 1
