@@ -86,11 +86,13 @@ def test_target_pipelines():
     assert "fuse-nests" not in [p.name for p in kernel_pipeline(host, 3, fuse=False)]
     assert kernel_pipeline(host, 3)[3].simd == host.vector_width
     # The lowering's compile choices are its options, shown in the pipeline's spec.
-    lowering = kernel_pipeline(host, 3, conv_algorithm="auto")[0]
-    assert (lowering.conv_algorithm, lowering.lanes) == ("auto", host.vector_width)
-    # xDSL's spec leaves out options at their default (lanes=16: an AVX-512 host's width)
+    lowering = kernel_pipeline(host, 3, conv_algorithm="classic")[0]
+    assert (lowering.conv_algorithm, lowering.lanes) == ("classic", host.vector_width)
+    # xDSL's spec leaves out options at their default (conv_algorithm="auto"; lanes=16: an
+    # AVX-512 host's width)
     lanes = "" if host.vector_width == 16 else f" lanes={host.vector_width}"
-    assert str(lowering.pipeline_pass_spec()) == f'lower-to-krnl{{conv_algorithm="auto"{lanes}}}'
+    assert str(lowering.pipeline_pass_spec()) == (
+        f'lower-to-krnl{{conv_algorithm="classic"{lanes}}}')
 
 
 def test_lowering_options_are_checked():

@@ -100,15 +100,15 @@ def test_kernel_ir_ranges_cover_each_nodes_ops(built):
     prov, stages, _ = built
     text = stages["kernel-ir"]
     p = prov.ranges(stages)
-    # mm: its alloc (line 4), loop handles, two unroll hints, the zero-fill nest and the
-    # wrapped matmul nest, which closes on line 26; relu: handles, hints, one nest (27-36).
-    assert p["mm"]["kernel-ir"] == [(4, 26)]
-    assert p["relu"]["kernel-ir"] == [(27, 36)]
+    # mm: its alloc (line 4) and the wrapped matmul nest (it starts from zeros itself: no
+    # fill nest), which closes on line 18; relu: handles, two unroll hints, one nest (19-28).
+    assert p["mm"]["kernel-ir"] == [(4, 18)]
+    assert p["relu"]["kernel-ir"] == [(19, 28)]
     mm = lines_of(text, p["mm"]["kernel-ir"])
     assert '"krnl.alloc"' in mm[0] and 'onnx_node = "mm"' in mm[0]
-    assert sum('"krnl.unroll"' in t for t in mm) == 2  # untagged, but between mm's ops
     assert '"krnl.matmul"' in "\n".join(mm)
     relu = lines_of(text, p["relu"]["kernel-ir"])
+    assert sum('"krnl.unroll"' in t for t in relu) == 2  # untagged, but between relu's ops
     assert "arith.maximumf" in "\n".join(relu) and relu[-1].strip().startswith("})")
     # The global (a Constant, no node) and the return belong to nobody.
     owners = {op.name: node for op, node in kernel_owners(prov.modules["kernel-ir"])}
@@ -126,7 +126,8 @@ def test_llvm_and_asm_ranges_are_the_outlined_functions_and_their_calls(built):
         assert llvm[-1] == "}"
         assert not any("define" in t and fn not in t for t in llvm)  # not the micro-kernel
         asm = lines_of(stages["asm"], p[node]["asm"])
-        assert asm[0].strip() == f"movabsq\t${fn}, %rax"  # main_graph loads its address
+        # main_graph loads its address (into a register of LLVM's choosing)
+        assert re.fullmatch(rf"movabsq\t\${fn}, %r\w+", asm[0].strip())
         assert f"{fn}:" in asm and asm[-1].strip().startswith(".size")
         assert "ck_matmul_f32_v8:" not in asm
 
@@ -228,7 +229,7 @@ def test_view_data_for_a_model(built):
     data = ir_view_data(stages, provenance=prov)
     assert list(data["stages"]) == ["onnx-ir", "kernel-ir", "llvm-ir", "asm"]
     assert data["nodes"] == [{"name": "mm", "op": "MatMul"}, {"name": "relu", "op": "Relu"}]
-    assert data["ranges"]["relu"]["kernel-ir"] == [(27, 36)]
+    assert data["ranges"]["relu"]["kernel-ir"] == [(19, 28)]
 
 
 def test_what_provenance_cannot_know_is_an_error(built):
@@ -248,7 +249,7 @@ def test_a_kernel_ir_compile_names_its_nodes_from_the_tags(built):
     prov, stages, e = built
     kprov = Provenance(None, prov.modules["kernel-ir"], e.functions)
     assert kprov.nodes == [{"name": "mm", "op": None}, {"name": "relu", "op": None}]
-    assert kprov.ranges({"kernel-ir": stages["kernel-ir"]})["relu"]["kernel-ir"] == [(27, 36)]
+    assert kprov.ranges({"kernel-ir": stages["kernel-ir"]})["relu"]["kernel-ir"] == [(19, 28)]
 
 
 # ---- every datasets model and some light models, against independent facts ---------------------

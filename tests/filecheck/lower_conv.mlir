@@ -1,11 +1,11 @@
 // RUN: python -m compilerkit.opt --split-input-file -p lower-to-krnl %s | filecheck %s
 // Conv (lowering/conv.py) by im2col + krnl.matmul, one panel of output rows at a time, per
-// (batch entry n, group g): the output panel starts as the bias (or 0), the panel's input
-// patches are copied into a column buffer [slots, C/g, kernel..., rows, rest of out spatial]
+// (batch entry n, group g): the panel's input patches are copied into a column buffer [slots, C/g, kernel..., rows, rest of out spatial]
 // (`_panel_rows` -> (rows, shared): one slot per panel when threads may share the panel loop,
 // else one slot, index 0, reused), then out[n, g*OCg:(g+1)*OCg, panel] += W_g . col with
-// M = OC/g, N = panel columns, K = C/g * prod(kernel). Input position of output o, tap k on a
-// spatial axis: o * stride + k * dilation - pad_begin. When a tap can fall into the padding,
+// M = OC/g, N = panel columns, K = C/g * prod(kernel), the product starting the panel from the
+// bias (or 0: krnl.matmul's `start`; a grouped Conv's bias fills the panel first). Input
+// position of output o, tap k on a spatial axis: o * stride + k * dilation - pad_begin. When a tap can fall into the padding,
 // the scratch is [groups, C/g, padded...] (one set of planes per group); inside the (n, g)
 // nest `_copy_in` zeroes group g's planes and copies x[n, g*C/g + c] into scratch[g, c] at
 // +pad_begin, and the column buffer reads scratch[g, c] at o * stride + k * dilation with no
@@ -51,11 +51,8 @@ func.func @conv_pad_stride(%x: tensor<1x2x5x5xf32>, %w: tensor<3x2x3x3xf32>) -> 
 // CHECK:           ^bb0([[JP:%[0-9]+]]: index):
 // CHECK-NEXT:        [[C9:%[0-9]+]] = arith.constant 9 : index
 // CHECK-NEXT:        [[Q0:%[0-9]+]] = arith.muli [[JP]], [[C9]] : index
-// No bias: the panel starts as 0.
-// CHECK:             arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:        {{%[0-9]+}} = arith.addi [[Q0]], {{%[0-9]+}} : index
-// CHECK-NEXT:        "krnl.store"({{%[0-9]+}}, [[YV]], [[N]],
-// CHECK:             }) {bounds = {{\[\[}}0 : i64, 3 : i64], [0 : i64, 9 : i64]]
+// No bias: the product starts the panel from 0 itself (its `start`), no fill nest.
+// CHECK-NOT:         arith.constant 0.000000e+00 : f32
 // im2col from the scratch, unguarded: row oh * 2 + kh (+ the panel's first row jp * 3 * 2),
 // column ow * 2 + kw, into the one slot: col[0, c, kh, kw, oh, ow].
 // CHECK:             [[SLOT:%[0-9]+]] = arith.constant 0 : index
@@ -82,14 +79,15 @@ func.func @conv_pad_stride(%x: tensor<1x2x5x5xf32>, %w: tensor<3x2x3x3xf32>) -> 
 // CHECK:             [[COFF:%[0-9]+]] = arith.addi {{%[0-9]+}}, [[Q0]] : index
 // CHECK:             ^bb0([[MI:%[0-9]+]]: index, [[MJ:%[0-9]+]]: index, [[MK:%[0-9]+]]: index):
 // CHECK-NEXT:          "krnl.matmul"([[W]], [[COL]], [[YV]], [[MI]], [[MJ]], [[MK]], [[AOFF]], [[BOFF]], [[COFF]])
-// CHECK-SAME:          {sizes = [3 : i64, 9 : i64, 18 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [18 : i64, 1 : i64, 9 : i64, 9 : i64], simd = 1 : i64}
+// CHECK-SAME:          {sizes = [3 : i64, 9 : i64, 18 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [18 : i64, 1 : i64, 9 : i64, 9 : i64], simd = 1 : i64, start = "zero"}
 // CHECK-NEXT:        }) {bounds = {{\[\[}}0 : i64, 3 : i64], [0 : i64, 9 : i64], [0 : i64, 18 : i64]]
 // CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64]]
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64]]
 
 // -----
 // 1x1 kernel, stride 1, no padding, with a bias: no column buffer and no scratch; the output
-// panel (all 9 columns: a plain GEMM needs no panels) starts as bias[channel]; x [2, 4, 3, 3] is
+// panel (all 9 columns: a plain GEMM needs no panels) starts as bias[channel] (the matmul's
+// start); x [2, 4, 3, 3] is
 // B directly at offset n * (4*9) + g * 36. M = 8, N = 9, K = 4.
 func.func @conv_1x1_bias(%x: tensor<2x4x3x3xf32>, %w: tensor<8x4x1x1xf32>, %b: tensor<8xf32>) -> tensor<2x8x3x3xf32> attributes {input_names = ["x", "w", "b"], output_names = ["y"], onnx_opset = 13 : i64} {
   %y = "onnx.Conv"(%x, %w, %b) {onnx_node_name = "pw"} : (tensor<2x4x3x3xf32>, tensor<8x4x1x1xf32>, tensor<8xf32>) -> tensor<2x8x3x3xf32>
@@ -100,16 +98,11 @@ func.func @conv_1x1_bias(%x: tensor<2x4x3x3xf32>, %w: tensor<8x4x1x1xf32>, %b: t
 // CHECK-NOT:     krnl.alloc
 // CHECK:         ^bb0([[N:%[0-9]+]]: index, [[G:%[0-9]+]]: index):
 // CHECK:           ^bb0([[JP:%[0-9]+]]: index):
-// CHECK:             ^bb0([[O:%[0-9]+]]: index, [[Q:%[0-9]+]]: index):
-// CHECK:               [[OC:%[0-9]+]] = arith.addi {{%[0-9]+}}, [[O]] : index
-// CHECK-NEXT:          [[BV:%[0-9]+]] = "krnl.load"([[B]], [[OC]])
-// CHECK:               "krnl.store"([[BV]], {{%[0-9]+}}, [[N]], [[OC]],
-// CHECK-NEXT:        }) {bounds = {{\[\[}}0 : i64, 8 : i64], [0 : i64, 9 : i64]]
 // CHECK-NOT:         krnl.alloc
 // CHECK:             [[C36:%[0-9]+]] = arith.constant 36 : index
 // CHECK-NEXT:        [[NB:%[0-9]+]] = arith.muli [[N]], [[C36]] : index
-// CHECK:             "krnl.matmul"([[W]], [[X]], {{%[0-9]+}}, {{%[0-9]+}}, {{%[0-9]+}}, {{%[0-9]+}}, {{%[0-9]+}}, {{%[0-9]+}}, {{%[0-9]+}})
-// CHECK-SAME:          {sizes = [8 : i64, 9 : i64, 4 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [4 : i64, 1 : i64, 9 : i64, 9 : i64], simd = 1 : i64}
+// CHECK:             "krnl.matmul"([[W]], [[X]], {{%[0-9]+}}, {{%[0-9]+}}, {{%[0-9]+}}, {{%[0-9]+}}, {{%[0-9]+}}, {{%[0-9]+}}, {{%[0-9]+}}, [[B]])
+// CHECK-SAME:          {sizes = [8 : i64, 9 : i64, 4 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [4 : i64, 1 : i64, 9 : i64, 9 : i64], simd = 1 : i64, start = "bias"}
 
 // -----
 // 1-D, dilation 2: x [1, 1, 7], w [1, 1, 3]: out = 7 - (3 - 1) * 2 = 3; position o + 2 * k
@@ -132,7 +125,7 @@ func.func @conv1d_dilated(%x: tensor<1x1x7xf32>, %w: tensor<1x1x3xf32>) -> tenso
 // CHECK:               "krnl.load"([[X]], {{%[0-9]+}}, {{%[0-9]+}}, {{%[0-9]+}})
 // CHECK-NOT:           arith.select
 // CHECK:             "krnl.matmul"
-// CHECK-SAME:          {sizes = [1 : i64, 3 : i64, 3 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [3 : i64, 1 : i64, 3 : i64, 3 : i64], simd = 1 : i64}
+// CHECK-SAME:          {sizes = [1 : i64, 3 : i64, 3 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [3 : i64, 1 : i64, 3 : i64, 3 : i64], simd = 1 : i64, start = "zero"}
 
 // -----
 // auto_pad SAME_UPPER, x [1, 1, 4, 4], w 2x2, stride 1: out 4x4, total padding
@@ -164,7 +157,7 @@ func.func @conv_same_upper(%x: tensor<1x1x4x4xf32>, %w: tensor<1x1x2x2xf32>) -> 
 // CHECK-NEXT:        [[V:%[0-9]+]] = "krnl.load"([[X]], [[N]], [[CH]], [[H]], [[WI]])
 // CHECK-NEXT:        "krnl.store"([[V]], [[PAD]], [[G]], [[C]], [[H]], [[WI]])
 // CHECK:             "krnl.matmul"
-// CHECK-SAME:          {sizes = [1 : i64, 16 : i64, 4 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [4 : i64, 1 : i64, 16 : i64, 16 : i64], simd = 1 : i64}
+// CHECK-SAME:          {sizes = [1 : i64, 16 : i64, 4 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [4 : i64, 1 : i64, 16 : i64, 16 : i64], simd = 1 : i64, start = "zero"}
 
 // -----
 // auto_pad SAME_LOWER, same shapes: the odd padding element goes at the beginning, begin = 1:
@@ -196,7 +189,7 @@ func.func @conv_same_lower(%x: tensor<1x1x4x4xf32>, %w: tensor<1x1x2x2xf32>) -> 
 // CHECK-NEXT:        [[W1:%[0-9]+]] = arith.addi [[WI]], [[ONEB]] : index
 // CHECK-NEXT:        "krnl.store"([[V]], [[PAD]], [[G]], [[C]], [[H1]], [[W1]])
 // CHECK:             "krnl.matmul"
-// CHECK-SAME:          {sizes = [1 : i64, 16 : i64, 4 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [4 : i64, 1 : i64, 16 : i64, 16 : i64], simd = 1 : i64}
+// CHECK-SAME:          {sizes = [1 : i64, 16 : i64, 4 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [4 : i64, 1 : i64, 16 : i64, 16 : i64], simd = 1 : i64, start = "zero"}
 
 // -----
 // Panels that threads share, each with its own column buffer (`_panel_rows` -> (rows, True)):
@@ -223,7 +216,6 @@ func.func @conv_shared_panels(%x: tensor<1x2x16x16xf32>, %w: tensor<4x2x3x3xf32>
 // CHECK:           ^bb0([[JP:%[0-9]+]]: index):
 // CHECK-NEXT:        [[C64:%[0-9]+]] = arith.constant 64 : index
 // CHECK-NEXT:        [[Q0:%[0-9]+]] = arith.muli [[JP]], [[C64]] : index
-// CHECK:             }) {bounds = {{\[\[}}0 : i64, 4 : i64], [0 : i64, 64 : i64]]
 // im2col into slot jp: col[jp, c, kh, kw, oh, ow] = scratch[g, c, oh + kh + jp * 4, ow + kw].
 // CHECK-NEXT:        "krnl.define_loops"
 // CHECK-NEXT:        "krnl.iterate"
@@ -242,6 +234,6 @@ func.func @conv_shared_panels(%x: tensor<1x2x16x16xf32>, %w: tensor<4x2x3x3xf32>
 // CHECK-NEXT:        [[AOFF:%[0-9]+]] = arith.muli [[G]], [[C72]] : index
 // CHECK:             [[COFF:%[0-9]+]] = arith.addi {{%[0-9]+}}, [[Q0]] : index
 // CHECK:               "krnl.matmul"([[W]], [[COL]], [[YV]], {{%[0-9]+}}, {{%[0-9]+}}, {{%[0-9]+}}, [[AOFF]], [[BOFF]], [[COFF]])
-// CHECK-SAME:          {sizes = [4 : i64, 64 : i64, 18 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [18 : i64, 1 : i64, 64 : i64, 256 : i64], simd = 1 : i64}
+// CHECK-SAME:          {sizes = [4 : i64, 64 : i64, 18 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [18 : i64, 1 : i64, 64 : i64, 256 : i64], simd = 1 : i64, start = "zero"}
 // CHECK:           }) {bounds = {{\[\[}}0 : i64, 4 : i64]]
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64]]
