@@ -33,13 +33,13 @@ from compilerkit.codegen.emit import ENTRY, _op_groups, constant_bytes
 from compilerkit.codegen.interface import CodegenProducts
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.krnl_passes.expand_matmul_start import expand_matmul_start
 from compilerkit.loopnest.affine import IndexEnv, Unsupported
 from compilerkit.loopnest.asm import GPR, Asm, listing
 from compilerkit.loopnest.execmem import CodeMemory
 from compilerkit.loopnest.fallback import FallbackEmitter
 from compilerkit.loopnest.frame import Buffers
 from compilerkit.loopnest.matmul import kernel
+from compilerkit.loopnest.matmul_start import expand_matmul_start
 from compilerkit.loopnest.nest import generate, note_handles
 from compilerkit.onnx_passes.single_node import main_func
 from compilerkit.runtime import Session

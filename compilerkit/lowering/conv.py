@@ -68,7 +68,21 @@ from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering import matmul
 from compilerkit.lowering.builder import KernelBuilder, shape
 from compilerkit.lowering.conv_algorithm import choose, lower_chosen
-from compilerkit.lowering.depthwise import direct_2d, phase_pieces
+from compilerkit.lowering.conv_common import (
+    MIN_PANEL,
+    _Conv,
+    _copy_in,
+    _copy_phases,
+    _even_panels,
+    _finish,
+    _phase_scratch,
+    _phase_tap_index,
+    _reads_x_in_place,
+    _scratch,
+    _tap,
+)
+from compilerkit.lowering.conv_panels import gemm
+from compilerkit.lowering.depthwise import direct_2d
 from compilerkit.lowering.elementwise import activation
 from compilerkit.lowering.matmul import emit_matmul, emit_strip_matmul, fill, in_strips
 from compilerkit.lowering.winograd import weights_array
@@ -81,14 +95,8 @@ MAX_TAPS = 64  # most products one direct-convolution body sums (unrolled)
 # 0.365 ms direct, 0.174 ms as GEMMs (16 per group: 0.095 / 0.068 ms; 8: 0.028 / 0.024;
 # 4: 0.040 / 0.043, direct still ahead).
 DIRECT_CHANNELS = 4
-# Column buffer + output of one GEMM panel: 2 MiB (L3-resident; this machine's L2 is 512 KiB)
-# measured no slower at 1 thread than 512 KiB.
-PANEL_BYTES = 2 * 1024 * 1024
-MIN_PANEL = 64  # fewest output columns of a GEMM panel (narrower ones starve the micro-kernel)
 SHIFT_CHANNELS = (32, 64)  # input channels (per group) for the shifted-GEMM schedule ...
 SHIFT_MIN_WIDTH = 48  # ... and the narrowest output rows it takes
-PAR_PANELS = 8  # panels wanted when threads share a Conv's panel loop (even counts preferred)
-COL_BYTES = 64 * 1024 * 1024  # most column buffer, all panels together, for shared panels
 # Convs with at most this many output positions per image run as out^T = X^T W^T
 # (`_transposed_gemm`): output channels become the micro-kernel's vector axis, and W^T is
 # stored in strips (matmul.strip_width) that the micro-kernel reads unpacked
@@ -167,7 +175,7 @@ def lower_conv(b: KernelBuilder, op, ins):
     st, dil, pads = conv_geometry(op, in_sp, k_sp, out_sp)
     if math.prod(out_dims) == 0 or xs[1] == 0:
         return [_empty_conv(b, op, out_dims, bias)]
-    algo = choose(op, b.conv_algorithm)  # lower-to-krnl{conv_algorithm=...}
+    algo = choose(op, b.conv_algorithm, b.lanes)  # lower-to-krnl{conv_algorithm=...}
     if algo not in ("classic", "direct", "im2col"):
         return [lower_chosen(b, op, ins, algo, pads)]
     conv = _Conv(x, w, bias, out_dims, groups, st, dil, pads, fused_activation(op))
@@ -184,117 +192,27 @@ def lower_conv(b: KernelBuilder, op, ins):
                         conv.elem)
         (_transposed_gemm if how == "image" else _transposed_panels)(b, conv, out, wt, strip)
     else:
-        # here, not at the top: conv_panels builds on this module's helpers
-        from compilerkit.lowering.conv_panels import gemm
 
         gemm(b, conv, out)
     return [out]
 
 
-class _Conv:
-    """The sizes of one Conv, named once for every schedule."""
-
-    def __init__(self, x, w, bias, out_dims, groups, st, dil, pads, act):
-        xs, ws = shape(x), shape(w)
-        self.x, self.w, self.bias, self.act = x, w, bias, act
-        self.n, self.c_in, self.in_sp = xs[0], xs[1], list(xs[2:])
-        self.oc, self.cg, self.k_sp = ws[0], ws[1], list(ws[2:])
-        self.out_sp = list(out_dims[2:])
-        self.groups, self.ocg = groups, ws[0] // groups
-        self.st, self.dil, self.pads = st, dil, pads
-        self.r = len(self.k_sp)
-        self.elem = x.type.element_type
-
-    def reach(self, d) -> int:
-        """One past the last input position the Conv reads on spatial axis d (padded coords)."""
-        return (self.out_sp[d] - 1) * self.st[d] + (self.k_sp[d] - 1) * self.dil[d] + 1
-
-    def guarded(self, d) -> bool:
-        """Whether some tap on axis d falls outside the input (into the padding)."""
-        return self.pads[d] > 0 or self.reach(d) - self.pads[d] > self.in_sp[d]
 
 
-def _finish(b, conv, v):
-    """The epilogue of one output value: the fused activation, if any."""
-    return activation(b, v, *conv.act) if conv.act is not None else v
 
 
 # ---- direct convolution (grouped, depthwise) ---------------------------------------------------
 
-def _scratch(b: KernelBuilder, conv: _Conv, always=False, extra_rows=0):
-    """A buffer [groups, C/g, padded spatial...] for the input planes when some tap falls into
-    the padding (or `always`), else None: `_copy_in` zeroes group g's planes and copies the
-    input into their interior, so every tap reads without a guard. One set of planes per
-    group, so that groups (and the threads that take them) never share one. `extra_rows`
-    adds rows at the end of each plane for schedules that read a little past the last row
-    (the shifted GEMMs' throw-away columns)."""
-    if not always and not any(conv.guarded(d) for d in range(conv.r)):
-        return None
-    ext = [max(conv.pads[d] + conv.in_sp[d], conv.reach(d)) for d in range(conv.r)]
-    ext[0] += extra_rows
-    return b.alloc([conv.groups, conv.cg] + ext, conv.elem)
 
 
-def _copy_in(b: KernelBuilder, conv: _Conv, scratch, nn, g, border=0.0):
-    """Group g's planes of batch entry nn into the scratch: `border` everywhere (the padding;
-    the arena is shared with other buffers, so it is rewritten every call), then the input
-    inside. The planes are written just before the group's taps read them, while in cache."""
-    with b.nest(shape(scratch)[1:]) as ivs:
-        b.store(b.const(border, conv.elem), scratch, [g] + ivs)
-    with b.nest([conv.cg] + conv.in_sp) as ivs:
-        ch = b.affine([(g, conv.cg), (ivs[0], 1)])
-        v = b.load(conv.x, [nn, ch] + ivs[1:])
-        at = [b.affine([(i, 1)], conv.pads[d]) for d, i in enumerate(ivs[1:])]
-        b.store(v, scratch, [g, ivs[0]] + at)
 
 
-def _phase_scratch(b: KernelBuilder, conv: _Conv):
-    """For a stride s > 1 on the last axis: a buffer [groups, C/g, padded spatial..., s,
-    ceil(padded width / s)] holding the padded input with its last axis split by column phase
-    (padded column j*s + p at [p, j]). A tap's column o*s + k*d is then phase (k*d) % s,
-    position o + (k*d) // s: consecutive over the output row, so the tap loop vectorises with
-    plain loads (with stride-s loads LLVM gathers lane by lane, or keeps a max scalar)."""
-    s = conv.st[-1]
-    ext = [max(conv.pads[d] + conv.in_sp[d], conv.reach(d)) for d in range(conv.r)]
-    return b.alloc([conv.groups, conv.cg] + ext[:-1] + [s, -(-ext[-1] // s)], conv.elem)
 
 
-def _copy_phases(b: KernelBuilder, conv: _Conv, scratch, nn, g, border=0.0):
-    """Group g's planes of x[nn] into the phase-split buffer: `border` everywhere, then the
-    input columns j*s + q (padded column j*s + q + pad: phase (q + pad) % s, position
-    j + (q + pad) // s), all phases q in one nest where they all have column j
-    (`depthwise.phase_pieces`)."""
-    s, pad, width = conv.st[-1], conv.pads[-1], conv.in_sp[-1]
-    with b.nest(shape(scratch)[1:]) as ivs:
-        b.store(b.const(border, conv.elem), scratch, [g] + ivs)
-    cols = [(0, -(-(width - q) // s)) for q in range(min(s, width))]
-    for phases, span_j in phase_pieces(cols):
-        with b.nest([conv.cg] + conv.in_sp[:-1] + [span_j]) as ivs:
-            c, rows, j = ivs[0], ivs[1:-1], ivs[-1]
-            ch = b.affine([(g, conv.cg), (c, 1)])
-            at = [b.affine([(i, 1)], conv.pads[d]) for d, i in enumerate(rows)]
-            for q in phases:
-                v = b.load(conv.x, [nn, ch] + rows + [b.affine([(j, s)], q)])
-                phase = [b.index((q + pad) % s), b.affine([(j, 1)], (q + pad) // s)]
-                b.store(v, scratch, [g, c] + at + phase)
 
 
-def _phase_tap_index(b: KernelBuilder, conv: _Conv, pos, ks):
-    """Indices into a phase-split buffer of the tap at kernel position ks (numbers) for
-    output positions pos: o*s + k*d on the leading axes, (phase, o + (k*d) // s) on the last."""
-    at = [b.affine([(p, conv.st[d])], ks[d] * conv.dil[d]) for d, p in enumerate(pos[:-1])]
-    kd = ks[-1] * conv.dil[-1]
-    s = conv.st[-1]
-    return at + [b.index(kd % s), b.affine([(pos[-1], 1)], kd // s)]
 
 
-def _tap(b: KernelBuilder, conv: _Conv, scratch, nn, g, c, at):
-    """Input channel c of group g at spatial positions `at`, given in padded coordinates
-    (o * stride + k * dilation): from the scratch planes, or from x when nothing is padded."""
-    if scratch is not None:
-        return b.load(scratch, [g, c] + at)
-    ch = b.affine([(g, conv.cg), (c, 1)])
-    return b.load(conv.x, [nn, ch] + at)
 
 
 def _sum_taps(b: KernelBuilder, conv: _Conv, oc, tap):
@@ -351,19 +269,6 @@ def _direct(b: KernelBuilder, conv: _Conv, out):
 
 # ---- panels -------------------------------------------------------------------------------------
 
-def _even_panels(rows: int, lo: int, hi: int) -> int | None:
-    """Rows per panel for a panel loop that threads share: a height in [lo, hi] dividing `rows`
-    evenly (a ragged last panel would be a serial loop of its own), for at least 2 panels that
-    2 threads share evenly (an even count, or many: 11 panels leave one thread 6 of 11), up to
-    PAR_PANELS, preferring more panels; None if none."""
-    best = None
-    for h in range(max(lo, 1), min(hi, rows) + 1):
-        if rows % h == 0:
-            p = rows // h
-            key = (p > 1, -(p % 2) / p, min(p, PAR_PANELS), -p)
-            if best is None or key > best[0]:
-                best = (key, h)
-    return None if best is None else best[1]
 
 
 # ---- stride-1 Conv as a sum of shifted GEMMs -------------------------------------------------
@@ -576,9 +481,4 @@ def _transposed_panels(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
                 b.store(v, ov, [nn, o, b.affine([(q0, 1), (q, 1)])])
 
 
-# ---- shared with the GEMM panels (conv_panels.py) ------------------------------------------------
 
-def _reads_x_in_place(conv: _Conv) -> bool:
-    """A 1x1, stride-1, unpadded Conv: x itself is the GEMM's operand (no im2col)."""
-    return all(k == 1 for k in conv.k_sp) and all(s == 1 for s in conv.st) and not any(
-        conv.pads) and all(conv.reach(d) <= conv.in_sp[d] for d in range(conv.r))

@@ -98,9 +98,12 @@ def check_algorithm(name) -> str:
     return name
 
 
-def choose(op, asked: str = DEFAULT) -> str:
+def choose(op, asked: str = DEFAULT, lanes: int = 16) -> str:
     """The algorithm for the Conv `op` (ONNX IR): the node's `conv_algorithm` attribute, else
-    `asked` (the compile option), falling back to "classic" where it does not apply."""
+    `asked` (the compile option), falling back to "classic" where it does not apply. On a
+    target without vectors (`lanes` 1: the GPU) "auto" is "classic": the Winograd and FFT
+    tile schedules are written for CPU cores and caches (a fused Winograd Conv ran as one
+    serial GPU kernel)."""
     attr = op.attributes.get("conv_algorithm")
     if attr is not None:
         name = getattr(attr, "data", None)
@@ -110,7 +113,7 @@ def choose(op, asked: str = DEFAULT) -> str:
     else:
         name = check_algorithm(asked)
     if name in AUTO_TILES:
-        return auto_choice(op, AUTO_TILES[name])
+        return auto_choice(op, AUTO_TILES[name]) if lanes > 1 else "classic"
     if name.startswith("winograd"):
         return name if winograd.applies(op) is None else "classic"
     if name.startswith("fft"):

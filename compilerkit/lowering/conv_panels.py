@@ -18,7 +18,7 @@ import math
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering import matmul
 from compilerkit.lowering.builder import KernelBuilder
-from compilerkit.lowering.conv import (
+from compilerkit.lowering.conv_common import (
     COL_BYTES,
     MIN_PANEL,
     PANEL_BYTES,

@@ -36,7 +36,8 @@ import math
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, shape
-from compilerkit.lowering.conv import COL_BYTES, PANEL_BYTES, conv_geometry, output_with_bias
+from compilerkit.lowering.conv import conv_geometry, output_with_bias
+from compilerkit.lowering.conv_common import COL_BYTES, PANEL_BYTES
 from compilerkit.lowering.matmul import emit_matmul
 
 

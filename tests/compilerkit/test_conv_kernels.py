@@ -89,16 +89,19 @@ def test_conv_matches_onnxruntime(kind, rank, c, m, size, k, stride, dil, pad_lo
         inits += more
         out = "z"
     model = make_model(nodes, [("x", x)], [out], inits, opset=17)
-    forced = {"default": {}, "small_panels": {"PANEL_BYTES": 256},
-              "shifted": {"SHIFT_CHANNELS": (1, 1 << 30), "SHIFT_MIN_WIDTH": 1}}[schedule]
-    saved = {name: getattr(conv_lowering, name) for name in forced}
+    from compilerkit.lowering import conv_panels
+
+    forced = {"default": {}, "small_panels": {(conv_panels, "PANEL_BYTES"): 256},
+              "shifted": {(conv_lowering, "SHIFT_CHANNELS"): (1, 1 << 30),
+                          (conv_lowering, "SHIFT_MIN_WIDTH"): 1}}[schedule]
+    saved = {key: getattr(*key) for key in forced}
     try:
-        for name, value in forced.items():
-            setattr(conv_lowering, name, value)
+        for (module, name), value in forced.items():
+            setattr(module, name, value)
         check(model, [x], opt_level=3, rtol=1e-4, atol=1e-4)
     finally:
-        for name, value in saved.items():
-            setattr(conv_lowering, name, value)
+        for (module, name), value in saved.items():
+            setattr(module, name, value)
     if act is not None:
         assert ops_after_onnx_passes(model) == {"Conv": 1}
 

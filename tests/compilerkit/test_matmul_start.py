@@ -1,7 +1,7 @@
 """krnl.matmul's `start` (the product's tiles start from zeros or a per-row bias instead of
 from C): the verifier's rules, and the same bits whichever code generator does the start: the
 host micro-kernel (a fill of the tile just before it sums), the (1, 1, 1) scalar nest, and the
-`expand-matmul-start` pass (a fill nest before the product, what the LoopNest generator runs).
+`expand_matmul_start` (a fill nest before the product, what the LoopNest generator runs).
 References: the expanded form through LLVM, numpy in float64, onnxruntime."""
 
 import numpy as np
@@ -14,7 +14,7 @@ from xdsl.utils.exceptions import VerifyException
 
 import compilerkit as ck
 from compilerkit.dialects import krnl
-from compilerkit.krnl_passes.expand_matmul_start import expand_matmul_start
+from compilerkit.loopnest.matmul_start import expand_matmul_start
 
 SETTINGS = settings(max_examples=10, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

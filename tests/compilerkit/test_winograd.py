@@ -254,6 +254,7 @@ def test_auto_choice(c, k, hw, kernel, auto, auto_f4):
     assert choose(conv) == auto  # the default
     assert choose(conv, "auto") == auto
     assert choose(conv, "auto-f4") == auto_f4
+    assert choose(conv, "auto", lanes=1) == "classic"  # the GPU: tile schedules are CPU's
 
 
 @pytest.mark.parametrize("outlier, expected", [

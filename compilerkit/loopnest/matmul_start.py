@@ -1,4 +1,4 @@
-"""`expand-matmul-start`: a krnl.matmul's `start` written out as a fill nest before its nest.
+"""A krnl.matmul's `start` written out as a fill nest before its nest (`expand_matmul_start`).
 
 Before:  iterate (i, j, k) { krnl.matmul(A, B, C, ..., bias) {start = "bias"} }
 After:   C_flat = krnl.reshape(C)                                 -- where C is defined
@@ -6,9 +6,9 @@ After:   C_flat = krnl.reshape(C)                                 -- where C is 
          iterate (i, j, k) { krnl.matmul(A, B, C, ...) }
 
 The host's LLVM codegen and the GPU's start a product's tiles themselves (codegen/microkernel.py
-fills the tile just before summing into it, in cache); a code generator without that, the
-LoopNest-style one (compilerkit/loopnest), runs this pass first and gets the fill the lowering
-wrote before `start` existed: the same sums, the same bits. Assumes the matmul is the only op of
+fills the tile just before summing into it, in cache); the LoopNest-style generator's kernels
+sum into C as it is, so driver.finish runs this first and gets the fill the lowering wrote
+before `start` existed: the same sums, the same bits. Assumes the matmul is the only op of
 its nest's body (as lowering/matmul.py emits it and tile-matmul keeps it) and that its C offset
 is defined outside that nest.
 """
@@ -16,10 +16,8 @@ is defined outside that nest.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from xdsl.ir import Block
-from xdsl.passes import ModulePass
 
 from compilerkit.dialects import krnl
 
@@ -33,7 +31,7 @@ def expand_matmul_start(module) -> int:
                and op.start is not None]:
         nest = mm.parent_op()
         if not isinstance(nest, krnl.IterateOp):
-            raise ValueError(f"expand-matmul-start: a krnl.matmul{_node(mm)} outside a loop nest")
+            raise ValueError(f"expand_matmul_start: a krnl.matmul{_node(mm)} outside a loop nest")
         m, n, _ = krnl.ints_of(mm.sizes)
         ldc = krnl.ints_of(mm.strides)[3]
         c = mm.c
@@ -77,13 +75,3 @@ def _flat_view(c, KernelBuilder, shape):
 def _node(op) -> str:
     tag = op.attributes.get("onnx_node")
     return f" of {tag.data!r}" if tag is not None else ""
-
-
-@dataclass(frozen=True)
-class ExpandMatmulStartPass(ModulePass):
-    """`expand-matmul-start`: see the module docstring."""
-
-    name = "expand-matmul-start"
-
-    def apply(self, ctx, op) -> None:
-        expand_matmul_start(op)
