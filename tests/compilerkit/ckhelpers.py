@@ -174,3 +174,23 @@ def skip_unless_codegen_runs(codegen: str) -> None:
             check_host(host_target())
         except ValueError as e:
             pytest.skip(str(e))
+
+
+def seeded(shape, seed, scale=1.0):
+    """A float32 array of standard normals times `scale`, from `seed`."""
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
+
+
+def conv_act_model(x, w_shape, bias=True, act=None, **attrs):
+    """Conv of input `x` (+ a Relu or Clip the fuse-conv pass folds into it), weights and bias
+    constant (seeded 2 and 3)."""
+    inputs = ["x", "w", "b"] if bias else ["x", "w"]
+    inits = [("w", seeded(w_shape, 2, 0.3))] + ([("b", seeded((w_shape[0],), 3))] if bias
+                                                 else [])
+    nodes = [helper.make_node("Conv", inputs, ["y" if act else "z"], **attrs)]
+    if act == "Relu":
+        nodes.append(helper.make_node("Relu", ["y"], ["z"]))
+    elif act == "Clip":
+        nodes.append(helper.make_node("Clip", ["y", "lo", "hi"], ["z"]))
+        inits += [("lo", np.float32(-0.5)), ("hi", np.float32(0.75))]
+    return make_model(nodes, [("x", x)], ["z"], inits, opset=17)

@@ -5,7 +5,7 @@ and strips in every way, on 1 and 2 threads."""
 
 import numpy as np
 import pytest
-from ckhelpers import make_model, ort_run
+from ckhelpers import conv_act_model, ort_run, seeded
 from onnx import helper
 
 import compilerkit as ck
@@ -15,21 +15,8 @@ from compilerkit.lowering import conv_panels, matmul
 N = helper.make_node
 
 
-def arr(shape, seed, scale=1.0):
-    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
-
-
-def conv_model(x, w_shape, bias=True, act=None, **attrs):
-    """Conv (+ an activation the fuse-conv pass folds into it), weights and bias constant."""
-    inputs = ["x", "w", "b"] if bias else ["x", "w"]
-    inits = [("w", arr(w_shape, 2, 0.3))] + ([("b", arr((w_shape[0],), 3))] if bias else [])
-    nodes = [N("Conv", inputs, ["y" if act else "z"], **attrs)]
-    if act == "Relu":
-        nodes.append(N("Relu", ["y"], ["z"]))
-    elif act == "Clip":
-        nodes.append(N("Clip", ["y", "lo", "hi"], ["z"]))
-        inits += [("lo", np.float32(-0.5)), ("hi", np.float32(0.75))]
-    return make_model(nodes, [("x", x)], ["z"], inits, opset=17)
+arr = seeded
+conv_model = conv_act_model
 
 
 class Schedules:
