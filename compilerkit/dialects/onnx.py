@@ -152,6 +152,11 @@ def dense_attr(array: np.ndarray, module: ModuleOp | None = None, hint: str = "c
     return DenseResourceAttr.from_params(handle, ttype)
 
 
+class MissingResourceError(ValueError):
+    """A dense_resource constant whose bytes the module does not hold (IR text printed without
+    its dialect_resources section, or with that section cut)."""
+
+
 def attr_array(attr, module: ModuleOp | None = None) -> np.ndarray:
     """The numpy value of a dense or dense_resource attribute (little surprise: a copy-free view
     for resources, which may be read-only broadcasts for splats)."""
@@ -160,10 +165,11 @@ def attr_array(attr, module: ModuleOp | None = None) -> np.ndarray:
         table = resources(module)
         if handle not in table:
             # Text printed without its `{-# dialect_resources #-}` section names bytes it lacks.
-            raise ValueError(f"constant dense_resource<{handle}> has no bytes in this module: "
-                             f"the IR text was printed without its dialect_resources section "
-                             f"(write it with print_ir(module, with_resources=True), or "
-                             f"`python -m compilerkit MODEL --emit onnx-ir -o FILE`)")
+            raise MissingResourceError(
+                f"constant dense_resource<{handle}> has no bytes in this module: the IR text "
+                f"was printed without its dialect_resources section (write it with "
+                f"print_ir(module, with_resources=True), or `python -m compilerkit MODEL "
+                f"--emit onnx-ir -o FILE`)")
         return table[handle]
     shape = attr.get_shape()
     dtype = numpy_dtype(attr.get_element_type())
