@@ -24,7 +24,7 @@ The body follows onnxruntime's MLAS SGEMM (sgemm.cpp, SgemmKernelFma3.S):
   reuse the panel (rows >= PACK_MIN_ROWS); otherwise full strips read B in place.
 - a register block of MR = 6 rows x NR columns: 12 vector accumulators, 2 B vectors and 1
   broadcast of A fill AVX2's 16 ymm registers; each k does 2 vector loads, 6 broadcasts and
-  12 FMAs. With 512-bit vectors (AVX-512: 32 registers) the block has MR_WIDE = 8 rows,
+  12 FMAs. With 512-bit vectors (AVX-512: 32 registers) the block has 8 rows,
   16 accumulators: fewer B loads per FMA (GEMMs of ResNet-50's and DenseNet-121's shapes
   1.00-1.08x faster, the models 3-5%). Not 12 rows as MLAS's AVX-512 kernel has: each row
   keeps a pointer into A, and 12 of them (beside B's, k's and the bounds) overflow the 16
@@ -56,7 +56,6 @@ from compilerkit.dialects.krnl import matmul_block_rows
 
 I64 = ir.IntType(64)
 MR, NV = 6, 2  # accumulator block: MR rows x NV vectors (MLAS's FMA3 kernel: 6 x 16 floats)
-MR_WIDE = 8  # rows of the block with 512-bit vectors (32 registers; see the docstring)
 ROW_TAILS = (4, 2, 1)  # blocks for the rows left over after the full row blocks
 PANEL = 32768  # packed-B elements on the stack (128 KiB of f32, 256 KiB of f64)
 KMAX = 2048  # longest k run packed at once (and at most PANEL / NR)
@@ -106,9 +105,7 @@ def block_rows(elem_t, lanes: int) -> int:
     """Rows of the micro-kernel's register block for `lanes`-wide vectors of `elem_t`
     (krnl.matmul_block_rows, which the schedule passes read too)."""
     esize = 4 if elem_t == ir.FloatType() else 8
-    rows = matmul_block_rows(lanes if esize == 4 else 2 * lanes, esize)
-    assert rows in (MR, MR_WIDE)
-    return rows
+    return matmul_block_rows(lanes if esize == 4 else 2 * lanes, esize)
 
 
 def matmul_kernel(module: ir.Module, elem_t, simd: int) -> ir.Function:

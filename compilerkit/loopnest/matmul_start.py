@@ -20,12 +20,11 @@ import math
 from xdsl.ir import Block
 
 from compilerkit.dialects import krnl
+from compilerkit.lowering.builder import KernelBuilder, shape
 
 
 def expand_matmul_start(module) -> int:
     """Expand every krnl.matmul with a `start` in `module`, in place; returns how many."""
-    from compilerkit.lowering.builder import KernelBuilder, shape
-
     done = 0
     for mm in [op for op in module.walk() if isinstance(op, krnl.MatMulOp)
                and op.start is not None]:
@@ -35,7 +34,7 @@ def expand_matmul_start(module) -> int:
         m, n, _ = krnl.ints_of(mm.sizes)
         ldc = krnl.ints_of(mm.strides)[3]
         c = mm.c
-        flat = _flat_view(c, KernelBuilder, shape)
+        flat = _flat_view(c)
         body = Block()
         b = KernelBuilder(body)
         with b.nest([m, n]) as (i, j):
@@ -52,7 +51,7 @@ def expand_matmul_start(module) -> int:
     return done
 
 
-def _flat_view(c, KernelBuilder, shape):
+def _flat_view(c):
     """C as one flat row, viewed right where C is defined (a code generator takes views among
     the definitions, not between the nests of a node)."""
     block = Block()
