@@ -47,7 +47,14 @@ from xdsl.dialects.builtin import (
 )
 
 from compilerkit.codegen.mathlib import MathLib
-from compilerkit.codegen.microkernel import START_CODES, counted_loop, fmuladd, matmul_kernel
+from compilerkit.codegen.microkernel import (
+    START_CODES,
+    clamp_code,
+    clamp_value,
+    counted_loop,
+    fmuladd,
+    matmul_kernel,
+)
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.onnx_passes.single_node import main_func
@@ -920,14 +927,22 @@ class Emitter:
             # A fused multiply-add, as in the micro-kernel: every schedule of a product gives
             # the same bits (a separate multiply and add rounded twice: 1 ulp apart).
             fma = fmuladd(self.module, av.type)
-            b.store(b.call(fma, [av, bv, acc]), cp)
+            total = b.call(fma, [av, bv, acc])
+            bounds = [ir.Constant(av.type, 0.0 if x is None else x) for x in op.clamp]
+            if clamp_code(op.clamp):  # the product's last k: C is clamped (krnl.matmul clamp)
+                total = b.select(b.icmp_signed("==", k0, C(kk - 1)), clamp_value(
+                    b, self.module, total, clamp_code(op.clamp), *bounds), total)
+            b.store(total, cp)
             return
         # A whole tile: call the shared micro-kernel (microkernel.py) on its clipped bounds.
-        kernel = matmul_kernel(self.module, a.type.pointee, op.simd.value.data)
+        elem = a.type.pointee
+        kernel = matmul_kernel(self.module, elem, op.simd.value.data)
         ends = [self.imin(b.add(v, C(t)), C(size)) for v, t, size in
                 ((i0, tm, m), (j0, tn, n), (k0, tk, kk))]
+        bounds = [ir.Constant(elem, 0.0 if x is None else x) for x in op.clamp]
         b.call(kernel, [a, bm, c, i0, ends[0], j0, ends[1], k0, ends[2], a_off, b_off, c_off,
-                        C(sa_r), C(sa_k), C(ldb), C(ldc), bias, C(START_CODES[start])])
+                        C(sa_r), C(sa_k), C(ldb), C(ldc), bias, C(START_CODES[start]), C(kk),
+                        C(clamp_code(op.clamp)), *bounds])
 
 
 def _trip_count(it, loops) -> int:

@@ -39,6 +39,7 @@ from compilerkit.codegen.emit import (
     mem_type,
     numpy_dtype,
 )
+from compilerkit.codegen.microkernel import clamp_code, clamp_value
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.krnl_passes.gpu_map import mapping_of
@@ -313,8 +314,8 @@ class GpuEmitter(Emitter):
         (`tile`: the gpu_map's): each k step stages a tile x tile block of A and of B in shared
         memory (each thread loads one element of each), so every global element is read once
         per block instead of `tile` times. The sum runs over k in order, fused multiply-add,
-        starting from C (or from 0 or the row's bias, the matmul's `start`): as the host's
-        micro-kernel does."""
+        starting from C (or from 0 or the row's bias, the matmul's `start`), clamped when
+        stored if the matmul has a clamp: as the host's micro-kernel does."""
         b = self.b
         a, bm, c = (self.ptr(v) for v in (mm.a, mm.b, mm.c))
         a_off, b_off, c_off = (self.values[v] for v in (mm.a_off, mm.b_off, mm.c_off))
@@ -382,7 +383,11 @@ class GpuEmitter(Emitter):
         done_bb = b.function.append_basic_block("done")
         b.cbranch(b.and_(in_r, in_c), store_bb, done_bb)
         b.position_at_end(store_bb)
-        b.store(b.load(acc), c_ptr)
+        total = b.load(acc)
+        if clamp_code(mm.clamp):  # the finished product clamped (krnl.matmul clamp)
+            bounds = [ir.Constant(elem, 0.0 if x is None else x) for x in mm.clamp]
+            total = clamp_value(b, self.module, total, clamp_code(mm.clamp), *bounds)
+        b.store(total, c_ptr)
         b.branch(done_bb)
         b.position_at_end(done_bb)
 

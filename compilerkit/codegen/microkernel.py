@@ -2,15 +2,19 @@
 `krnl.matmul` of the model.
 
     void ck_matmul_<t>_v<simd>(A, B, C, i0, i1, j0, j1, k0, k1, a_off, b_off, c_off,
-                               sa_r, sa_k, ldb, ldc, bias, start)
+                               sa_r, sa_k, ldb, ldc, bias, start, kend, clamp, lo, hi)
     C[c_off + r*ldc + c] += A[a_off + r*sa_r + k*sa_k] * B[b_off + k*ldb + c]
     for r in [i0, i1), c in [j0, j1), k in [k0, k1)
 
 `start` (START_CODES: krnl.matmul's `start`) 0: C holds what the sum adds to; 1 ("zero") and
-2 ("bias"): when the call begins the product (k0 == 0), its tile of C is first set to 0 or to
-bias[r] per row, then summed into as above. The tile is in cache when the kernel reads it back,
-where a fill of the whole output before the product (a Conv's bias, a MatMul's zeros) was a
-pass over memory of its own; the sums are the same, the same bits.
+2 ("bias"): when the call begins the product (k0 == 0), the register block's accumulators
+start from 0 or from bias[r] instead of from C, which is then only written. (A fill of the
+whole output before the product, a Conv's bias or a MatMul's zeros, was a pass over memory of
+its own; filling the tile just before summing into it still wrote C once more and read it
+back.) `clamp` (CLAMP_LO | CLAMP_HI bits: krnl.matmul's clamp_lo / clamp_hi) applies
+max(., lo) then min(., hi) to the accumulators as they are stored when the call ends the
+product (k1 == kend): a Conv's fused Relu or Clip, without an epilogue pass that reads the
+output back. Same sums, same ops on them: the same bits.
 
 Sizes and strides are run-time arguments, so one function serves every Conv/Gemm/MatMul tile:
 LLVM optimises it once instead of once per op (inlining a vectorised kernel into each op made
@@ -94,6 +98,38 @@ def fmuladd(module, vt):
 
 
 START_CODES = {None: 0, "zero": 1, "bias": 2}  # krnl.matmul `start` -> the kernel's argument
+CLAMP_LO, CLAMP_HI = 1, 2  # bits of the kernel's `clamp` argument: which bounds apply
+
+
+def clamp_code(bounds) -> int:
+    """The kernel's `clamp` argument for krnl.matmul's (lo, hi) bounds (None: unbounded)."""
+    lo, hi = bounds
+    return (CLAMP_LO if lo is not None else 0) | (CLAMP_HI if hi is not None else 0)
+
+
+def minmax(module, kind: str, t):
+    """llvm.maximum / llvm.minimum (NaN-propagating, -0 < +0: ONNX Relu's and Clip's, as
+    codegen/emit.py lowers arith.maximumf) for a scalar or vector type `t`."""
+    element = getattr(t, "element", t)
+    suffix = "f32" if element == ir.FloatType() else "f64"
+    name = f"llvm.{kind}.{f'v{t.count}' if hasattr(t, 'count') else ''}{suffix}"
+    if name in module.globals:
+        return module.globals[name]
+    return ir.Function(module, ir.FunctionType(t, [t, t]), name)
+
+
+def clamp_value(b: ir.IRBuilder, module, v, code, lo, hi):
+    """v clamped as krnl.matmul's clamp: max(v, lo) where `code` has CLAMP_LO, then min(., hi)
+    where it has CLAMP_HI. `code` an i64 value (the kernel's argument, selects) or an int (a
+    compile-time choice); lo and hi values of v's type."""
+    for bit, kind, bound in ((CLAMP_LO, "maximum", lo), (CLAMP_HI, "minimum", hi)):
+        if isinstance(code, int):
+            if code & bit:
+                v = b.call(minmax(module, kind, v.type), [v, bound])
+            continue
+        on = b.icmp_signed("!=", b.and_(code, ir.Constant(I64, bit)), ir.Constant(I64, 0))
+        v = b.select(on, b.call(minmax(module, kind, v.type), [v, bound]), v)
+    return v
 
 
 def lanes_for(elem_t, simd: int) -> int:
@@ -115,8 +151,8 @@ def matmul_kernel(module: ir.Module, elem_t, simd: int) -> ir.Function:
     if name in module.globals:
         return module.globals[name]
     p = elem_t.as_pointer()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [p, p, p] + [I64] * 13 + [p, I64]),
-                     name)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [p, p, p] + [I64] * 13 + [p, I64]
+                                             + [I64, I64, elem_t, elem_t]), name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
     fn.attributes.add("nounwind")
@@ -163,54 +199,99 @@ class _Body:
     def emit(self):
         b, c = self.b, self.c
         (self.A, self.B, self.C, i0, i1, j0, j1, k0, k1, self.a_off, self.b_off, self.c_off,
-         self.sa_r, self.sa_k, self.ldb, self.ldc, bias, start) = self.fn.args
+         self.sa_r, self.sa_k, self.ldb, self.ldc, self.bias, start, kend, self.clamp_code,
+         lo, hi) = self.fn.args
         self.i0, self.i1 = i0, i1
+        self.from_bias = b.icmp_signed("==", start, c(2))
+        # this call begins the product (its accumulators start from 0 or the bias) / ends it
+        # (they are clamped as they are stored)
         fresh = b.and_(b.icmp_signed("!=", start, c(0)), b.icmp_signed("==", k0, c(0)))
-        with b.if_then(fresh):
-            self.start_tile(i0, i1, j0, j1, bias, b.icmp_signed("==", start, c(2)))
+        final = b.and_(b.icmp_signed("!=", self.clamp_code, c(0)), b.icmp_signed("==", k1, kend))
+        self.lo, self.hi = self.splat(lo), self.splat(hi)
+        self.lo_s, self.hi_s = lo, hi
         self.panel = self.alloca(self.elem, c(PANEL + self.nr), align=64)
         self.ctile = self.alloca(self.elem, c(self.mr * self.nr), align=64)
         # B rows exactly one strip wide are a packed strip already (conv.py's W^T strips)
         self.pack = b.and_(b.icmp_signed(">=", b.sub(i1, i0), c(PACK_MIN_ROWS)),
                            b.icmp_signed("!=", self.ldb, c(self.nr)))
+        # The two special shapes start and clamp their tile in passes of their own (in cache).
         with b.if_then(b.icmp_signed("==", b.sub(i1, i0), c(1))):
+            with b.if_then(fresh):
+                self.start_tile(i0, i1, j0, j1)
             self.one_row(k0, k1, j0, j1)
+            with b.if_then(final):
+                self.clamp_tile(i0, i1, j0, j1)
             b.ret_void()
         column = b.and_(b.icmp_signed("==", b.sub(j1, j0), c(1)),
                         b.and_(b.icmp_signed("==", self.sa_k, c(1)),
                                b.icmp_signed("==", self.ldb, c(1))))
         with b.if_then(column):
+            with b.if_then(fresh):
+                self.start_tile(i0, i1, j0, j1)
             self.dot_rows(k0, k1, j0)
+            with b.if_then(final):
+                self.clamp_tile(i0, i1, j0, j1)
             b.ret_void()
         kmax = min(KMAX, PANEL // self.nr)
 
         def k_piece(kb):
             kc = self.imin(b.sub(k1, kb), c(kmax))
+            ends = (b.and_(fresh, b.icmp_signed("==", kb, k0)),
+                    b.and_(final, b.icmp_signed("==", b.add(kb, kc), k1)))
             # Columns per piece: as many whole strips as fit the panel with this k (>= 1).
             ncb = b.mul(self.imax(b.sdiv(b.sdiv(c(PANEL), kc), c(self.nr)), c(1)), c(self.nr))
-            counted_loop(b, j0, j1, ncb, lambda jb: self.piece(kb, kc, jb,
-                                                               self.imin(b.sub(j1, jb), ncb)))
+            counted_loop(b, j0, j1, ncb, lambda jb: self.piece(
+                kb, kc, jb, self.imin(b.sub(j1, jb), ncb), ends))
 
         counted_loop(b, k0, k1, c(kmax), k_piece)
         b.ret_void()
 
-    def start_tile(self, i0, i1, j0, j1, bias, from_bias):
-        """C[r, j0:j1] = bias[r] (`from_bias`) or 0 for r in [i0, i1): the product begins."""
+    def row_start(self, r):
+        """The value row r's product starts from: bias[r] or 0 (read only when from_bias)."""
+        b = self.b
+        value = self.alloca(self.elem)
+        b.store(ir.Constant(self.elem, 0.0), value)
+        with b.if_then(self.from_bias):
+            b.store(b.load(b.gep(self.bias, [r])), value)
+        return b.load(value)
+
+    def start_tile(self, i0, i1, j0, j1):
+        """C[r, j0:j1] = bias[r] or 0 for r in [i0, i1): the product begins (the one-row and
+        one-column paths, which sum into C as it is)."""
         b, c, lanes = self.b, self.c, self.lanes
-        zero = ir.Constant(self.elem, 0.0)
 
         def row(r):
-            value = self.alloca(self.elem)
-            b.store(zero, value)
-            with b.if_then(from_bias):
-                b.store(b.load(b.gep(bias, [r])), value)
-            v = b.load(value)
+            v = self.row_start(r)
             splat = self.splat(v)
             base = b.add(self.c_off, b.mul(r, self.ldc))
             jv = counted_loop(b, j0, b.sub(j1, c(lanes - 1)), c(lanes),
                               lambda j: self.vstore(splat, b.gep(self.C, [b.add(base, j)]),
                                                     self.esize))
             counted_loop(b, jv, j1, c(1), lambda j: b.store(v, b.gep(self.C, [b.add(base, j)])))
+
+        counted_loop(b, i0, i1, c(1), row)
+
+    def clamp_tile(self, i0, i1, j0, j1):
+        """C[r, j0:j1] clamped in place for r in [i0, i1): the product ended (the one-row and
+        one-column paths)."""
+        b, c, lanes = self.b, self.c, self.lanes
+        module = self.fn.module
+
+        def row(r):
+            base = b.add(self.c_off, b.mul(r, self.ldc))
+
+            def vec(j):
+                p = b.gep(self.C, [b.add(base, j)])
+                self.vstore(clamp_value(b, module, self.vload(p, self.esize), self.clamp_code,
+                                        self.lo, self.hi), p, self.esize)
+
+            def one(j):
+                p = b.gep(self.C, [b.add(base, j)])
+                b.store(clamp_value(b, module, b.load(p), self.clamp_code, self.lo_s, self.hi_s),
+                        p)
+
+            jv = counted_loop(b, j0, b.sub(j1, c(lanes - 1)), c(lanes), vec)
+            counted_loop(b, jv, j1, c(1), one)
 
         counted_loop(b, i0, i1, c(1), row)
 
@@ -322,8 +403,9 @@ class _Body:
     def imax(self, x, y):
         return self.b.select(self.b.icmp_signed(">", x, y), x, y)
 
-    def piece(self, kb, kc, jb, nc):
-        """C[i0:i1, jb:jb+nc] += A[i0:i1, kb:kb+kc] @ B[kb:kb+kc, jb:jb+nc]."""
+    def piece(self, kb, kc, jb, nc, ends):
+        """C[i0:i1, jb:jb+nc] += A[i0:i1, kb:kb+kc] @ B[kb:kb+kc, jb:jb+nc]; `ends` (i1
+        values): this piece begins the product, ends it."""
         b, c, nr = self.b, self.c, self.nr
         nfull = b.sdiv(nc, c(nr))
         tail = b.sub(nc, b.mul(nfull, c(nr)))
@@ -336,14 +418,15 @@ class _Body:
             self.pack_strip(kb, kc, b.add(jb, b.mul(nfull, c(nr))), tail, b.mul(nfull, strip))
         mr = self.mr
         ii = counted_loop(b, self.i0, b.sub(self.i1, c(mr - 1)), c(mr),
-                          lambda ii: self.row_block(mr, ii, kb, kc, jb, nfull, tail, strip))
+                          lambda ii: self.row_block(mr, ii, kb, kc, jb, nfull, tail, strip,
+                                                    ends))
         # Leftover rows (< mr): at most one block each of 4, 2 and 1 rows.
         for r in ROW_TAILS:
             cur = ii
             more = b.icmp_signed("<=", b.add(cur, c(r)), self.i1)
             pre = b.block
             with b.if_then(more):
-                self.row_block(r, cur, kb, kc, jb, nfull, tail, strip)
+                self.row_block(r, cur, kb, kc, jb, nfull, tail, strip, ends)
                 grown = b.add(cur, c(r))
                 then_block = b.block
             ii = b.phi(I64)
@@ -397,9 +480,12 @@ class _Body:
 
         counted_loop(b, c(0), kc, c(1), row)
 
-    def row_block(self, rows, ii, kb, kc, jb, nfull, tail, strip):
+    def row_block(self, rows, ii, kb, kc, jb, nfull, tail, strip, ends):
         """Rows ii..ii+rows over every strip of the piece."""
         b, c, nr = self.b, self.c, self.nr
+        # the rows' start values, read once for all strips (used when the piece begins)
+        starts = [self.row_start(b.add(ii, c(r))) for r in range(rows)]
+        ends = (ends[0], ends[1], starts)
         a_rows = [b.add(self.a_off, b.add(b.mul(b.add(ii, c(r)), self.sa_r),
                                           b.mul(kb, self.sa_k))) for r in range(rows)]
         c_row = b.add(self.c_off, b.mul(ii, self.ldc))
@@ -411,7 +497,7 @@ class _Body:
             bptr = b.select(self.pack, packed, direct)
             bstride = b.select(self.pack, c(nr), self.ldb)
             self.micro(rows, a_rows, kc, bptr, bstride, b.gep(self.C, [b.add(c_row, j)]),
-                       self.ldc)
+                       self.ldc, ends)
 
         counted_loop(b, c(0), nfull, c(1), full_strip)
         with b.if_then(b.icmp_signed(">", tail, c(0))):
@@ -422,9 +508,9 @@ class _Body:
             # At most one vector of columns left (49 = 3 x 16 + 1): one vector per row.
             with b.if_else(b.icmp_signed("<=", tail, c(self.lanes))) as (narrow, wide):
                 with narrow:
-                    self.micro(rows, a_rows, kc, bptr, c(nr), self.ctile, c(nr), nv=1)
+                    self.micro(rows, a_rows, kc, bptr, c(nr), self.ctile, c(nr), ends, nv=1)
                 with wide:
-                    self.micro(rows, a_rows, kc, bptr, c(nr), self.ctile, c(nr))
+                    self.micro(rows, a_rows, kc, bptr, c(nr), self.ctile, c(nr), ends)
             self.corner(rows, c_row, j, tail, to_tile=False)
 
     def corner(self, rows, c_row, j, width, to_tile):
@@ -441,26 +527,36 @@ class _Body:
 
         counted_loop(b, c(0), width, c(1), col)
 
-    def micro(self, rows, a_rows, kc, bptr, bstride, cptr, cstride, nv=NV):
+    def micro(self, rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, nv=NV):
         """The register block: C[r, 0:nv*lanes] (at cptr, row stride cstride) +=
-        sum_k A[r, k] * Bstrip[k, 0:nv*lanes] (at bptr, row stride bstride), k in [0, kc)."""
+        sum_k A[r, k] * Bstrip[k, 0:nv*lanes] (at bptr, row stride bstride), k in [0, kc).
+        `ends` (begins, finishes, the rows' start values): a block that begins the product
+        starts from the start values instead of C; one that finishes it is clamped."""
         b, c = self.b, self.c
         if isinstance(bstride, ir.Constant):
-            return self._micro(rows, a_rows, kc, bptr, bstride, cptr, cstride, nv)
+            return self._micro(rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, nv)
         with b.if_else(b.icmp_signed("==", bstride, c(self.nr))) as (packed, direct):
             with packed:
-                self._micro(rows, a_rows, kc, bptr, c(self.nr), cptr, cstride, nv)
+                self._micro(rows, a_rows, kc, bptr, c(self.nr), cptr, cstride, ends, nv)
             with direct:
-                self._micro(rows, a_rows, kc, bptr, bstride, cptr, cstride, nv)
+                self._micro(rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, nv)
 
-    def _micro(self, rows, a_rows, kc, bptr, bstride, cptr, cstride, nv):
+    def _micro(self, rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, nv):
         b, c, vt = self.b, self.c, self.vt
+        begins, finishes, starts = ends
         accs = [[self.alloca(vt) for _ in range(nv)] for _ in range(rows)]
         cps = [[b.gep(cptr, [b.add(b.mul(c(r), cstride), c(v * self.lanes))])
                 for v in range(nv)] for r in range(rows)]
-        for r in range(rows):
-            for v in range(nv):
-                b.store(self.vload(cps[r][v], self.esize), accs[r][v])
+        with b.if_else(begins) as (fresh, summing):
+            with fresh:
+                for r in range(rows):
+                    splat = self.splat(starts[r])
+                    for v in range(nv):
+                        b.store(splat, accs[r][v])
+            with summing:
+                for r in range(rows):
+                    for v in range(nv):
+                        b.store(self.vload(cps[r][v], self.esize), accs[r][v])
 
         def ks(k):
             brow = b.gep(bptr, [b.mul(k, bstride)])
@@ -472,6 +568,11 @@ class _Body:
                     b.store(b.call(self.fma, [splat, bvs[v], b.load(accs[r][v])]), accs[r][v])
 
         counted_loop(b, c(0), kc, c(1), ks)
+        with b.if_then(finishes):
+            for r in range(rows):
+                for v in range(nv):
+                    b.store(clamp_value(b, self.fn.module, b.load(accs[r][v]), self.clamp_code,
+                                        self.lo, self.hi), accs[r][v])
         for r in range(rows):
             for v in range(nv):
                 self.vstore(b.load(accs[r][v]), cps[r][v], self.esize)

@@ -24,6 +24,7 @@ import math
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    FloatAttr,
     IndexType,
     IntAttr,
     IntegerAttr,
@@ -423,6 +424,12 @@ class MatMulOp(IRDLOperation):
     So a Conv's output need not be filled with its bias (or a MatMul's with zeros) in a pass
     of its own before the product: the kernel starts its accumulators from them. The sums
     are the same chains of fused multiply-adds as after a fill, the same bits.
+
+    `clamp_lo` / `clamp_hi` (finite floats, either or both) clamp C once its product is
+    complete (the tile's last k is K - 1): max(C, lo) then min(C, hi), NaN-propagating as
+    ONNX Relu and Clip are. A Conv's fused Relu or Clip is applied as the kernel stores its
+    registers, instead of in an epilogue pass that reads the output back: same ops on the
+    same values, the same bits.
     """
 
     name = "krnl.matmul"
@@ -441,16 +448,26 @@ class MatMulOp(IRDLOperation):
     strides = attr_def(ArrayAttr)
     simd = attr_def(IntegerAttr)
     start = opt_attr_def(StringAttr)
+    clamp_lo = opt_attr_def(FloatAttr)
+    clamp_hi = opt_attr_def(FloatAttr)
 
     def __init__(self, a, b, c, i, j, k, offs, sizes, tile, strides, simd, start=None,
-                 bias=None):
+                 bias=None, clamp=(None, None)):
         ints = lambda xs: ArrayAttr([int_attr(x) for x in xs])  # noqa: E731
         attributes = {"sizes": ints(sizes), "tile": ints(tile), "strides": ints(strides),
                       "simd": int_attr(simd)}
         if start is not None:
             attributes["start"] = StringAttr(start)
+        for name, bound in zip(("clamp_lo", "clamp_hi"), clamp, strict=True):
+            if bound is not None:
+                attributes[name] = FloatAttr(float(bound), c.type.element_type)
         super().__init__(operands=[a, b, c, i, j, k, *offs, [bias] if bias is not None else []],
                          attributes=attributes)
+
+    @property
+    def clamp(self) -> tuple[float | None, float | None]:
+        """(lo, hi) applied to the finished product, None where unbounded."""
+        return tuple(None if a is None else a.value.data for a in (self.clamp_lo, self.clamp_hi))
 
     @property
     def start_kind(self) -> str | None:
@@ -477,6 +494,10 @@ class MatMulOp(IRDLOperation):
             if t.element_type != self.c.type.element_type or math.prod(t.get_shape()) < m:
                 raise VerifyException(f"krnl.matmul: its bias ({t}) must hold at least M = {m} "
                                       f"elements of C's type {self.c.type.element_type}")
+        for name, bound in zip(("clamp_lo", "clamp_hi"), self.clamp, strict=True):
+            if bound is not None and not math.isfinite(bound):
+                raise VerifyException(f"krnl.matmul {name} must be a finite number (leave it "
+                                      f"out for no bound), got {bound}")
         try:
             check_simd(self.simd.value.data, "krnl.matmul simd")
         except ValueError as e:

@@ -39,7 +39,7 @@ from compilerkit.loopnest.execmem import CodeMemory
 from compilerkit.loopnest.fallback import FallbackEmitter
 from compilerkit.loopnest.frame import Buffers
 from compilerkit.loopnest.matmul import kernel
-from compilerkit.loopnest.matmul_start import expand_matmul_start
+from compilerkit.loopnest.matmul_start import expand_matmul_clamp, expand_matmul_start
 from compilerkit.loopnest.nest import generate, note_handles
 from compilerkit.onnx_passes.single_node import main_func
 from compilerkit.runtime import Session
@@ -372,8 +372,9 @@ def finish(kmodule, backend, *, opt_level: int, stage: str, options,
                          f"stage {stage!r} use codegen='llvm'")
     started = time.perf_counter()
     # The loopnest matmul kernels sum into C as it is: a product that starts from zeros or a
-    # bias (krnl.matmul start) gets that fill written out first.
+    # bias (krnl.matmul start) gets that fill written out first, a clamp its nest after.
     expand_matmul_start(kmodule)
+    expand_matmul_clamp(kmodule)
     gen = Generated(kmodule, backend, opt_level)
     return CodegenProducts(
         llvm_ir=gen.llvm_ir, llvm_module=gen.llvm_module, load=gen.session,

@@ -349,6 +349,8 @@ class MatmulNest:
         if mm.start is not None:  # driver.finish writes the start out first
             raise Unsupported(f"node {node!r}: a matmul that starts from "
                               f"{mm.start_kind!r} (krnl.matmul start)")
+        if any(x is not None for x in mm.clamp):  # driver.finish writes it out after
+            raise Unsupported(f"node {node!r}: a matmul with a clamp (krnl.matmul clamp)")
         self.sizes = krnl.ints_of(mm.sizes)
         self.tile = krnl.ints_of(mm.tile)
         self.strides = krnl.ints_of(mm.strides)

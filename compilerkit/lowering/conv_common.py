@@ -1,11 +1,14 @@
 """What conv.py's schedules and the GEMM panels (conv_panels.py) share: a Conv's geometry
-(`_Conv`), its epilogue (`_finish`: the fused activation), the zero-bordered scratch planes
+(`_Conv`), its epilogue (`_finish`: the fused activation; `_clamp`: the same as a product's
+clamp), the zero-bordered scratch planes
 and the taps read from them (`_scratch`, `_copy_in`, `_phase_scratch`, `_copy_phases`,
 `_tap`), and the panel sizes (`_even_panels`, PANEL_BYTES, COL_BYTES). Kept apart so that
 conv.py can dispatch to conv_panels.py and both build on these without an import cycle.
 """
 
 from __future__ import annotations
+
+import math
 
 from compilerkit.lowering.builder import KernelBuilder, shape
 from compilerkit.lowering.depthwise import phase_pieces
@@ -45,6 +48,25 @@ class _Conv:
 def _finish(b, conv, v):
     """The epilogue of one output value: the fused activation, if any."""
     return activation(b, v, *conv.act) if conv.act is not None else v
+
+
+def _clamp(conv) -> tuple[float | None, float | None] | None:
+    """The fused activation as krnl.matmul's clamp (lo, hi; None where unbounded) when it is
+    one: Relu, or Clip with bounds that are numbers (an infinite bound on its own side
+    clamps nothing: `activation` skips it too). None otherwise (an epilogue applies it)."""
+    if conv.act is None:
+        return None
+    name, params = conv.act
+    if name == "Relu":
+        return 0.0, None
+    if name != "Clip":
+        return None
+    lo, hi = params
+    lo = None if lo == -math.inf else lo
+    hi = None if hi == math.inf else hi
+    if any(x is not None and not math.isfinite(x) for x in (lo, hi)):
+        return None
+    return lo, hi
 
 
 def _scratch(b: KernelBuilder, conv: _Conv, always=False, extra_rows=0):

@@ -22,6 +22,7 @@ from compilerkit.lowering.conv_common import (
     COL_BYTES,
     MIN_PANEL,
     PANEL_BYTES,
+    _clamp,
     _Conv,
     _copy_in,
     _even_panels,
@@ -65,8 +66,9 @@ def gemm(b: KernelBuilder, conv: _Conv, out):
     kdim = conv.cg * math.prod(conv.k_sp)
     rows, inner = conv.out_sp[0], math.prod(conv.out_sp[1:])
     direct = _reads_x_in_place(conv)
-    # A plain GEMM without an activation needs no panels: one product over all columns.
-    if direct and conv.act is None:
+    # A plain GEMM without an activation (or with one its product applies, `_clamp`) needs
+    # no panels: one product over all columns.
+    if direct and (conv.act is None or _clamp(conv) is not None):
         per_panel, shared = rows, False
     else:
         per_panel, shared = _panel_rows(conv, kdim, not direct)
@@ -160,8 +162,9 @@ def _panel(b, conv, ov, col, scratch, nn, g, slot, jp, height, first, q0, kdim, 
         c_off = b.affine([(nn, conv.oc * p), (g, conv.ocg * p), (q0, 1)])
         emit_matmul(b, conv.w, src, ov, conv.ocg, width, kdim, [a_off, b_off, c_off],
                     (kdim, 1), ldb, p, *_start_args(conv))
-    # 4. the epilogue, on the panel just computed
-    if conv.act is not None:
+    # 4. the epilogue, on the panel just computed, unless the product applied it as it
+    # stored (a Relu or Clip: the product's clamp)
+    if conv.act is not None and _clamp(conv) is None:
         with b.nest([conv.ocg, width]) as (o, q):
             at = [nn, b.affine([(g, conv.ocg), (o, 1)]), b.affine([(q0, 1), (q, 1)])]
             b.store(_finish(b, conv, b.load(ov, at)), ov, at)
@@ -221,8 +224,9 @@ def _start(conv) -> str | None:
 
 
 def _start_args(conv) -> tuple:
+    """emit_matmul's start, bias and clamp for a panel's product."""
     start = _start(conv)
-    return start, (conv.bias if start == "bias" else None)
+    return start, (conv.bias if start == "bias" else None), _clamp(conv) or (None, None)
 
 
 def _strip_panel(b, conv, ov, col, scratch, nn, g, slot, jp, height, first, q0, kdim, p,
