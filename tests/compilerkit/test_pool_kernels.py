@@ -4,6 +4,8 @@ and f64 (MaxPool). MaxPool must match exactly (a max is exact); AveragePool with
 input's scale (onnxruntime may sum a window in another order). Every answer is the same, bit
 for bit, at 1 and at 2 threads."""
 
+import functools
+
 import numpy as np
 import pytest
 from ckhelpers import make_model, ort_run
@@ -143,3 +145,75 @@ def test_zero_pad_of_a_relu_output_folds_into_the_maxpool(size, k, stride, pads,
     assert folded == all(p < k for p in spatial)
     got = ck.compile(model).run(x)[0]
     np.testing.assert_array_equal(got, ort_run(model, [x])[0])
+
+
+def _maxnum_pool(x, k, strides, dil, pads, out_sp):
+    """MaxPool as a plain loop over the window in kernel order: maxNum from NaN (a NaN tap or
+    padding skipped, a window of no number NaN), a tie keeping the earlier tap (t > v), so
+    -0.0 and +0.0 come out as the window's first maximum."""
+    r = len(k)
+    acc = np.full(x.shape[:2] + tuple(out_sp), np.nan, x.dtype)
+    for ks in np.ndindex(*k):
+        idx = [np.arange(out_sp[d]) * strides[d] + ks[d] * dil[d] - pads[d] for d in range(r)]
+        inside = functools.reduce(np.logical_and, [
+            ((i >= 0) & (i < x.shape[2 + d])).reshape([-1 if e == d else 1 for e in range(r)])
+            for d, i in enumerate(idx)])
+        t = x[(slice(None), slice(None)) + np.ix_(*[np.clip(i, 0, x.shape[2 + d] - 1)
+                                                     for d, i in enumerate(idx)])]
+        t = np.where(inside, t, np.nan)
+        acc = np.where(np.isnan(acc) | (t > acc), t, acc)
+    return acc
+
+
+def _same_bits(a, b):
+    """Equal values, -0.0 / +0.0 signs and NaN positions (NaN payloads aside)."""
+    nan = np.isnan(a)
+    return np.array_equal(nan, np.isnan(b)) and a[~nan].tobytes() == b[~nan].tobytes()
+
+
+@pytest.mark.parametrize("shape,attrs", [
+    ([2, 3, 23, 37], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ([1, 4, 27, 27], {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ([1, 2, 20, 41], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # stride 1: row tails
+    ([1, 2, 9, 40], {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ([1, 3, 7, 8, 9], {"kernel_shape": [3, 2, 3], "strides": [2, 1, 2], "pads": [1, 0, 1, 1, 1, 0],
+                       "dilations": [1, 2, 1]}),
+    ([2, 2, 50], {"kernel_shape": [4], "strides": [3], "pads": [2, 3], "ceil_mode": 1}),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_maxpool_special_values_match_a_maxnum_loop_bit_for_bit(shape, attrs, dtype):
+    """The fast fold (pool.py `_window`, v = t if t > v else v from the first tap) with the
+    plane redone by maxNum where a NaN shows up: inputs with NaN (also as windows' first taps,
+    and whole windows of NaN), +-inf and -0.0 / +0.0 ties give the plain maxNum loop's answer,
+    signs of zero included, at 1 and 2 threads; planes without NaN take the fast fold alone."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(shape).astype(dtype)
+    u = rng.random(shape)
+    x[u < 0.2] = 0.0
+    x[(u >= 0.2) & (u < 0.4)] = -0.0
+    x[(u >= 0.4) & (u < 0.5)] = np.nan
+    x[(u >= 0.5) & (u < 0.53)] = -np.inf
+    x[(u >= 0.53) & (u < 0.55)] = np.inf
+    x[0, 0] = np.nan  # a plane of NaNs only
+    x[-1, -1] = rng.standard_normal(shape[2:])  # and one with no special value
+    model = _model("MaxPool", attrs, x)
+    cm = ck.compile(model, asm=False)
+    one, two = cm.run(x, num_threads=1)[0], cm.run(x, num_threads=2)[0]
+    r = len(shape) - 2
+    pads = attrs.get("pads", [0] * 2 * r)[:r]
+    want = _maxnum_pool(x, attrs["kernel_shape"], attrs.get("strides", [1] * r),
+                        attrs.get("dilations", [1] * r), pads, one.shape[2:])
+    assert _same_bits(one, want) and _same_bits(two, want)
+    assert np.isnan(one[0, 0]).all()
+
+
+@pytest.mark.parametrize("attrs", [
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [2, 3], "strides": [1, 2], "ceil_mode": 1},
+    {"kernel_shape": [9, 9], "pads": [4, 4, 4, 4]},  # more than MAX_TAPS: the padded scratch
+])
+def test_int8_maxpool_matches_onnxruntime(attrs):
+    """An integer MaxPool folds from the type's least value (onnxruntime's start; there is no
+    NaN to skip), padded or not, at 1 and 2 threads."""
+    x = np.random.default_rng(3).integers(-128, 128, (2, 3, 11, 12)).astype(np.int8)
+    _compare("MaxPool", _model("MaxPool", attrs, x), x)

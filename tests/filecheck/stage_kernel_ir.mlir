@@ -43,19 +43,34 @@ func.func @maxpool_2x2(%x: tensor<1x2x8x8xf32>) -> tensor<1x2x4x4xf32> attribute
   %y, %idx = "onnx.MaxPool"(%x) {kernel_shape = [2 : i64, 2 : i64], strides = [2 : i64, 2 : i64], onnx_node_name = "pool"} : (tensor<1x2x8x8xf32>) -> (tensor<1x2x4x4xf32>, none)
   func.return %y : tensor<1x2x4x4xf32>
 }
-// One nest over (n 1, c 2, oh 4, ow 4); the 2 x 2 window is unrolled by the lowering itself (a
-// value per output, folded tap by tap, stored once). unroll-small marks ow and oh (4 x 4 = 16
-// copies; c would make 32). From -O2 on CPUs; on the GPU too, before the nest is mapped.
+// On CPUs (lowering/pool.py) a float MaxPool runs per (n, c) plane (n 1, c 2): its running
+// sums zeroed (a nest of 4), then a nest over oh 4 holding one over ow 4 (the output's one
+// region), whose body is the 2 x 2 window unrolled by the lowering itself (a value per output,
+// folded tap by tap, stored once), then the plane's maxNum redo under an scf.if, one nest over
+// (oh 4, ow 4). unroll-small marks the innermost loops: the zeroing loop, the window nest's
+// ow (4 copies), and ow and oh of the redo (4 x 4 = 16 copies). From -O2.
+// The GPU (one lane) gets one nest over (n 1, c 2, oh 4, ow 4): unroll-small marks ow and oh
+// (c would make 32) before the nest is mapped.
 // O0-LABEL: // case @maxpool_2x2
 // O0-NOT:     "krnl.unroll"
 // O2-LABEL: // case @maxpool_2x2
 // O2:          "krnl.unroll"
+// O2-NEXT:     "krnl.iterate"
+// O2:         bounds = {{\[\[}}0 : i64, 4 : i64]], n_original = 1
+// O2:          "krnl.iterate"
+// O2:          "krnl.unroll"
+// O2-NEXT:     "krnl.iterate"
+// O2:         bounds = {{\[\[}}0 : i64, 4 : i64]], n_original = 1
+// O2-NEXT:    bounds = {{\[\[}}0 : i64, 4 : i64]], n_original = 1
+// O2:         scf.if
+// O2:          "krnl.unroll"
 // O2-NEXT:     "krnl.unroll"
 // O2-NEXT:     "krnl.iterate"
-// O2:         bounds = [{{.*}}[0 : i64, 4 : i64], [0 : i64, 4 : i64]], n_original = 4
+// O2:         bounds = {{\[\[}}0 : i64, 4 : i64], [0 : i64, 4 : i64]], n_original = 2
 // Z-LABEL:  // case @maxpool_2x2
 // Z:           "krnl.unroll"
-// Z-NEXT:      "krnl.unroll"
+// Z-NEXT:      "krnl.iterate"
+// Z:           "krnl.unroll"
 // Z-NEXT:      "krnl.iterate"
 // GPU-LABEL: // case @maxpool_2x2
 // GPU:         "krnl.unroll"
