@@ -63,16 +63,18 @@ def onnx_pipeline() -> list[ModulePass]:
 
 def kernel_pipeline(target, opt_level: int, schedule=None,
                     conv_algorithm: str = DEFAULT_CONV_ALGORITHM,
-                    fuse: bool = True) -> list[ModulePass]:
+                    fuse: bool = True, taps: bool = True) -> list[ModulePass]:
     """Optimised ONNX IR -> planned Kernel IR for `target` (a backends.Target) at -O`opt_level`:
     lowering (Convs by `conv_algorithm`, constant matrices in strips of the target's lanes),
     the blocked-layout fold (a no-op without conv_algorithm="pznet"), from -O1 and with `fuse`
     the fusion of elementwise chains into one nest (fuse-nests: fewer passes over memory, and
     fewer functions for LLVM to compile), the target's schedule (Target.schedule_passes, or
-    the passes `schedule` when given), buffer planning."""
+    the passes `schedule` when given), buffer planning. `taps`: Convs may take the tap
+    schedule (lowering/conv_taps.py)."""
     if schedule is None:
         schedule = target.schedule_passes(opt_level)
-    lowering = LowerToKrnlPass(conv_algorithm=conv_algorithm, lanes=target.vector_width)
+    lowering = LowerToKrnlPass(conv_algorithm=conv_algorithm, lanes=target.vector_width,
+                               taps=taps)
     fusion = [FuseNestsPass()] if fuse and opt_level >= 1 else []
     return [lowering, FoldLayoutPass(), *fusion, *schedule, PlanBuffersPass()]
 

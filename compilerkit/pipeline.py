@@ -30,7 +30,8 @@ Choices that change what is generated are options of this one pipeline (`Compila
 the Kernel IR schedule (a tuned schedule, an algorithm chosen by a pass); `codegen` names the
 code generator in CODEGENS; `emitter` swaps the LLVM emitter class (the endianness demo's
 HostBytesEmitter); `conv_algorithm` picks how Convs are lowered (lowering/conv_algorithm.py);
-`fuse_nests` (None: on for the LLVM code generator) computes elementwise chains in one nest.
+`fuse_nests` (None: on for the LLVM code generator) computes elementwise chains in one nest;
+`conv_taps` (None: on for the LLVM code generator) lets Convs take the tap schedule.
 Every stage's time goes to `.timings` and every pass's to `.pass_timings`.
 
 Verification (the option `verify`; stages.py): xDSL's verifier checks every IR that comes from
@@ -135,6 +136,9 @@ class Options:
     # fuse-nests (krnl_passes/fuse_nests.py) from -O1; None: the code generator's choice (on for
     # "llvm"; off for "loopnest", which writes and reports code node by node)
     fuse_nests: bool | None = None
+    # the Conv tap schedule (lowering/conv_taps.py); None: the code generator's choice (on for
+    # "llvm"; off for "loopnest", whose matmul kernels read A by strides only)
+    conv_taps: bool | None = None
 
 
 def signature(func_op) -> tuple[list, list]:
@@ -282,8 +286,9 @@ def check_options(target=None, opt_level=3, **options) -> None:
     for flag in ("asm", "overwrite"):
         if flag in options:
             check_flag(flag, options[flag])
-    if options.get("fuse_nests") is not None:
-        check_flag("fuse_nests", options["fuse_nests"])
+    for flag in ("fuse_nests", "conv_taps"):
+        if options.get(flag) is not None:
+            check_flag(flag, options[flag])
     verify_level(options.get("verify"))
 
 
@@ -390,17 +395,19 @@ class Compilation:
             schedule = NAMED_SCHEDULES[schedule](self.target, self.opt_level)
         elif isinstance(schedule, str):
             schedule = parse_pipeline(schedule)
-        fuse = self.options.fuse_nests
+        fuse, taps = self.options.fuse_nests, self.options.conv_taps
         if fuse is None:
             fuse = self.options.codegen == "llvm"
+        if taps is None:
+            taps = self.options.codegen == "llvm"
         lowering, *rest = kernel_pipeline(self.target, self.opt_level, schedule,
-                                          self.options.conv_algorithm, fuse)
+                                          self.options.conv_algorithm, fuse, taps)
         verify = self.verify_all or self.options.schedule is not None
         assert isinstance(lowering, LowerToKrnlPass)
         t = time.perf_counter()
         # The lowering pass's out-of-place form: `module` stays ONNX IR, so the "onnx-ir"
         # stage can still be printed from it after this.
-        kmodule = lower_to_krnl(module, lowering.conv_algorithm, lowering.lanes)
+        kmodule = lower_to_krnl(module, lowering.conv_algorithm, lowering.lanes, lowering.taps)
         if not rest and verify:
             verify_ir(kmodule, f"pass {lowering.name!r}")
         self.pass_timings.append(("kernel-ir", lowering.name, time.perf_counter() - t))

@@ -176,17 +176,24 @@ class NestKey:
                 and other.value == self.value)
 
 
-def defined_inside(nests) -> set:
+def defined_inside(nests, walked=None) -> set:
     """Every value the ops `nests` (and the ops nested in them) define: results and block
-    arguments. What they use from elsewhere is what a function made of them must be passed."""
+    arguments. What they use from elsewhere is what a function made of them must be passed.
+    `walked`: those ops already listed in walk order (walk_ops), if the caller has them."""
     inside = set()
-    for op in nests:
-        for inner in op.walk():
-            inside.update(inner.results)
-            for region in inner.regions:
-                for blk in region.blocks:
-                    inside.update(blk.args)
+    for inner in walk_ops(nests) if walked is None else walked:
+        inside.update(inner.results)
+        for region in inner.regions:
+            for blk in region.blocks:
+                inside.update(blk.args)
     return inside
+
+
+def walk_ops(nests) -> list:
+    """The ops of `nests` and every op nested in them, in walk order: listed once per
+    outlined node and read by captures, nest_key and the threads check (each walked the
+    nests on its own, a fifth of emitting DenseNet-121)."""
+    return [inner for op in nests for inner in op.walk()]
 
 
 class Emitter:
@@ -196,6 +203,10 @@ class Emitter:
     # The byte order of constants: None for the target's. "little" on a big-endian target is
     # the onnx-mlir 2851 bug, built on purpose by backends.emulated.HostBytesEmitter.
     constant_byte_order: str | None = None
+    # Called as on_group(head, functions) when a node's function and its parallel bodies are
+    # done (never changed after), for a backend that compiles them while the rest is emitted
+    # (backends/split.py PartitionStream); None: nobody is told.
+    on_group = None
 
     def __init__(self, kmodule, target):
         self.kmodule = kmodule
@@ -604,14 +615,15 @@ class Emitter:
         the check codes (whose messages name a node) are in the text, so functions whose checks
         name different nodes never merge.
         """
-        seen, params = self.captures(nests)
+        walked = walk_ops(nests)
+        seen, params = self.captures(nests, walked)
         threaded = self.threads and any(
             isinstance(x, krnl.IterateOp) and krnl.parallel_loop(x) is not None
-            for op in nests for x in op.walk())
+            for x in walked)
         tag = nests[0].attributes.get("onnx_node")
         node = tag.data if tag is not None else None
         threads_arg = [self.num_threads] if threaded else []
-        nest_key = self.nest_key(nests, seen, params, threaded)
+        nest_key = self.nest_key(nests, seen, params, threaded, walked)
         same = self.shared_keys.get(nest_key) if nest_key is not None else None
         if same is not None and not self.verify_sharing:
             self.share(same.name, node)
@@ -647,6 +659,8 @@ class Emitter:
             self.bodies[name] = [f.name for f in self.made]
             for f in self.made:
                 self.functions[f.name] = node
+            if self.on_group is not None:
+                self.on_group(name, self.bodies[name])
         else:
             for f in self.made:  # an identical function exists: drop this one, call that one
                 del self.module.globals[f.name]
@@ -656,7 +670,7 @@ class Emitter:
             self.share(fn.name, node)
         self.join_status(self.b.call(fn, params + threads_arg))
 
-    def nest_key(self, nests, seen, params, threaded):
+    def nest_key(self, nests, seen, params, threaded, walked=None):
         """A key of everything the code of `nests` depends on, read off the Kernel IR before
         any of it is emitted (a hit skips emitting a copy): the ops in walk order (name,
         attributes but the node tags (NODE_TAGS), types, operands as the position of their
@@ -665,7 +679,7 @@ class Emitter:
         tile, base, unrolled, parallel). None (no sharing by this key) where the code would
         also depend on something else: a global defined inside. Division guards name their
         node in their messages, so nests with them are keyed with the node. `verify_sharing`
-        checks it."""
+        checks it. `walked`: walk_ops(nests), if the caller has it."""
         ids: dict = {}
 
         def value(v):
@@ -684,24 +698,23 @@ class Emitter:
             return k
 
         out = [threaded]
-        for nest in nests:
-            for op in nest.walk():
-                if isinstance(op, krnl.GlobalOp):
-                    return None
-                if op.name in ("arith.divsi", "arith.remsi"):
-                    out.append(self.node_of(nests))
-                out.append((op.name, tuple((k, a) for k, a in op.attributes.items()
-                                           if k not in NODE_TAGS),
-                            tuple(op.properties.items()), tuple(value(o) for o in op.operands),
-                            tuple(r.type for r in op.results),
-                            tuple((tuple(a.type for a in blk.args), len(blk.ops))
-                                  for region in op.regions for blk in region.blocks)))
-                for r in op.results:
-                    ids[r] = len(ids)
-                for region in op.regions:
-                    for blk in region.blocks:
-                        for a in blk.args:
-                            ids[a] = len(ids)
+        for op in walk_ops(nests) if walked is None else walked:
+            if isinstance(op, krnl.GlobalOp):
+                return None
+            if op.name in ("arith.divsi", "arith.remsi"):
+                out.append(self.node_of(nests))
+            out.append((op.name, tuple((k, a) for k, a in op.attributes.items()
+                                       if k not in NODE_TAGS),
+                        tuple(op.properties.items()), tuple(value(o) for o in op.operands),
+                        tuple(r.type for r in op.results),
+                        tuple((tuple(a.type for a in blk.args), len(blk.ops))
+                              for region in op.regions for blk in region.blocks)))
+            for r in op.results:
+                ids[r] = len(ids)
+            for region in op.regions:
+                for blk in region.blocks:
+                    for a in blk.args:
+                        ids[a] = len(ids)
         try:
             return NestKey(tuple(out))
         except TypeError:  # an attribute that cannot be hashed
@@ -725,13 +738,16 @@ class Emitter:
                 nodes += (node,)
             self.functions[f] = nodes if len(nodes) > 1 else nodes[0]
 
-    def captures(self, nests):
+    def captures(self, nests, walked=None):
         """({Kernel IR value: its LLVM value} for every value `nests` use from outside,
         [the distinct non-constant LLVM values among them]): the parameters of a function
-        made of the nests (constants are rematerialised inside)."""
-        inside = defined_inside(nests)
+        made of the nests (constants are rematerialised inside). `walked`: walk_ops(nests),
+        if the caller has it."""
+        if walked is None:
+            walked = walk_ops(nests)
+        inside = defined_inside(nests, walked)
         params, seen = [], {}
-        for inner in (x for op in nests for x in op.walk()):
+        for inner in walked:
             for v in inner.operands:
                 if v in inside or isinstance(v.type, krnl.LoopType) or v in seen:
                     continue
@@ -915,8 +931,10 @@ class Emitter:
         start = op.start_kind
         bias = self.ptr(op.bias) if op.bias is not None else ir.Constant(c.type, None)
         C = lambda v: ir.Constant(I64, v)  # noqa: E731
+        table = self.a_table(op)
         if (tm, tn, tk) == (1, 1, 1):
-            av = b.load(b.gep(a, [b.add(a_off, b.add(b.mul(i0, C(sa_r)), b.mul(k0, C(sa_k))))]))
+            column = (b.mul(k0, C(sa_k)) if op.taps is None else b.load(b.gep(table, [k0])))
+            av = b.load(b.gep(a, [b.add(a_off, b.add(b.mul(i0, C(sa_r)), column))]))
             bv = b.load(b.gep(bm, [b.add(b_off, b.add(b.mul(k0, C(ldb)), j0))]))
             cp = b.gep(c, [b.add(c_off, b.add(b.mul(i0, C(ldc)), j0))])
             acc = b.load(cp)
@@ -942,7 +960,24 @@ class Emitter:
         bounds = [ir.Constant(elem, 0.0 if x is None else x) for x in op.clamp]
         b.call(kernel, [a, bm, c, i0, ends[0], j0, ends[1], k0, ends[2], a_off, b_off, c_off,
                         C(sa_r), C(sa_k), C(ldb), C(ldc), bias, C(START_CODES[start]), C(kk),
-                        C(clamp_code(op.clamp)), *bounds])
+                        C(clamp_code(op.clamp)), *bounds, table])
+
+    def a_table(self, op):
+        """A pointer to krnl.matmul `op`'s table of A's column offsets, k -> (k // T) * lda_k +
+        a_taps[k % T] for k < K (one i64 each: a constant global, shared by the matmuls with
+        the same table), or null without `a_taps`."""
+        if op.taps is None:
+            return ir.Constant(I64.as_pointer(), None)
+        values = tuple(op.a_column(k) for k in range(max(krnl.ints_of(op.sizes)[2], 1)))
+        tables = self.__dict__.setdefault("_tap_tables", {})
+        if values not in tables:
+            at = ir.ArrayType(I64, len(values))
+            g = ir.GlobalVariable(self.module, at, name=f"tap_offsets_{len(tables)}")
+            g.global_constant = True
+            g.linkage = "internal"
+            g.initializer = ir.Constant(at, list(values))
+            tables[values] = g
+        return self.b.bitcast(tables[values], I64.as_pointer())
 
 
 def _trip_count(it, loops) -> int:

@@ -316,6 +316,9 @@ class GpuEmitter(Emitter):
         per block instead of `tile` times. The sum runs over k in order, fused multiply-add,
         starting from C (or from 0 or the row's bias, the matmul's `start`), clamped when
         stored if the matmul has a clamp: as the host's micro-kernel does."""
+        if mm.taps is not None:  # the CPU-only tap schedule (lowering/conv_taps.py) writes it
+            raise NotImplementedError(f"krnl.matmul {name}: a_taps (a CPU Conv schedule's) on "
+                                      "the GPU")
         b = self.b
         a, bm, c = (self.ptr(v) for v in (mm.a, mm.b, mm.c))
         a_off, b_off, c_off = (self.values[v] for v in (mm.a_off, mm.b_off, mm.c_off))

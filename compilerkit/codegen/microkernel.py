@@ -2,9 +2,14 @@
 `krnl.matmul` of the model.
 
     void ck_matmul_<t>_v<simd>(A, B, C, i0, i1, j0, j1, k0, k1, a_off, b_off, c_off,
-                               sa_r, sa_k, ldb, ldc, bias, start, kend, clamp, lo, hi)
+                               sa_r, sa_k, ldb, ldc, bias, start, kend, clamp, lo, hi,
+                               a_table)
     C[c_off + r*ldc + c] += A[a_off + r*sa_r + k*sa_k] * B[b_off + k*ldb + c]
     for r in [i0, i1), c in [j0, j1), k in [k0, k1)
+
+`a_table` (krnl.matmul's `a_taps`; null without): A's k-th column is at a_table[k] instead of
+k*sa_k, one table entry per k shared by all rows. A Conv's taps then read the zero-bordered
+input planes in place (row r an output position, k a channel and kernel tap), no im2col copy.
 
 `start` (START_CODES: krnl.matmul's `start`) 0: C holds what the sum adds to; 1 ("zero") and
 2 ("bias"): when the call begins the product (k0 == 0), the register block's accumulators
@@ -152,7 +157,8 @@ def matmul_kernel(module: ir.Module, elem_t, simd: int) -> ir.Function:
         return module.globals[name]
     p = elem_t.as_pointer()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [p, p, p] + [I64] * 13 + [p, I64]
-                                             + [I64, I64, elem_t, elem_t]), name)
+                                             + [I64, I64, elem_t, elem_t, I64.as_pointer()]),
+                     name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
     fn.attributes.add("nounwind")
@@ -200,9 +206,10 @@ class _Body:
         b, c = self.b, self.c
         (self.A, self.B, self.C, i0, i1, j0, j1, k0, k1, self.a_off, self.b_off, self.c_off,
          self.sa_r, self.sa_k, self.ldb, self.ldc, self.bias, start, kend, self.clamp_code,
-         lo, hi) = self.fn.args
+         lo, hi, self.a_table) = self.fn.args
         self.i0, self.i1 = i0, i1
         self.from_bias = b.icmp_signed("==", start, c(2))
+        self.tabled = b.icmp_unsigned("!=", b.ptrtoint(self.a_table, I64), c(0))
         # this call begins the product (its accumulators start from 0 or the bias) / ends it
         # (they are clamped as they are stored)
         fresh = b.and_(b.icmp_signed("!=", start, c(0)), b.icmp_signed("==", k0, c(0)))
@@ -222,7 +229,8 @@ class _Body:
             with b.if_then(final):
                 self.clamp_tile(i0, i1, j0, j1)
             b.ret_void()
-        column = b.and_(b.icmp_signed("==", b.sub(j1, j0), c(1)),
+        column = b.and_(b.and_(b.icmp_signed("==", b.sub(j1, j0), c(1)),
+                               b.not_(self.tabled)),
                         b.and_(b.icmp_signed("==", self.sa_k, c(1)),
                                b.icmp_signed("==", self.ldb, c(1))))
         with b.if_then(column):
@@ -306,7 +314,7 @@ class _Body:
         def ks(k, unroll):
             # `unroll` rows of B per pass over C: C's vector stays in a register across them.
             kus = [b.add(k, c(u)) for u in range(unroll)]
-            ss = [b.load(b.gep(self.A, [b.add(a_row, b.mul(ku, self.sa_k))])) for ku in kus]
+            ss = [b.load(b.gep(self.A, [b.add(a_row, self.a_column(ku))])) for ku in kus]
             splats = [self.splat(s) for s in ss]
             b_rows = [b.add(self.b_off, b.mul(ku, self.ldb)) for ku in kus]
 
@@ -390,6 +398,15 @@ class _Body:
 
         ii = counted_loop(b, self.i0, b.sub(self.i1, c(3)), c(4), lambda ii: rows_of(4, ii))
         counted_loop(b, ii, self.i1, c(1), lambda ii: rows_of(1, ii))
+
+    def a_column(self, k):
+        """Where A's column k starts: k*sa_k, or the table's entry (the one-row path's)."""
+        b = self.b
+        at = self.alloca(I64)
+        b.store(b.mul(k, self.sa_k), at)
+        with b.if_then(self.tabled):
+            b.store(b.load(b.gep(self.a_table, [k])), at)
+        return b.load(at)
 
     def splat(self, s):
         b, vt = self.b, self.vt
@@ -486,8 +503,10 @@ class _Body:
         # the rows' start values, read once for all strips (used when the piece begins)
         starts = [self.row_start(b.add(ii, c(r))) for r in range(rows)]
         ends = (ends[0], ends[1], starts)
-        a_rows = [b.add(self.a_off, b.add(b.mul(b.add(ii, c(r)), self.sa_r),
-                                          b.mul(kb, self.sa_k))) for r in range(rows)]
+        # A's rows where the piece's k begins (and, for a table, where k = 0 is: the table
+        # holds whole column offsets)
+        a_base = [b.add(self.a_off, b.mul(b.add(ii, c(r)), self.sa_r)) for r in range(rows)]
+        a_rows = ([b.add(a, b.mul(kb, self.sa_k)) for a in a_base], a_base, kb)
         c_row = b.add(self.c_off, b.mul(ii, self.ldc))
 
         def full_strip(s):
@@ -544,6 +563,7 @@ class _Body:
     def _micro(self, rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, nv):
         b, c, vt = self.b, self.c, self.vt
         begins, finishes, starts = ends
+        a_rows, a_base, kb = a_rows
         accs = [[self.alloca(vt) for _ in range(nv)] for _ in range(rows)]
         cps = [[b.gep(cptr, [b.add(b.mul(c(r), cstride), c(v * self.lanes))])
                 for v in range(nv)] for r in range(rows)]
@@ -558,16 +578,27 @@ class _Body:
                     for v in range(nv):
                         b.store(self.vload(cps[r][v], self.esize), accs[r][v])
 
-        def ks(k):
+        def ks(k, a_at):
             brow = b.gep(bptr, [b.mul(k, bstride)])
             bvs = [self.vload(b.gep(brow, [c(v * self.lanes)]), self.esize) for v in range(nv)]
             for r in range(rows):
-                splat = self.splat(b.load(b.gep(self.A, [b.add(a_rows[r],
-                                                                b.mul(k, self.sa_k))])))
+                splat = self.splat(b.load(b.gep(self.A, [a_at(r)])))
                 for v in range(nv):
                     b.store(b.call(self.fma, [splat, bvs[v], b.load(accs[r][v])]), accs[r][v])
 
-        counted_loop(b, c(0), kc, c(1), ks)
+        def strided(k):
+            koff = b.mul(k, self.sa_k)
+            ks(k, lambda r: b.add(a_rows[r], koff))
+
+        def tabled(k):  # one table entry per k for all the rows
+            koff = b.load(b.gep(self.a_table, [b.add(kb, k)]))
+            ks(k, lambda r: b.add(a_base[r], koff))
+
+        with b.if_else(self.tabled) as (by_table, by_stride):
+            with by_table:
+                counted_loop(b, c(0), kc, c(1), tabled)
+            with by_stride:
+                counted_loop(b, c(0), kc, c(1), strided)
         with b.if_then(finishes):
             for r in range(rows):
                 for v in range(nv):

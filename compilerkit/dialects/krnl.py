@@ -430,6 +430,11 @@ class MatMulOp(IRDLOperation):
     ONNX Relu and Clip are. A Conv's fused Relu or Clip is applied as the kernel stores its
     registers, instead of in an epilogue pass that reads the output back: same ops on the
     same values, the same bits.
+
+    `a_taps` (T offsets) reads A's column k at (k // T) * lda_k + a_taps[k % T] instead of
+    k * lda_k: k runs over (channel, kernel tap) and A is a Conv's zero-bordered input planes,
+    row r an output position, read in place (the taps' offsets within a plane) instead of
+    copied into im2col columns.
     """
 
     name = "krnl.matmul"
@@ -450,9 +455,10 @@ class MatMulOp(IRDLOperation):
     start = opt_attr_def(StringAttr)
     clamp_lo = opt_attr_def(FloatAttr)
     clamp_hi = opt_attr_def(FloatAttr)
+    a_taps = opt_attr_def(ArrayAttr)
 
     def __init__(self, a, b, c, i, j, k, offs, sizes, tile, strides, simd, start=None,
-                 bias=None, clamp=(None, None)):
+                 bias=None, clamp=(None, None), a_taps=None):
         ints = lambda xs: ArrayAttr([int_attr(x) for x in xs])  # noqa: E731
         attributes = {"sizes": ints(sizes), "tile": ints(tile), "strides": ints(strides),
                       "simd": int_attr(simd)}
@@ -461,8 +467,23 @@ class MatMulOp(IRDLOperation):
         for name, bound in zip(("clamp_lo", "clamp_hi"), clamp, strict=True):
             if bound is not None:
                 attributes[name] = FloatAttr(float(bound), c.type.element_type)
+        if a_taps is not None:
+            attributes["a_taps"] = ints(a_taps)
         super().__init__(operands=[a, b, c, i, j, k, *offs, [bias] if bias is not None else []],
                          attributes=attributes)
+
+    @property
+    def taps(self) -> list[int] | None:
+        """The offsets of `a_taps`, or None (A's columns k * lda_k apart)."""
+        return ints_of(self.a_taps) if self.a_taps is not None else None
+
+    def a_column(self, k: int) -> int:
+        """Where A's column k starts, relative to a row's start."""
+        lda_k = ints_of(self.strides)[1]
+        taps = self.taps
+        if taps is None:
+            return k * lda_k
+        return (k // len(taps)) * lda_k + taps[k % len(taps)]
 
     @property
     def clamp(self) -> tuple[float | None, float | None]:
@@ -498,6 +519,10 @@ class MatMulOp(IRDLOperation):
             if bound is not None and not math.isfinite(bound):
                 raise VerifyException(f"krnl.matmul {name} must be a finite number (leave it "
                                       f"out for no bound), got {bound}")
+        if self.a_taps is not None and (not self.a_taps.data or any(
+                not isinstance(t, IntegerAttr) for t in self.a_taps.data)):
+            raise VerifyException("krnl.matmul a_taps must be a non-empty list of integer "
+                                  f"offsets, got {self.a_taps}")
         try:
             check_simd(self.simd.value.data, "krnl.matmul simd")
         except ValueError as e:

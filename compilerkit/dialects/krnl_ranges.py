@@ -418,7 +418,11 @@ def _operands_problem(op, r, c, q, memo, what_part) -> str | None:
     """Why rows r, columns c and k range q (inclusive) of a krnl.matmul's A, B and C, at
     their offsets and strides, leave an operand's buffer, or None."""
     sa, sk, ldb, ldc = ints_of(op.strides)
-    for what, mem, off, terms in (("A", op.a, op.a_off, [(sa, r), (sk, q)]),
+    a_terms = [(sa, r), (sk, q)]
+    if op.taps is not None:  # column k at (k // T) * sk + taps[k % T]
+        t = len(op.taps)
+        a_terms = [(sa, r), (sk, (q[0] // t, q[1] // t)), (1, (min(op.taps), max(op.taps)))]
+    for what, mem, off, terms in (("A", op.a, op.a_off, a_terms),
                                   ("B", op.b, op.b_off, [(ldb, q), (1, c)]),
                                   ("C", op.c, op.c_off, [(ldc, r), (1, c)])):
         base = value_range(off, memo)

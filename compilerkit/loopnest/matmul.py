@@ -351,6 +351,8 @@ class MatmulNest:
                               f"{mm.start_kind!r} (krnl.matmul start)")
         if any(x is not None for x in mm.clamp):  # driver.finish writes it out after
             raise Unsupported(f"node {node!r}: a matmul with a clamp (krnl.matmul clamp)")
+        if mm.taps is not None:  # lowering's taps option is off for this generator
+            raise Unsupported(f"node {node!r}: a matmul reading A by taps (krnl.matmul a_taps)")
         self.sizes = krnl.ints_of(mm.sizes)
         self.tile = krnl.ints_of(mm.tile)
         self.strides = krnl.ints_of(mm.strides)

@@ -237,10 +237,10 @@ def _names(src, key):
 
 
 def lower_to_krnl(module: ModuleOp, conv_algorithm: str = DEFAULT_CONV_ALGORITHM,
-                  lanes: int = 16) -> ModuleOp:
+                  lanes: int = 16, taps: bool = True) -> ModuleOp:
     """A new module holding the Kernel IR of `module` (which is left unchanged); Convs lowered
     by `conv_algorithm` (conv_algorithm.ALGORITHMS), constant matrices stored in strips for a
-    target of `lanes` f32 lanes (matmul.strip_width)."""
+    target of `lanes` f32 lanes (matmul.strip_width), the tap schedule allowed by `taps`."""
     from compilerkit.onnx_passes.single_node import opset_of
 
     src = main_func(module)
@@ -258,7 +258,9 @@ def lower_to_krnl(module: ModuleOp, conv_algorithm: str = DEFAULT_CONV_ALGORITHM
     budget = budget_of(module)
     const_bytes = 0
     block = Block(arg_types=in_types + out_types)
-    b = KernelBuilder(block, check_algorithm(conv_algorithm), check_lanes(lanes))
+    if not isinstance(taps, bool):
+        raise ValueError(f"lower-to-krnl: taps={taps!r} is not true or false")
+    b = KernelBuilder(block, check_algorithm(conv_algorithm), check_lanes(lanes), taps)
     # The block takes the inputs, then the output buffers: map the inputs only.
     values = {a: m for a, m in zip(src.body.block.args, block.args, strict=False)}
     new = ModuleOp([])
@@ -370,19 +372,21 @@ def check_lanes(lanes) -> int:
 
 @dataclass(frozen=True)
 class LowerToKrnlPass(ModulePass):
-    """`lower-to-krnl{conv_algorithm=classic lanes=16}`: ONNX IR -> Kernel IR, replacing the
-    module's body in place (the resource table and compile budget belong to the module
-    object, so they carry over). The options are the lowering's compile choices: the Conv
-    algorithm (lowering/conv_algorithm.py) and the target's f32 lanes (matmul.strip_width);
-    a compile sets them from its options and target."""
+    """`lower-to-krnl{conv_algorithm=classic lanes=16 taps=true}`: ONNX IR -> Kernel IR,
+    replacing the module's body in place (the resource table and compile budget belong to the
+    module object, so they carry over). The options are the lowering's compile choices: the
+    Conv algorithm (lowering/conv_algorithm.py), the target's f32 lanes (matmul.strip_width)
+    and whether Convs may take the tap schedule (conv_taps.py; off for the LoopNest
+    generator); a compile sets them from its options, code generator and target."""
 
     name = "lower-to-krnl"
 
     conv_algorithm: str = DEFAULT_CONV_ALGORITHM
     lanes: int = 16
+    taps: bool = True
 
     def apply(self, ctx, op) -> None:
-        new = lower_to_krnl(op, self.conv_algorithm, self.lanes)
+        new = lower_to_krnl(op, self.conv_algorithm, self.lanes, self.taps)
         op.body.detach_block(0)  # the old function goes; the new one takes its place
         op.body.add_block(new.body.detach_block(0))
 

@@ -51,15 +51,19 @@ def strides(dims) -> list[int]:
 
 
 class KernelBuilder:
-    """Emits Kernel IR into `block`. `conv_algorithm` and `lanes` are the lowering's compile
-    choices (the options of the `lower-to-krnl` pass): the Conv algorithm asked for
-    (lowering/conv_algorithm.py) and the target's f32 lanes, which set the width of the strips
-    constant matrices are stored in (matmul.strip_width)."""
+    """Emits Kernel IR into `block`. `conv_algorithm`, `lanes` and `taps` are the lowering's
+    compile choices (the options of the `lower-to-krnl` pass): the Conv algorithm asked for
+    (lowering/conv_algorithm.py), the target's f32 lanes, which set the width of the strips
+    constant matrices are stored in (matmul.strip_width), and whether Convs may take the tap
+    schedule (conv_taps.py: products reading A through krnl.matmul's a_taps, which the
+    LoopNest generator does not write)."""
 
-    def __init__(self, block: Block, conv_algorithm: str = "auto", lanes: int = 16):
+    def __init__(self, block: Block, conv_algorithm: str = "auto", lanes: int = 16,
+                 taps: bool = True):
         self.block = block
         self.conv_algorithm = conv_algorithm
         self.lanes = lanes
+        self.taps = taps
 
     def add(self, op):
         self.block.add_op(op)

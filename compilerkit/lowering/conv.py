@@ -35,10 +35,11 @@ threads can share (the parallelize pass marks it: krnl_passes/parallelize.py):
   (C/g, kernel...) x strip columns] (`_strip_panel`), and multiplied strip by strip: the
   kernel reads each strip in place instead of packing the panel again on its stack. Same
   sums in the same order either way: bit-identical results.
-- shifted GEMMs (stride 1, 2-D, few channels on large planes: `_shifted_pays`): per panel of
-  output rows, one GEMM per kernel tap whose B is the padded input planes read at the tap's
-  offset, accumulated into the panel's row buffer that the epilogue copies out; no column
-  buffer at all.
+- taps (conv_taps.py; ungrouped, constant weights, stride 1, several taps, f32 with vectors,
+  at most conv_taps.MAX_WASTE positions computed per output: `conv_taps.taps_pay`): the
+  transposed GEMM below with X^T read in place from the zero-bordered input planes, one
+  table entry per (channel, tap) column (krnl.matmul `a_taps`), per panel of whole rows of
+  the padded grid; no column buffer at all. Bit-identical to the GEMM panels.
 - transposed GEMM (ungrouped, constant weights, at most TRANSPOSE_MAX_POSITIONS output
   positions per image, 64+ output channels: `_transposed_pays`): t[q, oc] = bias +
   sum X^T[q, :] W^T[:, oc], then out[oc, q] = act(t[q, oc]). The micro-kernel's vector axis
@@ -65,7 +66,7 @@ import math
 import numpy as np
 
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.lowering import matmul
+from compilerkit.lowering import conv_taps, matmul
 from compilerkit.lowering.builder import KernelBuilder, shape
 from compilerkit.lowering.conv_algorithm import choose, lower_chosen
 from compilerkit.lowering.conv_common import (
@@ -73,7 +74,6 @@ from compilerkit.lowering.conv_common import (
     _Conv,
     _copy_in,
     _copy_phases,
-    _even_panels,
     _finish,
     _phase_scratch,
     _phase_tap_index,
@@ -84,7 +84,7 @@ from compilerkit.lowering.conv_common import (
 from compilerkit.lowering.conv_panels import gemm
 from compilerkit.lowering.depthwise import direct_2d
 from compilerkit.lowering.elementwise import activation
-from compilerkit.lowering.matmul import emit_matmul, emit_strip_matmul, fill, in_strips
+from compilerkit.lowering.matmul import emit_strip_matmul, fill, in_strips
 from compilerkit.lowering.winograd import weights_array
 from compilerkit.onnx_passes.fuse_conv import fused_activation
 from compilerkit.onnx_passes.single_node import node_label
@@ -95,8 +95,6 @@ MAX_TAPS = 64  # most products one direct-convolution body sums (unrolled)
 # 0.365 ms direct, 0.174 ms as GEMMs (16 per group: 0.095 / 0.068 ms; 8: 0.028 / 0.024;
 # 4: 0.040 / 0.043, direct still ahead).
 DIRECT_CHANNELS = 4
-SHIFT_CHANNELS = (32, 64)  # input channels (per group) for the shifted-GEMM schedule ...
-SHIFT_MIN_WIDTH = 48  # ... and the narrowest output rows it takes
 # Convs with at most this many output positions per image run as out^T = X^T W^T
 # (`_transposed_gemm`): output channels become the micro-kernel's vector axis, and W^T is
 # stored in strips (matmul.strip_width) that the micro-kernel reads unpacked
@@ -175,7 +173,7 @@ def lower_conv(b: KernelBuilder, op, ins):
     st, dil, pads = conv_geometry(op, in_sp, k_sp, out_sp)
     if math.prod(out_dims) == 0 or xs[1] == 0:
         return [_empty_conv(b, op, out_dims, bias)]
-    algo = choose(op, b.conv_algorithm, b.lanes)  # lower-to-krnl{conv_algorithm=...}
+    algo = choose(op, b.conv_algorithm, b.lanes, b.taps)  # lower-to-krnl{conv_algorithm=...}
     if algo not in ("classic", "direct", "im2col"):
         return [lower_chosen(b, op, ins, algo, pads)]
     conv = _Conv(x, w, bias, out_dims, groups, st, dil, pads, fused_activation(op))
@@ -183,36 +181,27 @@ def lower_conv(b: KernelBuilder, op, ins):
     if algo == "direct" or (algo == "classic" and groups > 1 and conv.cg <= DIRECT_CHANNELS
                             and conv.cg * math.prod(k_sp) <= MAX_TAPS):
         _direct(b, conv, out)
-    elif algo == "classic" and _shifted_pays(conv):
-        _shifted_gemm(b, conv, out)
+    elif (algo == "classic" and b.taps and weights_array(op)[0] is not None
+          and conv_taps.taps_pay(conv, b.lanes)):
+        conv_taps.tap_panels(b, conv, out, *_stored_wt(b, conv, op))
     elif (how := _transposed_pays(conv, op, b.lanes)) is not None:
-        w_np, module = weights_array(op)
-        strip = matmul.strip_width(conv.oc, b.lanes)
-        wt = b.constant(_columns_weights(conv, w_np, strip), module, f"wt_{node_label(op)}",
-                        conv.elem)
-        (_transposed_gemm if how == "image" else _transposed_panels)(b, conv, out, wt, strip)
+        (_transposed_gemm if how == "image" else _transposed_panels)(b, conv, out,
+                                                                     *_stored_wt(b, conv, op))
     else:
-
         gemm(b, conv, out)
     return [out]
 
 
-
-
+def _stored_wt(b: KernelBuilder, conv: _Conv, op):
+    """(W^T as a constant in strips of the micro-kernel's width, that width) for the
+    transposed and tap schedules."""
+    w_np, module = weights_array(op)
+    strip = matmul.strip_width(conv.oc, b.lanes)
+    return b.constant(_columns_weights(conv, w_np, strip), module, f"wt_{node_label(op)}",
+                      conv.elem), strip
 
 
 # ---- direct convolution (grouped, depthwise) ---------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
 
 
 def _sum_taps(b: KernelBuilder, conv: _Conv, oc, tap):
@@ -265,63 +254,6 @@ def _direct(b: KernelBuilder, conv: _Conv, out):
                 return _tap(b, conv, scratch, nn, g, cc, at)
 
             b.store(_sum_taps(b, conv, oc, tap), og, [nn, g, o] + pos)
-
-
-# ---- panels -------------------------------------------------------------------------------------
-
-
-
-# ---- stride-1 Conv as a sum of shifted GEMMs -------------------------------------------------
-
-def _shifted_pays(conv: _Conv) -> bool:
-    """Stride-1 2-D Convs with several taps over large planes of few channels (ResNet's 3x3 at
-    56 x 56 x 64) run as one GEMM per tap, without im2col: there the column buffer (9 x the
-    input) costs more than re-reading the output once per tap. With more channels or smaller
-    planes, im2col measured faster (128 x 28 x 28: 3.5 vs 4.0 ms; 256 x 14 x 14: 3.4 vs 5.6),
-    and with fewer (squeezenet's 16 -> 64 at 55 x 55: im2col 0.83 ms, shifted 1.0 ms: with
-    K = 16 per tap, C goes through the cache nine times for little work)."""
-    if conv.r != 2 or conv.st != [1, 1] or math.prod(conv.k_sp) == 1:
-        return False
-    return SHIFT_CHANNELS[0] <= conv.cg <= SHIFT_CHANNELS[1] and conv.out_sp[1] >= SHIFT_MIN_WIDTH
-
-
-def _shifted_gemm(b: KernelBuilder, conv: _Conv, out):
-    """out = sum over taps (kh, kw) of W[:, :, kh, kw] . (input planes shifted by the tap).
-    With the padded input planes row-major, output (oh, ow) and tap (kh, kw) read flat
-    position q + kh*dh*pitch + kw*dw of each channel's plane, q = oh * pitch + ow: so for one
-    tap, the products over all outputs are one GEMM whose B is the planes themselves at that
-    offset (K = input channels, row stride = one plane), no im2col copy. Output rows go in
-    panels (threads take whole panels): per panel, a row buffer over its rows' q (pitch - OW
-    throw-away values per row; the planes have one spare row so the last panel's throw-away
-    columns read inside them) starts as the bias, takes one GEMM per tap, and the epilogue
-    copies the real OW per row out, applying the activation."""
-    scratch = _scratch(b, conv, always=True, extra_rows=1)
-    oh, ow = conv.out_sp
-    rows, pitch = shape(scratch)[2:]
-    plane = rows * pitch
-    kk = math.prod(conv.k_sp)
-    height = _even_panels(oh, 1, max(1, oh // 2)) or oh
-    count, width = oh // height, height * pitch
-    ybuf = b.alloc([count, conv.ocg, width], conv.elem)
-    og = _by_group(b, conv, out)
-    with b.nest([conv.n, conv.groups]) as (nn, g):
-        _copy_in(b, conv, scratch, nn, g)
-        with b.nest([count]) as (jp,):
-            with b.nest([conv.ocg, width]) as (o, q):
-                oc = b.affine([(g, conv.ocg), (o, 1)])
-                v = b.load(conv.bias, [oc]) if conv.bias is not None else b.const(0.0, conv.elem)
-                b.store(v, ybuf, [jp, o, q])
-            c_off = b.affine([(jp, conv.ocg * width)])
-            for t, (kh, kw) in enumerate(itertools.product(*(range(k) for k in conv.k_sp))):
-                a_off = b.affine([(g, conv.ocg * conv.cg * kk)], t)
-                b_off = b.affine([(g, conv.cg * plane), (jp, width)],
-                                 kh * conv.dil[0] * pitch + kw * conv.dil[1])
-                emit_matmul(b, conv.w, scratch, ybuf, conv.ocg, width, conv.cg,
-                            [a_off, b_off, c_off], (conv.cg * kk, kk), plane, width)
-            with b.nest([conv.ocg, height, ow]) as (o, i, j):
-                v = b.load(ybuf, [jp, o, b.affine([(i, pitch), (j, 1)])])
-                row = b.affine([(jp, height), (i, 1)])
-                b.store(_finish(b, conv, v), og, [nn, g, o, row, j])
 
 
 # ---- out^T = X^T W^T: output channels on the vector axis ---------------------------------------
@@ -479,6 +411,5 @@ def _transposed_panels(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
             with b.nest([conv.oc, pw]) as (o, q):
                 v = _finish(b, conv, b.load(t, [jc, q, o]))
                 b.store(v, ov, [nn, o, b.affine([(q0, 1), (q, 1)])])
-
 
 

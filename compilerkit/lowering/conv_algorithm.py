@@ -61,7 +61,7 @@ import numpy as np
 from compilerkit.conv_tiles import FFT_TILES, fft_variant, winograd_variant
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.frontend import ModelError
-from compilerkit.lowering import blocked3d, fft, winograd
+from compilerkit.lowering import blocked3d, conv_taps, fft, winograd
 from compilerkit.onnx_passes.single_node import node_label
 
 # "auto" (auto_choice): Winograd for 3x3 Convs with this many channels in and out ...
@@ -71,6 +71,13 @@ AUTO_MIN_CHANNELS = 16
 # (256@4: 0.13 vs 0.21 ms) where F(4,3)'s one tile did not; one tile (2 x 2) stays classic
 AUTO_MIN_TILES = 4
 AUTO_FUSED_CHANNELS = 64  # the L3-fused schedule up to this many channels
+# Fewer input or output channels than this, where "classic" is the tap schedule, stay classic:
+# 1 thread, AVX-512, 3x3 pad 1 + Relu, ms F(2, 3) -> taps: 16 -> 64 at 55 x 55 0.720 -> 0.501,
+# 32 -> 128 at 27 x 27 0.480 -> 0.445, 128 -> 32 at 56 x 56 2.01 -> 1.87, at 14 x 14 even
+# (0.128, 0.127), 3x3x3 32 -> 32 at 32^3 25.0 -> 19.0 (but 64 -> 32 40.5 -> 44.1); with 64
+# and more F(2, 3) stays ahead: 64 -> 64 at 56 x 56 1.37 vs 1.82, 128 -> 128 at 28 x 28 1.27
+# vs 1.75, 256 -> 256 at 14 x 14 1.39 vs 1.98
+AUTO_TAPS_CHANNELS = 64
 AUTO_MAX_RANGE = 1000.0  # ... and weights whose max |w| is at most this many times the median
 # ... and a tile size m whose error bound on the layer (`winograd_error_ratio`: F(m, 3)'s
 # worst-case rounding error over direct convolution's) is at most this: 2-D F(4, 3) keeps
@@ -98,12 +105,13 @@ def check_algorithm(name) -> str:
     return name
 
 
-def choose(op, asked: str = DEFAULT, lanes: int = 16) -> str:
+def choose(op, asked: str = DEFAULT, lanes: int = 16, taps: bool = True) -> str:
     """The algorithm for the Conv `op` (ONNX IR): the node's `conv_algorithm` attribute, else
     `asked` (the compile option), falling back to "classic" where it does not apply. On a
     target without vectors (`lanes` 1: the GPU) "auto" is "classic": the Winograd and FFT
     tile schedules are written for CPU cores and caches (a fused Winograd Conv ran as one
-    serial GPU kernel)."""
+    serial GPU kernel). `taps`: whether "classic" may take the tap schedule (conv_taps.py), which
+    "auto" weighs against Winograd."""
     attr = op.attributes.get("conv_algorithm")
     if attr is not None:
         name = getattr(attr, "data", None)
@@ -113,7 +121,7 @@ def choose(op, asked: str = DEFAULT, lanes: int = 16) -> str:
     else:
         name = check_algorithm(asked)
     if name in AUTO_TILES:
-        return auto_choice(op, AUTO_TILES[name]) if lanes > 1 else "classic"
+        return auto_choice(op, AUTO_TILES[name], taps) if lanes > 1 else "classic"
     if name.startswith("winograd"):
         return name if winograd.applies(op) is None else "classic"
     if name.startswith("fft"):
@@ -126,15 +134,16 @@ def choose(op, asked: str = DEFAULT, lanes: int = 16) -> str:
     return name
 
 
-def auto_choice(op, tiles=AUTO_TILES["auto"]) -> str:
+def auto_choice(op, tiles=AUTO_TILES["auto"], taps: bool = True) -> str:
     """"auto": Winograd F(m, 3) for the 3x3 (and, up to AUTO_FUSED_CHANNELS channels, 3x3x3)
     Convs it takes with at least AUTO_MIN_CHANNELS input and output channels and at least
     AUTO_MIN_TILES tiles per batch entry at the first m of `tiles` ((2,) for "auto", (4, 2)
     for "auto-f4") that gives them and whose error bound holds for the layer
     (`winograd_error_ratio` <= AUTO_ERROR_RATIO) (the products are tiles x K x C, the
     transformed weights alpha^r x C x K: with one tile they are bound by reading U, and
-    im2col stays faster); L3-fused when both
-    channel counts are at most AUTO_FUSED_CHANNELS. Else "classic". Measured at 1 thread in
+    im2col stays faster); L3-fused when both channel counts are at most AUTO_FUSED_CHANNELS.
+    Not where "classic" takes the tap schedule (`taps`) and a channel count is below
+    AUTO_TAPS_CHANNELS: there the taps are faster. Else "classic". Measured at 1 thread in
     benchmarks/winograd_bench.py (benchmarks/results/winograd_bench.json, same run, against
     "classic"); 3x3x3 layers were measured only at 16 and 32 channels, hence their limit."""
     ws = onnx_d.shape_of(op.operands[1])
@@ -155,11 +164,24 @@ def auto_choice(op, tiles=AUTO_TILES["auto"]) -> str:
     if spread > AUTO_MAX_RANGE:
         return "classic"
     out = onnx_d.shape_of(op.results[0])[2:]
+    if taps and min(ws[0], ws[1]) < AUTO_TAPS_CHANNELS and _taps_take(op, ws, out):
+        return "classic"  # the tap schedule (conv_taps.py) beats F(2, 3) on few channels
     for m in tiles:
         if (math.prod(-(-o // m) for o in out) >= AUTO_MIN_TILES
                 and winograd_error_ratio(op, m, spread) <= AUTO_ERROR_RATIO):
             return f"winograd-f{m}{fused}"
     return "classic"
+
+
+def _taps_take(op, ws, out) -> bool:
+    """Whether "classic" lowers the Conv `op` to conv_taps.py's tap schedule (f32, 16 lanes:
+    auto_choice runs for targets with vectors)."""
+    r = len(ws) - 2
+    st = onnx_d.get_attr(op, "strides", [1] * r)
+    dil = onnx_d.get_attr(op, "dilations", [1] * r)
+    elem = onnx_d.numpy_dtype(op.results[0].type.element_type).itemsize
+    return (conv_taps.taps_apply(onnx_d.get_attr(op, "group", 1), list(st), ws[2:], elem, 16)
+            and conv_taps.waste(ws[2:], list(dil), out) <= conv_taps.MAX_WASTE)
 
 
 def winograd_error_ratio(op, m: int, spread: float | None = None) -> float:

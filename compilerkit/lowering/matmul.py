@@ -34,11 +34,12 @@ from compilerkit.onnx_passes.single_node import node_label
 
 
 def emit_matmul(b: KernelBuilder, a, bm, c, m, n, k, offs, a_strides, ldb, ldc, start=None,
-                bias=None, clamp=(None, None)):
+                bias=None, clamp=(None, None), a_taps=None):
     """C[c_off + i*ldc + j] += A[a_off + i*sa + k*sk] * B[b_off + k*ldb + j] over (M, N, K).
     `start` "zero" or "bias" (krnl.matmul's): C's (M, N) block starts from 0 or bias[i]
     instead of its own values. `clamp` (lo, hi), None where unbounded: the finished block
-    is clamped (krnl.matmul's clamp_lo / clamp_hi)."""
+    is clamped (krnl.matmul's clamp_lo / clamp_hi). `a_taps`: A's column k at
+    (k // T) * sk + a_taps[k % T] (krnl.matmul's)."""
     if 0 in (m, n):  # no output
         return
     if k == 0:  # nothing to add: C keeps its value, or takes the start's
@@ -57,7 +58,7 @@ def emit_matmul(b: KernelBuilder, a, bm, c, m, n, k, offs, a_strides, ldb, ldc, 
     with b.nest([m, n, k]) as (i, j, kk):
         b.block.add_op(krnl.MatMulOp(a, bm, c, i, j, kk, offs, sizes=[m, n, k], tile=[1, 1, 1],
                                      strides=[a_strides[0], a_strides[1], ldb, ldc], simd=1,
-                                     start=start, bias=bias, clamp=clamp))
+                                     start=start, bias=bias, clamp=clamp, a_taps=a_taps))
 
 
 def strip_width(n: int, lanes: int) -> int:
@@ -79,17 +80,18 @@ def in_strips(bmat: np.ndarray, width: int) -> np.ndarray:
 
 
 def emit_strip_matmul(b: KernelBuilder, a, strips, c, m, n, k, offs, a_strides, ldc, width,
-                      start=None, bias=None, clamp=(None, None)):
+                      start=None, bias=None, clamp=(None, None), a_taps=None):
     """C[c_off + i*ldc + j] += A[a_off + i*sa + k*sk] * B[k, j] over (M, N, K), B stored by
     `in_strips(.., width)` from element offs[1] on; N a multiple of `width` (C's columns past
     the real ones, if B was padded, are C's to spare). One product per strip, strip-major.
-    `start`, `bias`, `clamp`: emit_matmul's."""
+    `start`, `bias`, `clamp`, `a_taps`: emit_matmul's."""
     if n % width:
         raise ValueError(f"emit_strip_matmul: {n} columns are not whole strips of {width}")
     a_off, b_off, c_off = offs
     with b.nest([n // width]) as (s,):
         at = [a_off, b.affine([(b_off, 1), (s, k * width)]), b.affine([(c_off, 1), (s, width)])]
-        emit_matmul(b, a, strips, c, m, width, k, at, a_strides, width, ldc, start, bias, clamp)
+        emit_matmul(b, a, strips, c, m, width, k, at, a_strides, width, ldc, start, bias, clamp,
+                    a_taps)
 
 
 def fill(b: KernelBuilder, out, value):

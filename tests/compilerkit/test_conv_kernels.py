@@ -59,12 +59,12 @@ KINDS = ("dense", "depthwise", "grouped", "pointwise")
        stride=st.integers(1, 2), dil=st.integers(1, 2), pad_lo=st.integers(0, 2),
        pad_hi=st.integers(0, 2), bias=st.booleans(),
        act=st.sampled_from([None] + sorted(ACTIVATIONS)),
-       schedule=st.sampled_from(["default", "small_panels", "shifted"]), seed=st.integers(0, 3))
+       schedule=st.sampled_from(["default", "small_panels", "taps"]), seed=st.integers(0, 3))
 def test_conv_matches_onnxruntime(kind, rank, c, m, size, k, stride, dil, pad_lo, pad_hi, bias,
                                   act, schedule, seed):
     """Every schedule (direct for depthwise/grouped, flattened for narrow stride-1 planes,
-    im2col + GEMM panels, tiny panels with a ragged last one, shifted GEMMs per tap for any
-    stride-1 2-D Conv when `schedule` forces it) and every fused activation agree with
+    im2col + GEMM panels, tiny panels with a ragged last one, the tap schedule for any
+    stride-1 ungrouped Conv when `schedule` forces it) and every fused activation agree with
     onnxruntime."""
     if kind == "pointwise":
         k, dil, pad_lo, pad_hi = 1, 1, 0, 0
@@ -89,11 +89,10 @@ def test_conv_matches_onnxruntime(kind, rank, c, m, size, k, stride, dil, pad_lo
         inits += more
         out = "z"
     model = make_model(nodes, [("x", x)], [out], inits, opset=17)
-    from compilerkit.lowering import conv_panels
+    from compilerkit.lowering import conv_panels, conv_taps
 
     forced = {"default": {}, "small_panels": {(conv_panels, "PANEL_BYTES"): 256},
-              "shifted": {(conv_lowering, "SHIFT_CHANNELS"): (1, 1 << 30),
-                          (conv_lowering, "SHIFT_MIN_WIDTH"): 1}}[schedule]
+              "taps": {(conv_taps, "MAX_WASTE"): float("inf")}}[schedule]
     saved = {key: getattr(*key) for key in forced}
     try:
         for (module, name), value in forced.items():
@@ -206,11 +205,13 @@ def test_fused_model_keeps_every_output_name_and_shape():
     ((1, 16, 9, 10), (8, 16, 5, 5), dict(pads=[2, 2, 2, 2])),
     ((1, 16, 7, 6), (8, 16, 3, 3), {}),
 ])
-def test_shifted_gemm_schedule(monkeypatch, x_shape, w_shape, attrs):
-    """The one-GEMM-per-tap schedule, forced onto small stride-1 Convs (by default it takes only
-    large planes of 16..64 channels): grouped, dilated, asymmetric pads, unpadded, fused."""
-    monkeypatch.setattr(conv_lowering, "SHIFT_CHANNELS", (1, 1 << 30))
-    monkeypatch.setattr(conv_lowering, "SHIFT_MIN_WIDTH", 1)
+def test_tap_schedule_on_small_planes(monkeypatch, x_shape, w_shape, attrs):
+    """The tap schedule, forced onto small stride-1 Convs (by default it leaves planes where
+    it would compute more than MAX_WASTE positions per output): dilated, asymmetric pads,
+    unpadded, 5x5, fused (a grouped Conv keeps its own schedule)."""
+    from compilerkit.lowering import conv_taps
+
+    monkeypatch.setattr(conv_taps, "MAX_WASTE", float("inf"))
     x = arr(x_shape, 1)
     model = make_model([N("Conv", ["x", "w", "b"], ["y"], **attrs), N("Relu", ["y"], ["z"])],
                        [("x", x)], ["z"], [("w", arr(w_shape, 2, 0.3)), ("b", arr((8,), 3))],

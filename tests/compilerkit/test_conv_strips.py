@@ -20,7 +20,7 @@ conv_model = conv_act_model
 
 
 class Schedules:
-    """Compiles a model with the GEMM panels forced (no transposed, shifted or direct
+    """Compiles a model with the GEMM panels forced (no transposed, tap or direct
     schedule for ungrouped Convs), in strips or row-major, counting the strip panels."""
 
     def __init__(self, monkeypatch):
@@ -37,7 +37,7 @@ class Schedules:
     def compile(self, model, strips: bool, **patches):
         with self.monkeypatch.context() as m:
             m.setattr(conv_lowering, "_transposed_pays", lambda conv, op, lanes: None)
-            m.setattr(conv_lowering, "_shifted_pays", lambda conv: False)
+            m.setattr(conv_lowering.conv_taps, "taps_pay", lambda conv, lanes: False)
             m.setattr(conv_panels, "_strips_pay", lambda conv, lanes: strips)
             for name, value in patches.items():
                 m.setattr(conv_panels, name, value)

@@ -41,6 +41,7 @@ class Schedules:
 
         with self.monkeypatch.context() as m:
             m.setattr(conv_lowering, "_transposed_pays", forced)
+            m.setattr(conv_lowering.conv_taps, "taps_pay", lambda conv, lanes: False)
             return ck.compile(model, asm=False, conv_algorithm="classic").run(x)[0]
 
 
@@ -102,6 +103,7 @@ def test_threads_give_the_same_bits(schedules):
     model = conv_model(x, (32, 32, 3, 3), True, "Relu", pads=[1, 1, 1, 1])
     with schedules.monkeypatch.context() as m:
         m.setattr(conv_lowering, "_transposed_pays", lambda conv, op, lanes: "panels")
+        m.setattr(conv_lowering.conv_taps, "taps_pay", lambda conv, lanes: False)
         cm = ck.compile(model, asm=False, conv_algorithm="classic")
     one, two = cm.run(x, num_threads=1)[0], cm.run(x, num_threads=2)[0]
     np.testing.assert_array_equal(one, two)
@@ -109,12 +111,12 @@ def test_threads_give_the_same_bits(schedules):
 
 
 def test_densenet_dense_layer_takes_the_transposed_panels(schedules):
-    """The default rule: DenseNet-121's 128 -> 32 3x3 Conv (on any plane: 14 x 14 here, past
-    TRANSPOSE_MAX_POSITIONS) goes to the panels; a 1x1 Conv, a part strip of channels or a
-    shallow sum (16 input channels) does not."""
+    """The default rule: DenseNet-121's 128 -> 32 3x3 Conv goes to the panels where the tap
+    schedule does not take it (7 x 7); a 1x1 Conv, a part strip of channels or a shallow sum
+    (16 input channels) does not."""
     for lanes in (8, 16):  # AVX2, AVX-512: 40 channels are no whole strips there
         assert 32 % matmul.strip_width(32, lanes) == 0 != 40 % matmul.strip_width(40, lanes)
-    x = arr((1, 128, 14, 14), 1)
+    x = arr((1, 128, 7, 7), 1)  # 7 x 7: the tap schedule would compute 9 of 7 columns
     model = conv_model(x, (32, 128, 3, 3), False, None, pads=[1, 1, 1, 1])
     got = ck.compile(model, asm=False, conv_algorithm="classic").run(x)[0]
     assert schedules.calls == 1

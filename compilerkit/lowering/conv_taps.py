@@ -1,0 +1,127 @@
+"""Conv's tap schedule: out^T = X^T W^T with X^T read in place from the zero-bordered input
+planes, one product per panel of output rows, no im2col.
+
+Stride 1 makes output position o read input position o + k*d for kernel tap k. Over the padded
+planes laid out flat (position q = sum o_d * pitch_d, pitch the padded strides), tap k is then a
+fixed offset, tap_k = sum k_d * d_d * pitch_d, and channel c a fixed plane further: the GEMM
+
+    t[q, oc] = bias[oc] + sum over (c, k) of planes[c * plane + tap_k + q] * W[oc, c, k]
+
+has A = the planes themselves, row r at position q0 + r (row stride 1), column (c, k) at
+c * plane + tap_k: krnl.matmul's `a_taps`, which the micro-kernel reads through a table of
+column offsets, one entry per k shared by its 8 rows' broadcasts. B = W^T, stored in strips of
+the kernel's width (conv.py's `_columns_weights`) and read in place. A panel's rows are whole
+rows of the padded grid: positions past an axis's output extent (the padding's columns) are
+computed and thrown away; the planes get one spare row so that the last panel's throw-away
+positions read inside them. Per panel: t = bias, the product, then the epilogue writes the
+panel's real positions to the NCHW output, transposed, with the activation.
+
+Against im2col (the GEMM panels, conv_panels.py, and `_transposed_panels`): no column buffer,
+C/g x taps times the input written and read back per panel; the same sums over (c, k) in the
+same order from the bias, so the same bits. Against Winograd: direct sums, classic's error.
+"""
+
+from __future__ import annotations
+
+import math
+
+from compilerkit.dialects import onnx as onnx_d
+from compilerkit.lowering.builder import KernelBuilder, shape
+from compilerkit.lowering.conv_common import _Conv, _copy_in, _finish, _scratch
+from compilerkit.lowering.matmul import emit_strip_matmul
+
+T_BYTES = 512 * 1024  # most bytes of one panel's t (in L2 while the epilogue reads it back)
+MIN_POSITIONS = 64  # fewest positions per panel (the rows of the micro-kernel's blocks)
+# Most positions computed per real one (the throw-away columns of the padding, `waste`).
+# 1 thread, AVX-512, 3x3 pad 1 + Relu, ms im2col (the GEMM or transposed panels) -> taps:
+# 16 -> 64 at 55 x 55 0.567 -> 0.501, 32 -> 128 at 27 x 27 0.502 -> 0.445, 128 -> 128 at
+# 28 x 28 2.16 -> 1.75, 256 -> 256 at 14 x 14 2.38 -> 1.98, 128 -> 32 at 56 x 56 3.13 -> 1.87,
+# at 14 x 14 0.223 -> 0.127; 3x3x3 32 -> 32 at 32^3 29.5 -> 19.0, 64 -> 32 87.6 -> 44.1, 4 ->
+# 16 at 64^3 24.5 -> 20.0. Slower on small planes, where 15 of 13 or 9 of 7 columns are
+# computed: 64 -> 256 at 13 x 13 0.416 -> 0.448, 48 -> 192 0.245 -> 0.277, 512 -> 512 at 7 x 7
+# 2.59 -> 2.80.
+MAX_WASTE = 1.15
+
+
+def waste(k_sp, dil, out_sp) -> float:
+    """Positions the tap schedule computes per output position: a row of the padded grid per
+    output row, (out + (k - 1) * d) / out on every axis but the first."""
+    return math.prod((o + (k - 1) * d) / o
+                     for k, d, o in zip(k_sp[1:], dil[1:], out_sp[1:], strict=True))
+
+
+def taps_apply(groups, st, k_sp, elem_bytes: int, lanes: int) -> bool:
+    """Whether the tap schedule can take a Conv: one group, stride 1, more than one tap, f32
+    on a target with vectors (W^T's strips are the f32 micro-kernel's)."""
+    return (groups == 1 and all(s == 1 for s in st) and math.prod(k_sp) > 1 and lanes > 1
+            and elem_bytes == 4)
+
+
+def taps_pay(conv: _Conv, lanes: int) -> bool:
+    """Whether the tap schedule takes the Conv (conv.py's "classic"): it applies
+    (`taps_apply`) and computes at most MAX_WASTE positions per output (`waste`)."""
+    return (taps_apply(conv.groups, conv.st, conv.k_sp,
+                       onnx_d.numpy_dtype(conv.elem).itemsize, lanes)
+            and waste(conv.k_sp, conv.dil, conv.out_sp) <= MAX_WASTE)
+
+
+def _panel_rows(rows: int, row_bytes: int, row_positions: int) -> tuple[int, int]:
+    """(output rows (first spatial axis) per panel, chunks): the most rows dividing the rows
+    evenly with t within T_BYTES, preferring an even panel count of MIN_POSITIONS or more
+    positions each (then 2 chunks, one per thread); failing that, 1 chunk."""
+    fits = [h for h in range(1, rows + 1) if rows % h == 0 and h * row_bytes <= T_BYTES] or [1]
+    even = [h for h in fits if (rows // h) % 2 == 0 and h * row_positions >= MIN_POSITIONS]
+    height = max(even or fits)
+    return height, 2 if (rows // height) % 2 == 0 else 1
+
+
+def tap_panels(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
+    """The tap schedule (the module docstring) for `conv` into `out`; `wt`: W^T in strips of
+    `strip` columns (conv.py's `_columns_weights`)."""
+    scratch = _scratch(b, conv, always=True, extra_rows=1)
+    ext = shape(scratch)[2:]
+    pitch = [math.prod(ext[d + 1:]) for d in range(conv.r)]
+    plane = math.prod(ext)
+    taps = [sum(k * conv.dil[d] * pitch[d] for d, k in enumerate(ks))
+            for ks in _tap_positions(conv.k_sp)]
+    kdim = conv.cg * len(taps)
+    width = -(-conv.oc // strip) * strip
+    ldt = width + 16  # t's rows one cache line longer than the strips: see _transposed_gemm
+    rows = conv.out_sp[0]
+    height, chunks = _panel_rows(rows, pitch[0] * ldt * 4, pitch[0])
+    per_chunk = rows // (height * chunks)
+    pw = height * pitch[0]  # positions per panel, the throw-away ones included
+    t = b.alloc([chunks, pw, ldt], conv.elem)
+    p = math.prod(conv.out_sp)
+    ov = b.view(out, [conv.n, conv.oc, p])
+    zero = b.index(0)
+    with b.nest([conv.n]) as (nn,):
+        _copy_in(b, conv, scratch, nn, zero)
+        with b.nest([chunks, per_chunk]) as (jc, ji):
+            jp = b.affine([(jc, per_chunk), (ji, 1)])  # this panel: rows jp * height ...
+            with b.nest([pw, conv.oc]) as (q, o):
+                v = b.load(conv.bias, [o]) if conv.bias is not None else b.const(0.0, conv.elem)
+                b.store(v, t, [jc, q, o])
+            if width > conv.oc:  # the padded columns: computed (zero weights), never read
+                with b.nest([pw, (conv.oc, width)]) as (q, o):
+                    b.store(b.const(0.0, conv.elem), t, [jc, q, o])
+            a_off = b.affine([(jp, pw)])  # the panel's first position in the planes
+            emit_strip_matmul(b, scratch, wt, t, pw, width, kdim,
+                              [a_off, zero, b.affine([(jc, pw * ldt)])], (1, plane), ldt,
+                              strip, a_taps=taps)
+            # the panel's real positions, transposed back to NCHW
+            with b.nest([conv.oc, height] + conv.out_sp[1:]) as ivs:
+                o, i, inner = ivs[0], ivs[1], ivs[2:]
+                q = b.affine([(i, pitch[0])] + [(v, pitch[d + 1]) for d, v in enumerate(inner)])
+                at = b.affine([(jp, height * (p // rows)), (i, p // rows)]
+                              + [(v, math.prod(conv.out_sp[d + 2:])) for d, v in
+                                 enumerate(inner)])
+                b.store(_finish(b, conv, b.load(t, [jc, q, o])), ov, [nn, o, at])
+
+
+def _tap_positions(k_sp):
+    """The kernel's taps in W's order (row-major over the kernel's axes)."""
+    out = [()]
+    for k in k_sp:
+        out = [ks + (i,) for ks in out for i in range(k)]
+    return out

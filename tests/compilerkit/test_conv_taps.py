@@ -1,0 +1,167 @@
+"""The tap schedule (conv_taps.py: out^T = X^T W^T with X^T read in place from the padded
+input planes through krnl.matmul's `a_taps`, no im2col): bit-identical to the im2col GEMM
+panels (the same sums over (channel, tap) from the bias), onnxruntime's answer, on 1 and 2
+threads, over 1-D, 2-D and 3-D Convs, dilations, uneven pads, batches, part strips of output
+channels and special values; the rule that takes it, and "auto"'s."""
+
+import numpy as np
+import pytest
+from ckhelpers import conv_act_model, ort_run, seeded
+from xdsl.dialects.builtin import ArrayAttr
+from xdsl.utils.exceptions import VerifyException
+
+import compilerkit as ck
+from compilerkit.dialects import krnl
+from compilerkit.lowering import conv as conv_lowering
+from compilerkit.lowering import conv_algorithm, conv_taps
+from compilerkit.pipeline import compile_to
+
+
+class Taps:
+    """Compiles with the tap schedule (counting its Convs) or with it refused (the panels)."""
+
+    def __init__(self, monkeypatch):
+        self.monkeypatch = monkeypatch
+        self.calls = 0
+        real = conv_taps.tap_panels
+
+        def counted(*args):
+            self.calls += 1
+            return real(*args)
+
+        monkeypatch.setattr(conv_taps, "tap_panels", counted)
+
+    def compile(self, model, taps: bool):
+        with self.monkeypatch.context() as m:
+            if not taps:
+                m.setattr(conv_taps, "taps_pay", lambda conv, lanes: False)
+            return ck.compile(model, asm=False, conv_algorithm="classic")
+
+    def both(self, model, x, threads=1):
+        before = self.calls
+        got = self.compile(model, True).run(x, num_threads=threads)[0]
+        assert self.calls > before, "the tap schedule did not take the Conv"
+        return got, self.compile(model, False).run(x, num_threads=threads)[0]
+
+
+@pytest.fixture
+def taps(monkeypatch):
+    return Taps(monkeypatch)
+
+
+CASES = [
+    # x shape, W shape, Conv attributes, bias, activation
+    ((1, 16, 9, 31), (5, 16, 3, 3), dict(pads=[1, 1, 1, 1]), True, None),  # a part strip
+    ((1, 8, 20, 24), (1, 8, 3, 3), dict(pads=[1, 1, 1, 1]), True, "Relu"),  # 1 channel
+    ((2, 12, 10, 40), (40, 12, 3, 3), dict(pads=[1, 0, 2, 1]), False, "Relu"),  # batch, uneven
+    ((1, 8, 24, 30), (33, 8, 3, 3), dict(dilations=[2, 2], pads=[2, 2, 2, 2]), True, "Clip"),
+    ((1, 6, 17, 40), (16, 6, 5, 5), {}, False, None),  # unpadded
+    ((1, 6, 17, 40), (24, 6, 2, 3), dict(pads=[0, 1, 1, 1]), True, "LeakyRelu"),  # epilogue
+    ((2, 8, 70), (20, 8, 3), dict(pads=[1, 1]), True, "Relu"),  # 1-D
+    ((1, 4, 6, 32, 40), (12, 4, 3, 3, 3), dict(pads=[1] * 6), True, None),  # 3-D
+    ((1, 3, 5, 30, 33), (10, 3, 2, 3, 3), dict(pads=[0, 1, 1, 1, 1, 1]), False, "Relu"),
+    ((1, 32, 56, 56), (64, 32, 3, 3), dict(pads=[1, 1, 1, 1]), True, "Relu"),  # many panels
+]
+
+
+def _model(x, w_shape, bias, act, **attrs):
+    if act == "LeakyRelu":
+        from onnx import helper
+
+        model = conv_act_model(x, w_shape, bias, None, **attrs)
+        model.graph.node[0].output[0] = "y"
+        model.graph.node.append(helper.make_node("LeakyRelu", ["y"], ["z"], alpha=0.1))
+        return model
+    return conv_act_model(x, w_shape, bias, act, **attrs)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs, bias, act", CASES)
+def test_taps_match_the_panels_and_onnxruntime(taps, x_shape, w_shape, attrs, bias, act):
+    x = seeded(x_shape, 1)
+    model = _model(x, w_shape, bias, act, **attrs)
+    got, panels = taps.both(model, x)
+    np.testing.assert_array_equal(got, panels)
+    np.testing.assert_allclose(got, ort_run(model, [x])[0], rtol=1e-4, atol=1e-4)
+
+
+def test_threads_give_the_same_bits(taps):
+    x = seeded((1, 32, 28, 30), 2)
+    model = conv_act_model(x, (48, 32, 3, 3), True, "Relu", pads=[1, 1, 1, 1])
+    one, panels = taps.both(model, x)
+    two, _ = taps.both(model, x, threads=2)
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(one, panels)
+
+
+def test_nan_and_inf_reach_the_outputs_their_windows_hold(taps):
+    """A NaN or inf in the input reaches exactly the outputs whose windows hold it (the
+    throw-away positions and the zero border hold no input): as onnxruntime, bit for bit as
+    the panels."""
+    x = seeded((1, 8, 9, 31), 3)
+    x[0, 3, 2, 2], x[0, 5, 8, 30], x[0, 0, 0, 0] = np.nan, np.inf, -np.inf
+    model = conv_act_model(x, (40, 8, 3, 3), True, "Relu", pads=[1, 1, 1, 1])
+    got, panels = taps.both(model, x)
+    np.testing.assert_array_equal(got, panels)
+    ref = ort_run(model, [x])[0]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs, taken", [
+    ((1, 8, 14, 14), (16, 8, 3, 3), dict(pads=[1, 1, 1, 1]), True),  # 16 of 14 columns
+    ((1, 8, 13, 13), (16, 8, 3, 3), dict(pads=[1, 1, 1, 1]), False),  # 15 of 13: too many
+    ((1, 8, 20, 20), (16, 8, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]), False),
+    ((1, 8, 20, 20), (16, 4, 3, 3), dict(group=2, pads=[1, 1, 1, 1]), False),
+    ((1, 8, 20, 20), (16, 8, 1, 1), {}, False),  # one tap
+])
+def test_the_rule(taps, x_shape, w_shape, attrs, taken):
+    x = seeded(x_shape, 4)
+    model = conv_act_model(x, w_shape, True, "Relu", **attrs)
+    got = taps.compile(model, True).run(x)[0]
+    assert taps.calls == int(taken)
+    np.testing.assert_allclose(got, ort_run(model, [x])[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("channels, algorithm", [((16, 64), "classic"), ((32, 32), "classic"),
+                                                 ((64, 64), "winograd-f2-fused")])
+def test_auto_takes_the_taps_for_few_channels(channels, algorithm):
+    """"auto": F(2, 3) only where both channel counts reach AUTO_TAPS_CHANNELS; fewer go to
+    "classic", which is the tap schedule."""
+    c, k = channels
+    x = seeded((1, c, 28, 28), 5)
+    model = conv_act_model(x, (k, c, 3, 3), True, "Relu", pads=[1, 1, 1, 1])
+    onnx_ir = compile_to("onnx-ir", model)
+    (op,) = [o for o in onnx_ir.walk() if o.name == "onnx.Conv"]
+    assert conv_algorithm.choose(op, "auto") == algorithm
+
+
+def test_the_verifier_bounds_a_taps_reach():
+    """a_taps that reach past A's buffer are refused, naming A."""
+    x = seeded((1, 4, 30, 30), 6)
+    k = compile_to("kernel-ir", conv_act_model(x, (8, 4, 3, 3), True, None,
+                                               pads=[1, 1, 1, 1]), conv_algorithm="classic")
+    (mm,) = [op for op in k.walk() if isinstance(op, krnl.MatMulOp)]
+    assert mm.taps is not None and len(mm.taps) == 9
+    mm.attributes["a_taps"] = ArrayAttr([krnl.int_attr(t + 10**6) for t in mm.taps])
+    with pytest.raises(VerifyException, match="its A"):
+        mm.verify()
+
+
+def test_a_float64_conv_keeps_the_panels(taps):
+    x = seeded((1, 8, 20, 20), 7).astype(np.float64)
+    model = conv_act_model(x, (16, 8, 3, 3), True, "Relu", pads=[1, 1, 1, 1])
+    for init in model.graph.initializer:
+        from onnx import numpy_helper
+
+        init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float64),
+                                              init.name))
+    got = taps.compile(model, True).run(x)[0]
+    assert taps.calls == 0
+    ref = ort_run(conv_act_model(x.astype(np.float32), (16, 8, 3, 3), True, "Relu",
+                                 pads=[1, 1, 1, 1]), [x.astype(np.float32)])[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_py_reaches_the_schedule_through_the_module():
+    """conv.py calls conv_taps through the module (the tests' monkeypatches reach it)."""
+    assert conv_lowering.conv_taps is conv_taps
