@@ -46,6 +46,7 @@ from onnx import helper, numpy_helper
 
 import compilerkit as ck
 from compilerkit.lowering import conv as conv_lowering
+from compilerkit.lowering import conv_taps
 from compilerkit.measure.timing import best_of
 
 # (model, name, x shape, w shape, Conv attributes, activation)
@@ -129,10 +130,11 @@ def schedule_of(x_shape, w_shape, attrs):
             w_shape[1] <= conv_lowering.DIRECT_CHANNELS):
         return "direct"
     stride1 = attrs.get("strides", [1, 1]) == [1, 1]
-    lo, hi = conv_lowering.SHIFT_CHANNELS
-    if stride1 and math.prod(w_shape[2:]) > 1 and lo <= w_shape[1] <= hi and (
-            x_shape[3] >= conv_lowering.SHIFT_MIN_WIDTH):
-        return "shifted GEMMs"
+    out_sp = [x + sum(attrs.get("pads", [0] * 4)[d::2]) - k + 1
+              for d, (x, k) in enumerate(zip(x_shape[2:], w_shape[2:], strict=True))]
+    if stride1 and group == 1 and math.prod(w_shape[2:]) > 1 and conv_taps.waste(
+            w_shape[2:], [1] * len(out_sp), out_sp) <= conv_taps.MAX_WASTE:
+        return "taps (X^T read in place)"
     if math.prod(w_shape[2:]) == 1 and stride1:
         return "GEMM on x"
     return "im2col + GEMM"

@@ -2,7 +2,7 @@
 (lowering/winograd.py, lowering/fft.py, lowering/conv_algorithm.py) and the roofline that
 prices them (roofline.py): which variant an algorithm name asks for, Winograd's transform
 matrices, the FFT's tile sizes per axis and its modelled cost, and the groups of the fused
-schedule. Pure arithmetic on sizes (numpy, and wincnn for the matrices), no IR, so both
+schedule. Pure arithmetic on sizes (numpy, and wincnn's matrices), no IR, so both
 sides import it without importing each other.
 """
 
@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 
 import numpy as np
+
+from compilerkit.winograd_tables import MATRICES
 
 # ---- Winograd F(m, 3) ----------------------------------------------------------------------
 WINOGRAD_DEFAULT_M = 4
@@ -31,25 +34,40 @@ def winograd_variant(name: str) -> tuple[int, bool]:
 @functools.cache
 def winograd_matrices(m: int, r: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(A^T [m, alpha], G [alpha, r], B^T [alpha, alpha]) of F(m, r) in float64, from wincnn's
-    Cook-Toom construction (exact rationals, then converted). F(1, 1) is the identity.
-    Computed once per (m, r) and kept (sympy's exact construction takes about 15 ms, and a
-    ResNet-50 asks 64 times); the arrays are read-only, so no caller can change them."""
+    Cook-Toom construction (exact rationals, then each rounded to the nearest float64): read
+    from winograd_tables.py, which holds wincnn's answers for the usual sizes, so a compile
+    need not import sympy; other sizes ask wincnn. F(1, 1) is the identity. Computed once per
+    (m, r) and kept; the arrays are read-only, so no caller can change them."""
     if r == 1:
         one = np.ones((1, 1))
         one.flags.writeable = False
         return one, one, one
-    import wincnn  # sympy: only when a Winograd lowering is compiled or priced
-    from sympy import Rational
-
     if m + r - 2 > len(WINOGRAD_POINTS):
         raise ValueError(f"F({m}, {r}) needs {m + r - 2} interpolation points; "
                          f"{len(WINOGRAD_POINTS)} are defined")
-    pts = [Rational(p) for p in WINOGRAD_POINTS[:m + r - 2]]
-    at, g, bt, _ = wincnn.cookToomFilter(pts, m, r)
-    mats = tuple(np.array(x.tolist(), dtype=np.float64) for x in (at, g, bt))
+    table = MATRICES.get((m, r))
+    if table is not None:
+        exact = [[[Fraction(x) for x in row] for row in mat] for mat in table]
+    else:
+        exact = wincnn_matrices(m, r)
+    mats = tuple(np.array([[float(x) for x in row] for row in mat], dtype=np.float64)
+                 for mat in exact)
     for a in mats:
         a.flags.writeable = False
     return mats
+
+
+def wincnn_matrices(m: int, r: int) -> list:
+    """(A^T, G, B^T) of F(m, r) for conv_tiles.WINOGRAD_POINTS from wincnn, as rows of exact
+    Fractions (sympy, imported here: only for sizes winograd_tables.py does not hold, and by
+    the test that checks those tables)."""
+    import wincnn
+    from sympy import Rational
+
+    pts = [Rational(p) for p in WINOGRAD_POINTS[:m + r - 2]]
+    at, g, bt, _ = wincnn.cookToomFilter(pts, m, r)
+    return [[[Fraction(int(x.p), int(x.q)) for x in row] for row in mat.tolist()]
+            for mat in (at, g, bt)]
 
 
 # ---- the fused schedule's groups (Winograd's and the FFT's) --------------------------------

@@ -15,8 +15,39 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 
 _LLVM_READY: set[str] = set()
-_LSR_LOCK = threading.Lock()
-_LSR_OFF = 0  # how many of our code generations are running (the option is process-wide)
+
+
+class ProcessOption:
+    """An LLVM command-line option (`-name=value`) held while any of compilerkit's LLVM stages
+    that want it run: LLVM's options are process-wide (llvmlite has no per-module or
+    per-pipeline switch), so it is set when the first such stage enters (from any thread),
+    and `default`, LLVM's own value, restored when the last one leaves; other LLVM users in
+    the process (numba) see LLVM's defaults outside them."""
+
+    def __init__(self, name: str, value: str, default: str):
+        self.name, self.value, self.default = name, value, default
+        self._lock = threading.Lock()
+        self._users = 0  # how many of our stages hold it now
+
+    @contextlib.contextmanager
+    def held(self):
+        with self._lock:
+            self._users += 1
+            if self._users == 1:
+                llvm.set_option("compilerkit", f"-{self.name}={self.value}")
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    llvm.set_option("compilerkit", f"-{self.name}={self.default}")
+
+
+# Loop strength reduction off in code generation (without_lsr).
+NO_LSR = ProcessOption("disable-lsr", "true", "false")
+# Function specialisation off in the CPU backends' -O pipeline (run_default_pipeline).
+NO_FUNCTION_SPECIALIZATION = ProcessOption("funcspec-max-iters", "0", "10")
 
 
 def init_llvm(all_targets: bool = False) -> None:
@@ -56,10 +87,9 @@ def reserve_address_space(nbytes: int, what: str) -> None:
                           "drop them)") from None
 
 
-@contextlib.contextmanager
 def without_lsr():
     """Run LLVM code generation (object, assembly, MCJIT finalisation) for the CPU backends
-    with loop strength reduction off.
+    with loop strength reduction off (a context manager).
 
     Why: LSR took 40-60% of code generation on the real-weight models (asm stage of
     MobileNetV2 1.18 -> 0.49 s, EfficientNet-B0 2.15 -> 1.31 s, squeezenet 1.03 -> 0.53 s)
@@ -67,27 +97,28 @@ def without_lsr():
     nests already walk their addresses with the induction variables LSR would build, and the
     micro-kernel is register-blocked by hand. `-disable-lsr` is a process-wide LLVM option
     (llvmlite has no per-machine switch), so it is set only while one of our code generations
-    runs and cleared after, leaving other LLVM users in the process (numba) as they were."""
-    global _LSR_OFF
-    with _LSR_LOCK:
-        _LSR_OFF += 1
-        if _LSR_OFF == 1:
-            llvm.set_option("compilerkit", "-disable-lsr=true")
-    try:
-        yield
-    finally:
-        with _LSR_LOCK:
-            _LSR_OFF -= 1
-            if _LSR_OFF == 0:
-                llvm.set_option("compilerkit", "-disable-lsr=false")
+    runs and cleared after, leaving other LLVM users in the process (numba) as they were
+    (ProcessOption)."""
+    return NO_LSR.held()
 
 
 def run_default_pipeline(machine, opt_level: int, mod, vectorize: bool = True,
                          run=None) -> None:
     """LLVM's -O`opt_level` module pipeline for `machine` on `mod`, in place. `vectorize`:
     the CPU backends' tuning (loop and SLP vectorisation from -O2; LLVM's unroller off: short
-    loops are unrolled in Kernel IR, krnl_passes/unroll_small.py). `run(mpm, mod, pb)`
-    replaces llvmlite's locked `mpm.run(mod, pb)` (split.unlocked).
+    loops are unrolled in Kernel IR, krnl_passes/unroll_small.py; function specialisation
+    off, below). `run(mpm, mod, pb)` replaces llvmlite's locked `mpm.run(mod, pb)`
+    (split.unlocked).
+
+    Function specialisation (IPSCCP's, from -O2: a copy of a function for call sites that
+    pass it constants) made copies of the matmul micro-kernel, 2,000-2,800 instructions each,
+    for the node functions that called it with constant sizes in the same module: six in
+    DenseNet-121's module, a fifth of its -O3 time and more of its code generation (whole
+    module: -O3 2.95 -> 2.28 s, machine code 1.25 -> 1.11 s), and which calls got a copy
+    depended on how the module was split between threads (backends/split.py). The code ran
+    no faster with them (DenseNet-121, ResNet-50, SqueezeNet, best of 40 calls, within 4%),
+    and specialising only propagates constants, so the answers are the same bits. It is off
+    while the CPU pipeline runs (`-funcspec-max-iters=0`, NO_FUNCTION_SPECIALIZATION).
 
     The pass manager is freed here, explicitly: llvmlite 0.50's ModulePassManager never frees
     itself (its bases are (ObjectRef, NewPassManager), so ObjectRef's empty `_dispose` hides
@@ -109,10 +140,11 @@ def run_default_pipeline(machine, opt_level: int, mod, vectorize: bool = True,
     pb = llvm.create_pass_builder(machine, pto)
     mpm = pb.getModulePassManager()
     try:
-        if run is None:
-            mpm.run(mod, pb)
-        else:
-            run(mpm, mod, pb)
+        with NO_FUNCTION_SPECIALIZATION.held() if vectorize else contextlib.nullcontext():
+            if run is None:
+                mpm.run(mod, pb)
+            else:
+                run(mpm, mod, pb)
     finally:
         NewPassManager._dispose(mpm)
         mpm.detach()
@@ -163,21 +195,44 @@ class Backend:
         """The backend for `target` (a Target this class made); the GPU keeps its sm."""
         return cls()
 
-    def emit_llvm(self, kmodule, emitter=None, external_weights: bool = False) -> str:
+    def emit_llvm(self, kmodule, emitter=None, external_weights: bool = False,
+                  optimize: int | None = None):
         """Kernel IR -> unoptimised LLVM IR text for this target (the GPU overrides it).
         `emitter`: an Emitter subclass to use instead of codegen's (pipeline.Options).
         The emitter that ran stays in `self.emitted` (`.functions`: which ONNX node each
         function came from, for provenance). `external_weights` (backends with `jit_weights`
         only): the weight byte strings become `external constant` declarations and their bytes
-        go to `self.external_weights` for `session` to map, so they are never printed."""
+        go to `self.external_weights` for `session` to map, so they are never printed.
+        `optimize` (with `external_weights`): the -O level the result will be optimised at;
+        a backend that can (the host's, `stream`) then optimises parts of the module while
+        the rest is emitted and returns what its `optimize_module` finishes instead of text."""
         from compilerkit.codegen.emit import Emitter
 
         self.emitted = (emitter or Emitter)(kmodule, self.target)
-        self.emitted.emit()
-        self.external_weights = take_weights(self.emitted.module) if external_weights else {}
-        text = self.print_module(self.emitted, jit=external_weights)
+        stream = (self.stream(self.emitted, optimize)
+                  if external_weights and optimize is not None else None)
+        try:
+            self.emitted.emit()
+            self.external_weights = (take_weights(self.emitted.module) if external_weights
+                                     else {})
+            text = None
+            if stream is not None:
+                self.external_weights.update(stream.weights)
+                text = stream.finish()
+            if text is None:
+                text = self.print_module(self.emitted, jit=external_weights)
+        except BaseException:
+            if stream is not None:
+                stream.close()
+            raise
         forget_weight_text(self.emitted.module)
         return text
+
+    def stream(self, emitted, opt_level: int):
+        """A sink the emitter tells of each finished node group (Emitter.on_group), which
+        optimises them while the rest is emitted (split.PartitionStream), or None: this
+        backend optimises the whole module after it is printed."""
+        return None
 
     def print_module(self, emitted, jit: bool = False):
         """The emitted module as LLVM IR text (the host's JIT path overrides this to print

@@ -1,8 +1,9 @@
 """The host backend: llvmlite's native target, the new pass manager at -O0..-O3, MCJIT to run
 in-process, and a standalone shared library (+ C header, + a ctypes loader) via the system C
 compiler when one exists. A JIT compile of a model with many nodes is optimised and turned into
-machine code in partitions, one thread per core (backends/split.py), then linked by one
-engine; CK_COMPILE_THREADS=1 keeps it one module."""
+machine code in partitions, on one thread per core, the first ones while the code generator
+still emits the rest (backends/split.py, PartitionStream), then linked by one engine;
+CK_COMPILE_THREADS=1 keeps it one module."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import numpy as np
 
 from compilerkit.backends import threadpool
 from compilerkit.backends.base import (
+    NO_FUNCTION_SPECIALIZATION,
     Backend,
     Target,
     init_llvm,
@@ -28,6 +30,7 @@ from compilerkit.backends.base import (
 from compilerkit.backends.lifetimes import NativeOwner
 from compilerkit.backends.split import (  # noqa: F401 (Partitions: the JIT path's module)
     Partitions,
+    PartitionStream,
     check_links,
     compile_threads,
     emit_objects,
@@ -35,6 +38,7 @@ from compilerkit.backends.split import (  # noqa: F401 (Partitions: the JIT path
     partition_texts,
     unlocked,
 )
+from compilerkit.backends.split import object_code as partition_object_code
 from compilerkit.codegen.emit import ENTRY
 from compilerkit.runtime import Session, load_libgomp, openmp_defaults
 
@@ -74,11 +78,32 @@ class HostBackend(Backend):
         return llvm.Target.from_triple(t.triple).create_target_machine(
             cpu=t.cpu, features=t.features, opt=opt_level, reloc=reloc, codemodel="jitdefault")
 
-    def emit_llvm(self, kmodule, emitter=None, external_weights: bool = False) -> str:
+    def emit_llvm(self, kmodule, emitter=None, external_weights: bool = False,
+                  optimize: int | None = None):
         # llvmlite's IR builder, short of memory, raised SystemError('error return without
         # exception set') from CPython instead of a MemoryError
         _llvm_headroom("building the LLVM IR")
-        return super().emit_llvm(kmodule, emitter, external_weights)
+        return super().emit_llvm(kmodule, emitter, external_weights, optimize)
+
+    def stream(self, emitted, opt_level: int):
+        """A PartitionStream (backends/split.py) on compile_threads() threads, hooked to the
+        emitter, when there is more than one; else None."""
+        threads = compile_threads()
+        if threads <= 1:
+            return None
+        _llvm_headroom("printing the LLVM IR")
+
+        def compile_part(text, context, owner):
+            mod = owner.add(llvm.parse_assembly(text, context=context))
+            mod.verify()
+            self.run_pipeline(mod, opt_level, locked=False)
+            with without_lsr():
+                return mod, partition_object_code(self.machine(3), mod)
+
+        stream = PartitionStream(emitted.module, threads, compile_part,
+                                 hold=(without_lsr(), NO_FUNCTION_SPECIALIZATION.held()))
+        emitted.on_group = stream.group
+        return stream
 
     def print_module(self, emitted, jit: bool = False):
         """A JIT module large enough to split: a list of partition texts for the cores
@@ -92,14 +117,21 @@ class HostBackend(Backend):
 
     def optimize_module(self, llvm_ir, opt_level: int):
         """LLVM IR text -> the optimised module; a list of partition texts (print_module) ->
-        a `Partitions` of modules, optimised on one thread each."""
+        a `Partitions` of modules, optimised on compile_threads() threads, each partition's
+        machine code made right after its -O pipeline (what `load` links: partitions are
+        printed only for the JIT, which loads them)."""
         if isinstance(llvm_ir, str):
             mod = llvm.parse_assembly(llvm_ir)
             mod.verify()
             self.run_pipeline(mod, opt_level)
             return mod
-        return optimise_parts(
-            llvm_ir, lambda mod, locked: self.run_pipeline(mod, opt_level, locked))
+        if isinstance(llvm_ir, PartitionStream):  # emit_llvm(..., optimize=) streamed it
+            return llvm_ir.result()
+        with without_lsr(), NO_FUNCTION_SPECIALIZATION.held():
+            return optimise_parts(
+                llvm_ir, lambda mod, locked: self.run_pipeline(mod, opt_level, locked),
+                threads=compile_threads(),
+                finish=lambda mod: partition_object_code(self.machine(3), mod))
 
     def run_pipeline(self, mod, opt_level: int, locked: bool = True) -> None:
         """LLVM's -O`opt_level` pipeline on `mod`, in place (outside llvmlite's lock unless
@@ -144,12 +176,15 @@ class HostBackend(Backend):
         owner = NativeOwner()
         try:
             if isinstance(mod, Partitions):
-                # Machine code for each partition on a thread of its own, linked by one
-                # engine (made from an empty module); weights map by name, as for one module.
+                # Machine code for each partition (made as it was optimised, or else now on
+                # a thread each), linked by one engine (made from an empty module); weights
+                # map by name, as for one module.
                 check_links(mods, set(self.external_weights or {}) | (
                     {"GOMP_parallel"} if pool else set()))
-                with without_lsr():
-                    objects = emit_objects(mods, lambda: self.machine(3))
+                objects = mod.objects
+                if objects is None:
+                    with without_lsr():
+                        objects = emit_objects(mods, lambda: self.machine(3))
                 # Owned before the engine, released after it.
                 objects = [owner.add(llvm.ObjectFileRef.from_data(o)) for o in objects]
                 engine = owner.add(llvm.create_mcjit_compiler(llvm.parse_assembly(""),

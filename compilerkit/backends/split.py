@@ -1,6 +1,8 @@
 """Optimise one model's LLVM module on several cores: split it into partitions, each printed as
-a module of its own, parsed into an LLVM context of its own and run through the -O pipeline on
-a thread of its own; the JIT then loads all of them into one engine.
+a module of its own, parsed into an LLVM context of its own, run through the -O pipeline and
+turned into machine code by one of the compile's threads; the JIT then links all of them in
+one engine. A compile streams them (PartitionStream): partitions are printed and compiled
+while the code generator emits the rest of the module.
 
 What is split: code generation makes one internal, noinline function per ONNX node (with its
 parallel bodies; `Emitter.bodies`), called only from the entry function. A partition takes
@@ -29,8 +31,10 @@ path, weights kept out of the module); anything else stays one module.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import queue
 import re
 import threading
 
@@ -44,6 +48,8 @@ from compilerkit.backends.lifetimes import NativeOwner
 # thread each, and copies of the shared helpers to optimise.
 MIN_GROUPS = 8
 MAX_PARTS = 4
+# A streamed partition (PartitionStream) holds node groups of about this many instructions.
+STREAM_INSTRUCTIONS = 2000
 
 
 def compile_threads() -> int:
@@ -117,51 +123,64 @@ def partition_texts(module: ir.Module, bodies: dict[str, list[str]], parts: int)
         return [str(module)]
     owner = assign(module, bodies, parts)
     heads = set(bodies)  # node functions: the entry function calls them
+    return [partition_text(module, owner, heads, k) for k in range(parts)]
+
+
+def partition_text(module: ir.Module, owner: dict[str, int], heads: set, k: int,
+                   nodes: set | None = None, helper_home: dict | None = None) -> str:
+    """Partition `k` of `module` as LLVM IR text: the node-group functions `owner` puts in
+    it (name -> partition; the groups' heads, `heads`, exported from partitions other than 0
+    and declared in 0), every inlined helper, the entry points (partition 0), and the globals
+    they use (module docstring). `nodes`: node functions of groups not in `owner` yet (a
+    PartitionStream's later groups), left out; `helper_home`: helper nobody inlines -> the
+    partition that defines it (default 0; the others declare it)."""
     header = [f'; ModuleID = "{module.name}"', f'target triple = "{module.triple}"',
               f'target datalayout = "{module.data_layout}"', ""]
     types = [t.get_declaration() for t in module.get_identified_types().values()]
-    texts = []
-    for k in range(parts):
-        # Functions first (their text says which globals they use), then the module's items
-        # in its own order.
-        functions: dict[str, str] = {}
-        for gv in module.globals.values():
-            if isinstance(gv, ir.GlobalVariable):
-                continue
-            if gv.is_declaration:
+    nodes = nodes or set()
+    helper_home = helper_home or {}
+    # Functions first (their text says which globals they use), then the module's items in
+    # its own order.
+    functions: dict[str, str] = {}
+    for gv in module.globals.values():
+        if isinstance(gv, ir.GlobalVariable):
+            continue
+        if gv.is_declaration:
+            functions[gv.name] = str(gv)
+        elif gv.name in owner:
+            mine = owner[gv.name] == k
+            if mine and gv.name in heads and k != 0:
+                functions[gv.name] = _exported(gv)
+            elif mine:
                 functions[gv.name] = str(gv)
-            elif gv.name in owner:
-                mine = owner[gv.name] == k
-                if mine and gv.name in heads and k != 0:
-                    functions[gv.name] = _exported(gv)
-                elif mine:
-                    functions[gv.name] = str(gv)
-                elif k == 0 and gv.name in heads:
-                    functions[gv.name] = _declaration(gv)
-            elif "noinline" in gv.attributes and gv.linkage in ("internal", "private"):
-                # A helper nobody inlines (the micro-kernel): optimised once, in partition 0.
-                functions[gv.name] = _exported(gv) if k == 0 else _declaration(gv)
-            elif gv.linkage in ("internal", "private"):
-                functions[gv.name] = str(gv)  # an inlined helper: a copy per partition
-            elif k == 0:
-                functions[gv.name] = str(gv)  # the entry points
-        used = _referenced(functions.values())
-        lines = header + types
-        for gv in module.globals.values():
-            if not isinstance(gv, ir.GlobalVariable):
-                if gv.name in functions:
-                    lines.append(functions[gv.name])
-            elif gv.global_constant and gv.initializer is not None and (
-                    gv.get_reference() not in used):
-                # A constant no function of this partition reads (the small weights the
-                # entry function addresses: 1.7 MB of text in each of DenseNet-121's
-                # partitions): left out rather than printed, parsed and dropped again.
-                continue
-            else:
-                lines.append(_global_text(gv, k))
-        lines += module._get_metadata_lines()
-        texts.append("\n".join(lines))
-    return texts
+            elif k == 0 and gv.name in heads:
+                functions[gv.name] = _declaration(gv)
+        elif gv.name in nodes:
+            continue  # a group not placed yet
+        elif "noinline" in gv.attributes and gv.linkage in ("internal", "private"):
+            # A helper nobody inlines (the micro-kernel): optimised once, in one partition.
+            home = helper_home.get(gv.name, 0)
+            functions[gv.name] = _exported(gv) if k == home else _declaration(gv)
+        elif gv.linkage in ("internal", "private"):
+            functions[gv.name] = str(gv)  # an inlined helper: a copy per partition
+        elif k == 0:
+            functions[gv.name] = str(gv)  # the entry points
+    used = _referenced(functions.values())
+    lines = header + types
+    for gv in module.globals.values():
+        if not isinstance(gv, ir.GlobalVariable):
+            if gv.name in functions:
+                lines.append(functions[gv.name])
+        elif gv.global_constant and gv.initializer is not None and (
+                gv.get_reference() not in used):
+            # A constant no function of this partition reads (the small weights the
+            # entry function addresses: 1.7 MB of text in each of DenseNet-121's
+            # partitions): left out rather than printed, parsed and dropped again.
+            continue
+        else:
+            lines.append(_global_text(gv, k))
+    lines += module._get_metadata_lines()
+    return "\n".join(lines)
 
 
 # A global's reference in LLVM IR text: @"name" (llvmlite quotes every name) or @name.
@@ -251,26 +270,215 @@ def emit_objects(modules: list, new_machine) -> list[bytes]:
     return _on_threads(lambda k: object_code(new_machine(), modules[k]), len(modules))
 
 
-def optimise_parts(texts: list[str], run_pipeline) -> Partitions:
+def optimise_parts(texts: list[str], run_pipeline, threads: int | None = None,
+                   finish=None) -> Partitions:
     """Parse each text into a context of its own and optimise it (`run_pipeline(module,
-    locked)`), one thread per text; returns their `Partitions`, which owns them. An exception
-    in any thread is raised here, after every module and context made so far is released
-    (the exception's traceback must not be what keeps them, in no order, alive)."""
+    locked)`), then, with `finish`, make its machine code at once (`finish(module) -> bytes`,
+    kept in `Partitions.objects`), on `threads` threads (default: one per text), each taking
+    the next text not yet taken, largest first; returns their `Partitions`, which owns them.
+
+    A partition's whole work is one task: no thread waits between the -O pipeline and code
+    generation for the others, and with more partitions than threads a thread that finishes
+    early takes the next rather than waiting for the slowest. An exception in any thread is
+    raised here, after every module and context made so far is released (the exception's
+    traceback must not be what keeps them, in no order, alive); the other threads take no
+    new text after it."""
     owner = NativeOwner()
     contexts = [owner.add(llvm.create_context()) for _ in texts]
+    modules: list = [None] * len(texts)
+    objects: list = [None] * len(texts)
+    order = sorted(range(len(texts)), key=lambda k: -len(texts[k]))
+    lock = threading.Lock()
+    failed: list = []
+    n = len(texts) if threads is None else max(1, min(threads, len(texts)))
+    alone = len(texts) == 1  # one module: llvmlite's lock may be held throughout
 
-    def work(k):
-        mod = owner.add(llvm.parse_assembly(texts[k], context=contexts[k]))
-        mod.verify()
-        run_pipeline(mod, locked=len(texts) == 1)
-        return mod
+    def work(_):
+        while True:
+            with lock:
+                if failed or not order:
+                    return
+                k = order.pop(0)
+            try:
+                mod = owner.add(llvm.parse_assembly(texts[k], context=contexts[k]))
+                modules[k] = mod
+                mod.verify()
+                run_pipeline(mod, locked=alone)
+                if finish is not None:
+                    objects[k] = finish(mod)
+            except BaseException:
+                with lock:
+                    failed.append(k)
+                raise
 
     try:
-        modules = _on_threads(work, len(texts))
+        _on_threads(work, n)
     except BaseException:
         owner.close()
         raise
-    return Partitions(modules, contexts, owner)
+    return Partitions(modules, contexts, owner, objects if finish is not None else None)
+
+
+class PartitionStream:
+    """Partitions optimised while the module is still being emitted: the code generator calls
+    `group(head, members)` as it finishes each node group (codegen/emit.py, Emitter.on_group).
+    A helper nobody inlines (the matmul micro-kernel, 5,500 instructions) becomes a partition
+    of its own as soon as it exists, and every STREAM_INSTRUCTIONS instructions of finished
+    groups another; each is handed to the compile's worker threads, which parse, optimise and
+    make machine code of it (`compile_part(text, context, owner) -> (module, object)`) while
+    Python emits the rest. `finish()`, after the emitter is done and the weights are taken,
+    prints the groups since the last partition and then partition 0 (the entry function, the
+    remaining helpers, the written globals) and returns this stream, or None when nothing was
+    printed (a small model: the caller prints it whole, as before); `result()` waits for the
+    threads and returns the `Partitions`. `close()` stops it after a failure (the threads end,
+    what they made is released).
+
+    The partitions follow partition_texts' rules: a group's functions stay together, every
+    symbol has one home (check_links), weights are taken out of the module (base.take_weights,
+    into `weights`) before a partition that may name them is printed, and the functions are
+    final when printed (the emitter never changes a finished group). Why: Python emits at one
+    core while LLVM waited for the whole module (DenseNet-121: 0.85 s of emission, then 1.7 s
+    of LLVM on two cores); streamed, LLVM starts on the first partitions at once and uses the
+    other cores meanwhile. Which groups share a partition depends only on the order and sizes
+    of the groups, so a compile is as reproducible as before."""
+
+    keep_texts = False  # keep each partition's text in `texts` (tests)
+
+    def __init__(self, module: ir.Module, threads: int, compile_part, hold=()):
+        """`hold`: context managers entered now and left when the threads are done (LLVM's
+        process-wide options the partitions need, base.ProcessOption: set once for the whole
+        stream, not by each thread while another runs LLVM)."""
+        self.module = module
+        self.compile_part = compile_part
+        self.threads = max(1, threads)
+        self.held = contextlib.ExitStack()
+        for cm in hold:
+            self.held.enter_context(cm)
+        self.owner: dict[str, int] = {}  # node-group function -> its partition
+        self.heads: set = set()
+        self.nodes: set = set()  # every node-group function so far
+        self.helper_home: dict[str, int] = {}
+        self.pending: list = []  # groups since the last partition: their functions
+        self.pending_size = 0
+        self.seen: set = set()  # names of the module's globals looked at (_new_helpers)
+        self.parts = 1  # partition 0 is printed last
+        self.weights: dict = {}
+        self.texts: dict[int, str] = {}  # partition -> text, kept only when `keep_texts`
+        self.native = NativeOwner()
+        self.made: dict[int, tuple] = {}  # partition -> (module, its context, object bytes)
+        self.errors: list = []
+        self.tasks: queue.Queue = queue.Queue()
+        self.workers: list = []
+
+    # ---- fed by the emitter ----------------------------------------------------------------
+    def group(self, head: str, members: list[str]) -> None:
+        fns = self.module.globals
+        self.heads.add(head)
+        self.nodes.update(members)
+        self.pending.extend(members)
+        self.pending_size += sum(_size(fns[n]) for n in members if n in fns)
+        helpers = self._new_helpers()
+        if helpers:  # the micro-kernel, made by this group: a partition of its own, now
+            self._flush([], helpers)
+        if self.pending_size >= STREAM_INSTRUCTIONS:
+            self._flush(self.pending, [])
+            self.pending, self.pending_size = [], 0
+
+    def _new_helpers(self) -> list[str]:
+        """Functions nobody inlines (internal, noinline) that are no node's, made since the
+        last call: the module's newest globals, read from its end back to one seen before."""
+        found = []
+        for name in reversed(self.module.globals):
+            if name in self.seen:
+                break
+            self.seen.add(name)
+            fn = self.module.globals[name]
+            if (isinstance(fn, ir.Function) and not fn.is_declaration and name not in self.nodes
+                    and "noinline" in fn.attributes and fn.linkage in ("internal", "private")):
+                found.append(name)
+        return found
+
+    def _flush(self, functions: list[str], helpers: list[str]) -> None:
+        """A new partition of the node-group `functions` and the `helpers`, printed now."""
+        from compilerkit.backends.base import take_weights
+
+        k = self.parts
+        self.parts += 1
+        for name in functions:
+            self.owner[name] = k
+        for name in helpers:
+            self.helper_home[name] = k
+        self.weights.update(take_weights(self.module))
+        self._submit(k, partition_text(self.module, self.owner, self.heads, k, self.nodes,
+                                       self.helper_home))
+
+    def finish(self) -> PartitionStream | None:
+        """After the emitter is done and the weights taken: the last partitions printed and
+        handed over (this stream returned), or None if none was printed (nothing started)."""
+        if self.parts == 1:
+            self._stop()  # nothing started: the options held are let go
+            return None
+        self._new_helpers()  # made after the last group (the splats' fill loop): in 0
+        if self.pending:
+            self._flush(self.pending, [])
+            self.pending = []
+        self._submit(0, partition_text(self.module, self.owner, self.heads, 0, self.nodes,
+                                       self.helper_home))
+        return self
+
+    # ---- the worker threads ----------------------------------------------------------------
+    def _submit(self, k: int, text: str) -> None:
+        if self.keep_texts:
+            self.texts[k] = text
+        if self.errors:
+            return
+        self.tasks.put((k, text))
+        if len(self.workers) < self.threads:
+            t = threading.Thread(target=self._work, name=f"ck-llvm-{len(self.workers)}",
+                                 daemon=True)
+            self.workers.append(t)
+            t.start()
+
+    def _work(self) -> None:
+        while True:
+            task = self.tasks.get()
+            if task is None or self.errors:
+                return
+            k, text = task
+            context = self.native.add(llvm.create_context())
+            try:
+                mod, obj = self.compile_part(text, context, self.native)
+                self.made[k] = (mod, context, obj)
+            except BaseException as error:  # noqa: BLE001 - raised by result()
+                self.errors.append(error)
+                return
+
+    def _stop(self) -> None:
+        for _ in self.workers:
+            self.tasks.put(None)
+        for t in self.workers:
+            t.join()
+        self.workers = []
+        self.held.close()
+
+    def result(self) -> Partitions:
+        """Every partition's module and machine code once the threads are done (their first
+        error raised here, after all that was made is released)."""
+        self._stop()
+        if self.errors or len(self.made) != self.parts:
+            self.native.close()
+            if self.errors:
+                raise self.errors[0]
+            raise RuntimeError("compilerkit: a streamed partition was not compiled")
+        order = sorted(self.made)
+        return Partitions([self.made[k][0] for k in order], [self.made[k][1] for k in order],
+                          self.native, [self.made[k][2] for k in order])
+
+    def close(self) -> None:
+        """Stop after a failure elsewhere: the threads end, their modules are released."""
+        self.errors.append(RuntimeError("compilerkit: the stream was closed"))
+        self._stop()
+        self.native.close()
 
 
 class Partitions:
@@ -281,11 +489,15 @@ class Partitions:
     order the garbage collector finds them in. The engine links object code made from them
     (`emit_objects`), not the modules themselves, so it does not need them afterwards."""
 
-    def __init__(self, modules, contexts, owner: NativeOwner | None = None):
+    def __init__(self, modules, contexts, owner: NativeOwner | None = None,
+                 objects: list[bytes] | None = None):
         self.modules, self.contexts = modules, contexts
         if owner is None:
             owner = NativeOwner(*contexts, *modules)
         self.owner = owner
+        # the machine code of each module, when optimise_parts made it (else None: the JIT
+        # makes it when it loads them, emit_objects)
+        self.objects = objects
 
     def close(self) -> None:
         """Release the modules, then their contexts (idempotent)."""

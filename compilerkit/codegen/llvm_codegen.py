@@ -42,7 +42,12 @@ class LlvmCodegen:
         started = time.perf_counter()
         jit = stage == "native" and backend.jit_weights
         if jit:
-            ir_text = self.llvm_ir(kmodule, backend, options.emitter, external_weights=True)
+            # optimize=: the backend may optimise parts while the rest is emitted (then
+            # `ir_text` is what its optimize_module finishes; Backend.emit_llvm). On the host
+            # the "emit" step then overlaps the first partitions' LLVM work, and "optimize"
+            # is the rest of it, their machine code included (backends/split.py).
+            ir_text = self.llvm_ir(kmodule, backend, options.emitter, external_weights=True,
+                                   optimize=opt_level)
         else:
             ir_text = self.llvm_ir(kmodule, backend, options.emitter)
         emitted = time.perf_counter()

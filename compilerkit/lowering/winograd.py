@@ -10,10 +10,11 @@ to conv.py.
 Along an axis with kernel 3 the output is cut into tiles of m (m = 2, 4 or 6), each computed
 from an input tile of alpha = m + 2 as Y = A^T [(G g G^T) * (B^T d B)] A, separable over the
 axes (an axis with kernel 1 has m = alpha = 1 and identity transforms). The matrices
-A^T [m, alpha], G [alpha, 3], B^T [alpha, alpha] are computed by `wincnn` (Cook-Toom, from the
-interpolation points 0, 1, -1, 2, -2, 1/2, -1/2: the first m + 1 of them) when the model is
-compiled; no number of them is typed in here. With T tiles per batch entry and A = prod(alpha)
-transformed positions, the Conv becomes A independent products (the "batched GEMM"):
+A^T [m, alpha], G [alpha, 3], B^T [alpha, alpha] come from wincnn's Cook-Toom construction
+(conv_tiles.winograd_matrices: wincnn's exact answers, generated into winograd_tables.py,
+from the interpolation points 0, 1, -1, 2, -2, 1/2, -1/2: the first m + 1 of them); no
+number of them is typed in by hand. With T tiles per batch entry and A = prod(alpha) transformed
+positions, the Conv becomes A independent products (the "batched GEMM"):
 
     M[t] (tiles x K) = V[t] (tiles x C) . U[t] (C x K)      t in [0, A)
 
@@ -64,7 +65,9 @@ weights' global stays in the module). Measured in benchmarks/winograd_bench.py.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
+import threading
 
 import numpy as np
 from xdsl.dialects import scf
@@ -137,9 +140,68 @@ def transformed_weights(wt: np.ndarray, ms) -> np.ndarray:
     for d, m in enumerate(ms):
         kron = np.kron(kron, winograd_matrices(m, wt.shape[2 + d])[1])
     k_out, c_in = wt.shape[:2]
-    # rows (c, k), so that the product comes out [A, C, K] contiguous (the strips copy it next)
-    flat = wt.reshape(k_out, c_in, -1).transpose(1, 0, 2).astype(np.float64)
-    return (kron @ flat.reshape(c_in * k_out, -1).T).reshape(-1, c_in, k_out)
+    # rows (c, k), so that the product comes out [A, C, K] contiguous (the strips copy it next);
+    # made row-major by the one copy (astype keeps a transposed layout, and the reshape below
+    # then copied all of it again: 0.08 s of ResNet-50's lowering)
+    flat = wt.reshape(k_out, c_in, -1).transpose(1, 0, 2).astype(np.float64, order="C")
+    with blas_on_one_thread():
+        return (kron @ flat.reshape(c_in * k_out, -1).T).reshape(-1, c_in, k_out)
+
+
+# blas_on_one_thread: how many are inside, under the lock, and the count to restore
+_BLAS_LOCK = threading.Lock()
+_BLAS_USERS = [0, None]
+
+
+@contextlib.contextmanager
+def blas_on_one_thread():
+    """numpy's BLAS (OpenBLAS) on one thread while inside. The weight transform is a product
+    with 9 or 27 terms per entry: OpenBLAS handed it to its threads, and waking them took
+    8 ms per layer against 0.1 ms on one (DenseNet-121's 58 Winograd layers: 0.47 s of its
+    compile on 2 busy cores). OpenBLAS splits a product's rows and columns between threads,
+    never the sum over its inner dimension, so every entry is the same sum in the same order:
+    the same bits at any thread count (checked on the transforms of F(2,3) to F(6,3)).
+    OpenBLAS's thread count is the process's (`openblas_set_num_threads_local` sets it for
+    every thread, despite its name): it is set when the first compile enters and restored
+    when the last one leaves (as backends.base.without_lsr does for LLVM's option), so
+    another thread's numpy products run on one thread meanwhile, with the same results.
+    Where numpy's BLAS is not OpenBLAS (or the function is not found) nothing changes."""
+    setter = _openblas_set_threads()
+    if setter is None:
+        yield
+        return
+    with _BLAS_LOCK:
+        _BLAS_USERS[0] += 1
+        if _BLAS_USERS[0] == 1:
+            _BLAS_USERS[1] = setter(1)
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _BLAS_USERS[0] -= 1
+            if _BLAS_USERS[0] == 0:
+                setter(_BLAS_USERS[1])
+
+
+@functools.cache
+def _openblas_set_threads():
+    """`openblas_set_num_threads_local` (count -> the previous count) of the OpenBLAS that
+    numpy loaded (its wheel's, in numpy.libs), or None."""
+    import ctypes
+    import glob
+    import os
+
+    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libs, "*openblas*"))):
+        try:
+            # RTLD_NOLOAD: only the copy numpy already loaded, never a second one
+            lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            fn = lib.openblas_set_num_threads_local
+        except (OSError, AttributeError):
+            continue
+        fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+        return fn
+    return None
 
 
 def _lincomb(b: KernelBuilder, coefs, vals, elem):

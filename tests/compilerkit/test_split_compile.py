@@ -166,3 +166,94 @@ def test_compiles_on_several_python_threads_at_once(monkeypatch):
     assert not errors, errors
     for g, r in zip(got, refs, strict=True):
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)
+
+
+def _streamed(monkeypatch, threads="2"):
+    """Partitions of a few instructions, so that mixed_chain streams several."""
+    monkeypatch.setenv("CK_COMPILE_THREADS", threads)
+    monkeypatch.setattr(split, "STREAM_INSTRUCTIONS", 40)
+
+
+@pytest.mark.parametrize("opt_level", [3, 0])
+def test_streamed_partitions_give_the_same_bits_as_one_module(monkeypatch, opt_level):
+    """A compile prints and compiles partitions while it emits the rest (PartitionStream):
+    the answer is the bits of one module's."""
+    model, x = mixed_chain()
+    monkeypatch.setenv("CK_COMPILE_THREADS", "1")
+    whole = ck.compile(model, asm=False, opt_level=opt_level).run(x)[0]
+    _streamed(monkeypatch)
+    cm = ck.compile(model, asm=False, opt_level=opt_level)
+    assert isinstance(cm.llvm_module, split.Partitions) and len(cm.llvm_module.modules) > 3
+    for threads in (1, 2):
+        assert cm.run(x, num_threads=threads)[0].tobytes() == whole.tobytes()
+
+
+def test_streamed_partitions_are_modules_and_every_symbol_has_one_home(monkeypatch):
+    _streamed(monkeypatch)
+    monkeypatch.setattr(split.PartitionStream, "keep_texts", True)
+    model, _ = mixed_chain()
+    c = Compilation("host", 3)
+    be = c.backend
+    stream = be.emit_llvm(c.run(model, "kernel-ir"), external_weights=True, optimize=3)
+    assert isinstance(stream, split.PartitionStream)
+    parts = stream.result()
+    texts = [stream.texts[k] for k in sorted(stream.texts)]
+    assert len(texts) == len(parts.modules) == len(parts.objects) > 3
+    assert all(isinstance(o, bytes) and o for o in parts.objects)
+    mods = [llvm.parse_assembly(t, context=llvm.create_context()) for t in texts]
+    for m in mods:
+        m.verify()
+    exported = {}
+    for k, m in enumerate(mods):
+        for g in list(m.functions) + list(m.global_variables):
+            if not g.is_declaration and g.linkage == llvm.Linkage.external:
+                exported.setdefault(g.name, []).append(k)
+    assert exported["main_graph"] == [0]
+    assert all(len(ks) == 1 for ks in exported.values()), exported
+    # the micro-kernel: one partition of its own, exported to the ones that call it
+    kernels = [n for n in exported if n.startswith("ck_matmul")]
+    assert kernels and all(exported[n] != [0] for n in kernels)
+    weights = set(be.external_weights)
+    for m in mods:
+        _, decls = _symbols(m)
+        for name in decls - weights:
+            assert name in exported, name
+    for group in be.emitted.bodies.values():
+        homes = {k for k, m in enumerate(mods) for name in group
+                 if any(f.name == name and not f.is_declaration for f in m.functions)}
+        assert len(homes) == 1, group
+    parts.close()
+
+
+def test_a_failed_emit_stops_the_stream(monkeypatch):
+    """An error after partitions were handed to the threads: raised as it is, the threads
+    end and what they made is released."""
+    import threading
+
+    from compilerkit.codegen.emit import Emitter
+
+    _streamed(monkeypatch)
+
+    def broken(self):
+        raise RuntimeError("emit broke")
+
+    monkeypatch.setattr(Emitter, "message_function", broken)  # after every node is emitted
+    model, _ = mixed_chain()
+    with pytest.raises(RuntimeError, match="emit broke"):
+        ck.compile(model, asm=False)
+    assert not [t for t in threading.enumerate() if t.name.startswith("ck-llvm")]
+
+
+def test_a_small_module_streams_nothing_and_holds_no_option(monkeypatch):
+    """Too few instructions for a partition: the module is printed whole, as before, and the
+    LLVM options the stream held are let go."""
+    from compilerkit.backends.base import NO_FUNCTION_SPECIALIZATION, NO_LSR
+
+    monkeypatch.setenv("CK_COMPILE_THREADS", "2")
+    N = helper.make_node
+    x = np.ones((2, 3), np.float32)
+    model = make_model([N("Relu", ["x"], ["y"])], [("x", x)], ["y"])
+    cm = ck.compile(model, asm=False)
+    assert not isinstance(cm.llvm_module, split.Partitions)
+    assert NO_LSR._users == 0 and NO_FUNCTION_SPECIALIZATION._users == 0
+    np.testing.assert_array_equal(cm.run(-x)[0], 0 * x)

@@ -4,6 +4,8 @@ and a hand-worked case, every variant against onnxruntime (hypothesis over small
 pads, bias, activations), its error against the output's scale, and the fall-back and
 refusals of the option."""
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from ckhelpers import make_model, scaled_error
@@ -19,6 +21,7 @@ from compilerkit.frontend import ModelError
 from compilerkit.lowering import winograd
 from compilerkit.lowering.conv_algorithm import ALGORITHMS, WINOGRAD
 from compilerkit.pipeline import compile_to
+from compilerkit.winograd_tables import MATRICES
 
 N = helper.make_node
 
@@ -43,6 +46,26 @@ def test_f23_matrices_are_lavin_and_grays():
     np.testing.assert_array_equal(g, LAVIN_G)
     np.testing.assert_array_equal(flip @ bt, LAVIN_BT)
     np.testing.assert_array_equal(at @ flip, LAVIN_AT)
+
+
+@pytest.mark.parametrize("m,r", sorted(MATRICES))
+def test_the_tables_are_wincnns(m, r):
+    """winograd_tables.py holds wincnn's cookToomFilter answers: rebuilt here with wincnn, the
+    same rationals entry for entry, so the same float64 matrices bit for bit."""
+    pytest.importorskip("wincnn")
+    ref = conv_tiles.wincnn_matrices(m, r)
+    table = [[[Fraction(x) for x in row] for row in mat] for mat in MATRICES[(m, r)]]
+    assert table == ref
+    for got, theirs in zip(conv_tiles.winograd_matrices(m, r), ref, strict=True):
+        want = np.array([[float(x) for x in row] for row in theirs], dtype=np.float64)
+        assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+def test_other_sizes_ask_wincnn():
+    pytest.importorskip("wincnn")
+    assert (7, 2) not in MATRICES
+    at, g, bt = conv_tiles.winograd_matrices(7, 2)
+    assert at.shape == (7, 8) and g.shape == (8, 2) and bt.shape == (8, 8)
 
 
 def test_f23_hand_worked():
