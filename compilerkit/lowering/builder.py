@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from contextlib import contextmanager
 
-from xdsl.dialects import arith, math
+from xdsl.dialects import arith, math, scf
 from xdsl.dialects.builtin import (
     AnyFloat,
     FloatAttr,
@@ -215,6 +215,19 @@ class KernelBuilder:
         return self.select(cond, value, self.const(fill, mem.type.element_type))
 
     # ---- loops ------------------------------------------------------------------------------
+    @contextmanager
+    def if_then(self, cond):
+        """Ops built inside the `with` run only when the i1 `cond` holds (an scf.if without
+        results; codegen branches around it)."""
+        body = Block()
+        saved, self.block = self.block, body
+        try:
+            yield
+        finally:
+            self.block = saved
+        body.add_op(scf.YieldOp())
+        self.block.add_op(scf.IfOp(cond, [], Region([body])))
+
     @contextmanager
     def nest(self, bounds):
         """A krnl.iterate over `bounds` ([(lo, hi)] or [hi]); yields the induction variables."""

@@ -71,6 +71,7 @@ from compilerkit.lowering.builder import KernelBuilder, shape
 from compilerkit.lowering.conv_algorithm import choose, lower_chosen
 from compilerkit.lowering.conv_common import (
     MIN_PANEL,
+    _bias_rows,
     _Conv,
     _copy_in,
     _copy_phases,
@@ -389,12 +390,7 @@ def _transposed_panels(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
             _copy_in(b, conv, scratch, nn, zero)
         with b.nest([chunks, per_chunk]) as (jc, ji):
             jp = b.affine([(jc, per_chunk), (ji, 1)])  # this panel: rows jp * height ...
-            with b.nest([pw, conv.oc]) as (q, o):
-                v = b.load(conv.bias, [o]) if conv.bias is not None else b.const(0.0, conv.elem)
-                b.store(v, t, [jc, q, o])
-            if width > conv.oc:  # the padded columns: computed (zero weights), never read
-                with b.nest([pw, (conv.oc, width)]) as (q, o):
-                    b.store(b.const(0.0, conv.elem), t, [jc, q, o])
+            _bias_rows(b, conv, t, jc, pw, width)
             with b.nest([height] + conv.out_sp[1:] + [conv.cg] + conv.k_sp) as ivs:
                 os_, c, ks = ivs[:conv.r], ivs[conv.r], ivs[conv.r + 1:]
                 spatial = []

@@ -50,6 +50,18 @@ def _finish(b, conv, v):
     return activation(b, v, *conv.act) if conv.act is not None else v
 
 
+def _bias_rows(b: KernelBuilder, conv: _Conv, t, slot, positions: int, width: int):
+    """The start of a transposed product (out^T in t[slot, positions, width + ...]): every
+    row the bias (0 without one), and 0 in the columns past the output channels (computed
+    with zero weights, never read)."""
+    with b.nest([positions, conv.oc]) as (q, o):
+        v = b.load(conv.bias, [o]) if conv.bias is not None else b.const(0.0, conv.elem)
+        b.store(v, t, [slot, q, o])
+    if width > conv.oc:
+        with b.nest([positions, (conv.oc, width)]) as (q, o):
+            b.store(b.const(0.0, conv.elem), t, [slot, q, o])
+
+
 def _clamp(conv) -> tuple[float | None, float | None] | None:
     """The fused activation as krnl.matmul's clamp (lo, hi; None where unbounded) when it is
     one: Relu, or Clip with bounds that are numbers (an infinite bound on its own side

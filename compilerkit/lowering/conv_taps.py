@@ -27,7 +27,7 @@ import math
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, shape
-from compilerkit.lowering.conv_common import _Conv, _copy_in, _finish, _scratch
+from compilerkit.lowering.conv_common import _bias_rows, _Conv, _copy_in, _finish, _scratch
 from compilerkit.lowering.matmul import emit_strip_matmul
 
 T_BYTES = 512 * 1024  # most bytes of one panel's t (in L2 while the epilogue reads it back)
@@ -102,12 +102,7 @@ def tap_panels(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
         _copy_in(b, conv, scratch, nn, zero)
         with b.nest([chunks, per_chunk]) as (jc, ji):
             jp = b.affine([(jc, per_chunk), (ji, 1)])  # this panel: rows jp * height ...
-            with b.nest([pw, conv.oc]) as (q, o):
-                v = b.load(conv.bias, [o]) if conv.bias is not None else b.const(0.0, conv.elem)
-                b.store(v, t, [jc, q, o])
-            if width > conv.oc:  # the padded columns: computed (zero weights), never read
-                with b.nest([pw, (conv.oc, width)]) as (q, o):
-                    b.store(b.const(0.0, conv.elem), t, [jc, q, o])
+            _bias_rows(b, conv, t, jc, pw, width)
             a_off = b.affine([(jp, pw)])  # the panel's first position in the planes
             emit_strip_matmul(b, scratch, wt, t, pw, width, kdim,
                               [a_off, zero, b.affine([(jc, pw * ldt)])], (1, plane), ldt,

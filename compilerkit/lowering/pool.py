@@ -66,8 +66,6 @@ import itertools
 import math
 
 import numpy as np
-from xdsl.dialects import scf
-from xdsl.ir import Block, Region
 
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
@@ -270,7 +268,7 @@ def _pool_peeled(b: KernelBuilder, x, out, k_sp, segments, st, dil, pads, is_max
         while len(parts) > 1:
             parts = [b.binary("add", parts[i], parts[i + 1]) if i + 1 < len(parts)
                      else parts[i] for i in range(0, len(parts), 2)]
-        with _if(b, b.cmpf("uno", parts[0], parts[0])):
+        with b.if_then(b.cmpf("uno", parts[0], parts[0])):
             _repair(b, x, out, nn, c, k_sp, segments, st, dil, pads)
 
 
@@ -374,20 +372,6 @@ def _window(b: KernelBuilder, x, at, taps, fold: str, st, dil, pads):
     for ks in taps:
         v = b.binary(fold, v, load(ks))
     return v
-
-
-@contextlib.contextmanager
-def _if(b: KernelBuilder, cond):
-    """Ops built inside the `with` run only when the i1 `cond` holds (an scf.if; codegen
-    branches around it, the unlikely side)."""
-    body = Block()
-    saved, b.block = b.block, body
-    try:
-        yield
-    finally:
-        b.block = saved
-    body.add_op(scf.YieldOp())
-    b.block.add_op(scf.IfOp(cond, [], Region([body])))
 
 
 def _pool_padded(b: KernelBuilder, x, out, k_sp, st, dil, pads, is_max, count):

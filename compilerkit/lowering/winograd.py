@@ -70,8 +70,6 @@ import math
 import threading
 
 import numpy as np
-from xdsl.dialects import scf
-from xdsl.ir import Block, Region
 
 from compilerkit.conv_tiles import WINOGRAD_DEFAULT_M, fused_band, winograd_matrices
 from compilerkit.dialects import onnx as onnx_d
@@ -331,19 +329,6 @@ def screen_input(b: KernelBuilder, p, scr: Screen, nn) -> None:
     b.store(b.binary("min", b.mul(mean, b.const(SCREEN_RANGE, p.elem)), bound), scr.thr, zero)
 
 
-@contextlib.contextmanager
-def if_then(b: KernelBuilder, cond):
-    """Ops built inside run only when the i1 `cond` holds (an scf.if without results)."""
-    body = Block()
-    saved, b.block = b.block, body
-    try:
-        yield
-    finally:
-        b.block = saved
-    body.add_op(scf.YieldOp())
-    b.block.add_op(scf.IfOp(cond, [], Region([body])))
-
-
 def repair_tiles(b: KernelBuilder, p, scr: Screen, y, nn, row0, height, need) -> None:
     """For each tile of the group whose input window (the screen's positions its outputs
     read) holds a value above the threshold, NaN or inf: recompute its outputs by a direct
@@ -363,7 +348,7 @@ def repair_tiles(b: KernelBuilder, p, scr: Screen, y, nn, row0, height, need) ->
             at = [b.affine([(o, 1), (w, 1)]) for o, w in zip(origin, ws, strict=True)]
             b.store(b.binary("max", b.load(scr.acc, zero), b.load(scr.s, at)), scr.acc, zero)
         bad = b.cmpf("ugt", b.load(scr.acc, zero), b.load(scr.thr, zero))
-        with if_then(b, bad), b.nest([p.k] + list(need)) as ivs:
+        with b.if_then(bad), b.nest([p.k] + list(need)) as ivs:
             k, pos = ivs[0], ivs[1:]
             b.store(b.const(0.0, p.elem), scr.acc, zero)
             with b.nest([p.c] + p.k_sp) as jvs:
