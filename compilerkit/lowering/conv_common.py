@@ -96,21 +96,11 @@ def _scratch(b: KernelBuilder, conv: _Conv, always=False, extra_rows=0):
 
 
 def _copy_in(b: KernelBuilder, conv: _Conv, scratch, nn, g, border=0.0):
-    """Group g's planes of batch entry nn into the scratch: `border` around the input (the
-    padding; the arena is shared with other buffers, so it is rewritten every call), then the
-    input inside. The planes are written just before the group's taps read them, while in
-    cache. Only the border is filled: on each axis the slabs before and after the input,
-    whole on the axes after it and inside the input on the axes before it (filling whole
-    planes first wrote every element twice: 128 channels of 58 x 58, 0.19 of a 1.9 ms Conv)."""
-    ext = list(shape(scratch)[2:])
-    for d in range(conv.r):
-        lo, hi = conv.pads[d], conv.pads[d] + conv.in_sp[d]
-        for span in ((0, lo), (hi, ext[d])):
-            if span[0] >= span[1]:
-                continue
-            inside = [(conv.pads[a], conv.pads[a] + conv.in_sp[a]) for a in range(d)]
-            with b.nest([conv.cg] + inside + [span] + ext[d + 1:]) as ivs:
-                b.store(b.const(border, conv.elem), scratch, [g] + ivs)
+    """Group g's planes of batch entry nn into the scratch: `border` everywhere (the padding;
+    the arena is shared with other buffers, so it is rewritten every call), then the input
+    inside. The planes are written just before the group's taps read them, while in cache."""
+    with b.nest(shape(scratch)[1:]) as ivs:
+        b.store(b.const(border, conv.elem), scratch, [g] + ivs)
     with b.nest([conv.cg] + conv.in_sp) as ivs:
         ch = b.affine([(g, conv.cg), (ivs[0], 1)])
         v = b.load(conv.x, [nn, ch] + ivs[1:])
