@@ -10,7 +10,7 @@
                           else "classic"
     "auto-f4"             the same with F(4, 3) first where its bound holds: faster on 3-D
                           nets, 5-30x im2col's rounding error
-    "classic"             conv.py's own choice (direct for grouped/depthwise, shifted GEMMs,
+    "classic"             conv.py's own choice (direct for grouped/depthwise, the tap schedule,
                           transposed GEMMs, im2col + GEMM panels)
     "direct"              conv.py's direct schedule (taps unrolled, no GEMM) where a Conv has
                           at most DIRECT_MAX_TAPS products per output (C/g * prod(kernel))

@@ -87,7 +87,7 @@ def _scratch(b: KernelBuilder, conv: _Conv, always=False, extra_rows=0):
     input into their interior, so every tap reads without a guard. One set of planes per
     group, so that groups (and the threads that take them) never share one. `extra_rows`
     adds rows at the end of each plane for schedules that read a little past the last row
-    (the shifted GEMMs' throw-away columns)."""
+    (the tap schedule's throw-away positions, conv_taps.py)."""
     if not always and not any(conv.guarded(d) for d in range(conv.r)):
         return None
     ext = [max(conv.pads[d] + conv.in_sp[d], conv.reach(d)) for d in range(conv.r)]
