@@ -210,6 +210,7 @@ class _Body:
         self.i0, self.i1 = i0, i1
         self.from_bias = b.icmp_signed("==", start, c(2))
         self.tabled = b.icmp_unsigned("!=", b.ptrtoint(self.a_table, I64), c(0))
+        self.unit_rows = b.icmp_signed("==", self.sa_r, c(1))
         # this call begins the product (its accumulators start from 0 or the bias) / ends it
         # (they are clamped as they are stored)
         fresh = b.and_(b.icmp_signed("!=", start, c(0)), b.icmp_signed("==", k0, c(0)))
@@ -583,48 +584,61 @@ class _Body:
         # a pointer per row (8 rows, beside B's, the table's and the bounds) overflowed the
         # 16 general registers; LLVM then spilled the row pointers and reloaded them every k
         # (8 loads more per 16 FMAs; 1 thread, AVX-512: a 1024^3 MatMul 135 -> 143 GF/s,
-        # 480 x 256 x 128 168 -> 182 GF/s with the walk below). As MLAS's kernels, rows go in groups of three off one
-        # pointer each, row g + m at [p_g + m * sa_r] (x86's scaled index: m * 4 bytes is 4
-        # or 8), so 8 rows take 3 pointers and the stride.
-        groups = list(range(0, rows, 3))
+        # 480 x 256 x 128 168 -> 182 GF/s with the walk below). As MLAS's kernels, rows go
+        # in groups of three off one pointer each, row g + m at [p_g + m * sa_r] (x86's
+        # scaled index: m * 4 bytes is 4 or 8), so 8 rows take 3 pointers and the stride.
+        # Rows one element apart (sa_r == 1: the tap schedule's and the transposed GEMMs'
+        # output positions) all hang off one pointer at fixed displacements, a loop of its
+        # own (the tap schedule's 128 -> 32 3x3 Conv at 56 x 56: 1.86 -> 1.51 ms).
         b_at = self.alloca(bptr.type)
-        b.store(bptr, b_at)
+        group_at = [self.alloca(self.A.type) for _ in range(0, rows, 3)]
+        table_at = self.alloca(self.a_table.type)
 
-        def ks(ps):
+        def ks(ps, unit):
             brow = b.load(b_at)
             bvs = [self.vload(b.gep(brow, [c(v * self.lanes)]), self.esize) for v in range(nv)]
             for r in range(rows):
-                at = b.gep(ps[r // 3], [b.mul(c(r % 3), self.sa_r)]) if r % 3 else ps[r // 3]
+                if unit:
+                    at = b.gep(ps[0], [c(r)]) if r else ps[0]
+                else:
+                    at = (b.gep(ps[r // 3], [b.mul(c(r % 3), self.sa_r)]) if r % 3
+                          else ps[r // 3])
                 splat = self.splat(b.load(at))
                 for v in range(nv):
                     b.store(b.call(self.fma, [splat, bvs[v], b.load(accs[r][v])]), accs[r][v])
             b.store(b.gep(brow, [bstride]), b_at)
 
-        group_at = [self.alloca(self.A.type) for _ in groups]
-
-        def strided(k):
-            ps = [b.load(at) for at in group_at]
-            ks(ps)
-            for at, p in zip(group_at, ps, strict=True):
-                b.store(b.gep(p, [self.sa_k]), at)
-
-        table_at = self.alloca(self.a_table.type)
-
-        def tabled(k):  # one table entry per k for all the rows
-            entry = b.load(table_at)
-            koff = b.load(entry)
-            ks([b.gep(q, [koff]) for q in bases])
-            b.store(b.gep(entry, [c(1)]), table_at)
-
-        with b.if_else(self.tabled) as (by_table, by_stride):
-            with by_table:
+        def k_loop(tabled, unit):
+            groups = [0] if unit else list(range(0, rows, 3))
+            b.store(bptr, b_at)
+            if tabled:  # one table entry per k for all the rows
                 bases = [b.gep(self.A, [a_base[g]]) for g in groups]
                 b.store(b.gep(self.a_table, [kb]), table_at)
-                counted_loop(b, c(0), kc, c(1), tabled)
-            with by_stride:
-                for g, at in zip(groups, group_at, strict=True):
+
+                def step(k):
+                    entry = b.load(table_at)
+                    koff = b.load(entry)
+                    ks([b.gep(q, [koff]) for q in bases], unit)
+                    b.store(b.gep(entry, [c(1)]), table_at)
+            else:
+                for g, at in zip(groups, group_at, strict=False):
                     b.store(b.gep(self.A, [a_rows[g]]), at)
-                counted_loop(b, c(0), kc, c(1), strided)
+
+                def step(k):
+                    ps = [b.load(at) for at in group_at[:len(groups)]]
+                    ks(ps, unit)
+                    for at, p in zip(group_at, ps, strict=False):
+                        b.store(b.gep(p, [self.sa_k]), at)
+            counted_loop(b, c(0), kc, c(1), step)
+
+        with b.if_else(self.tabled) as (by_table, by_stride):
+            for arm, tabled in ((by_table, True), (by_stride, False)):
+                with arm:
+                    with b.if_else(self.unit_rows) as (unit, general):
+                        with unit:
+                            k_loop(tabled, True)
+                        with general:
+                            k_loop(tabled, False)
         with b.if_then(finishes):
             for r in range(rows):
                 for v in range(nv):
