@@ -93,15 +93,19 @@ class HostBackend(Backend):
             return None
         _llvm_headroom("printing the LLVM IR")
 
-        def compile_part(text, context, owner):
+        def compile_part(text, context, owner, optimise=True):
             mod = owner.add(llvm.parse_assembly(text, context=context))
             mod.verify()
+            if not optimise:  # its machine code is cached (split.HELPER_OBJECTS)
+                return mod, None
             self.run_pipeline(mod, opt_level, locked=False)
             with without_lsr():
                 return mod, partition_object_code(self.machine(3), mod)
 
+        t = self.target
         stream = PartitionStream(emitted.module, threads, compile_part,
-                                 hold=(without_lsr(), NO_FUNCTION_SPECIALIZATION.held()))
+                                 hold=(without_lsr(), NO_FUNCTION_SPECIALIZATION.held()),
+                                 cache_key=(opt_level, t.triple, t.cpu, t.features))
         emitted.on_group = stream.group
         return stream
 

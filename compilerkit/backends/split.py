@@ -50,6 +50,14 @@ MIN_GROUPS = 8
 MAX_PARTS = 4
 # A streamed partition (PartitionStream) holds node groups of about this many instructions.
 STREAM_INSTRUCTIONS = 2000
+# Machine code of the helper partitions (the matmul kernels) made in this process, by
+# (the stream's cache key, the partition's text): the kernels are the same text for every
+# model on one machine, and each took 0.3-0.5 s of LLVM (most of a small model's compile), so a
+# process compiles each once. Bounded (a few kernels per element type and vector width);
+# the bytes are immutable, every engine links a copy of its own.
+HELPER_OBJECTS: dict = {}
+HELPER_OBJECTS_MAX = 32
+_HELPER_LOCK = threading.Lock()
 
 
 def compile_threads() -> int:
@@ -176,6 +184,10 @@ def partition_text(module: ir.Module, owner: dict[str, int], heads: set, k: int,
             # A constant no function of this partition reads (the small weights the
             # entry function addresses: 1.7 MB of text in each of DenseNet-121's
             # partitions): left out rather than printed, parsed and dropped again.
+            continue
+        elif k != 0 and gv.get_reference() not in used:
+            # Nor a declaration it does not use (the weights): a kernel's partition is then
+            # the same text in every model (HELPER_OBJECTS).
             continue
         else:
             lines.append(_global_text(gv, k))
@@ -344,12 +356,18 @@ class PartitionStream:
 
     keep_texts = False  # keep each partition's text in `texts` (tests)
 
-    def __init__(self, module: ir.Module, threads: int, compile_part, hold=()):
+    def __init__(self, module: ir.Module, threads: int, compile_part, hold=(),
+                 cache_key=None):
         """`hold`: context managers entered now and left when the threads are done (LLVM's
         process-wide options the partitions need, base.ProcessOption: set once for the whole
-        stream, not by each thread while another runs LLVM)."""
+        stream, not by each thread while another runs LLVM). `cache_key`: what besides a
+        partition's text decides its machine code (the optimisation level and the target
+        machine); given, a helper partition's code is looked up in and kept in
+        HELPER_OBJECTS, and a hit is only parsed (`compile_part(..., optimise=False)`)."""
         self.module = module
         self.compile_part = compile_part
+        self.cache_key = cache_key
+        self.helper_parts: set = set()  # partitions holding only helpers (HELPER_OBJECTS)
         self.threads = max(1, threads)
         self.held = contextlib.ExitStack()
         for cm in hold:
@@ -379,6 +397,7 @@ class PartitionStream:
         self.pending_size += sum(_size(fns[n]) for n in members if n in fns)
         helpers = self._new_helpers()
         if helpers:  # the micro-kernel, made by this group: a partition of its own, now
+            self.helper_parts.add(self.parts)
             self._flush([], helpers)
         if self.pending_size >= STREAM_INSTRUCTIONS:
             self._flush(self.pending, [])
@@ -446,8 +465,19 @@ class PartitionStream:
                 return
             k, text = task
             context = self.native.add(llvm.create_context())
+            key = (self.cache_key, text) if (
+                self.cache_key is not None and k in self.helper_parts) else None
             try:
-                mod, obj = self.compile_part(text, context, self.native)
+                with _HELPER_LOCK:
+                    obj = HELPER_OBJECTS.get(key) if key is not None else None
+                if obj is not None:  # made before in this process: parsed only
+                    mod, _ = self.compile_part(text, context, self.native, optimise=False)
+                else:
+                    mod, obj = self.compile_part(text, context, self.native)
+                    if key is not None:
+                        with _HELPER_LOCK:
+                            if len(HELPER_OBJECTS) < HELPER_OBJECTS_MAX:
+                                HELPER_OBJECTS[key] = obj
                 self.made[k] = (mod, context, obj)
             except BaseException as error:  # noqa: BLE001 - raised by result()
                 self.errors.append(error)

@@ -53,6 +53,7 @@ from compilerkit.codegen.microkernel import (
     clamp_value,
     counted_loop,
     fmuladd,
+    kernel_rows,
     matmul_kernel,
 )
 from compilerkit.dialects import krnl
@@ -931,9 +932,9 @@ class Emitter:
         start = op.start_kind
         bias = self.ptr(op.bias) if op.bias is not None else ir.Constant(c.type, None)
         C = lambda v: ir.Constant(I64, v)  # noqa: E731
-        table = self.a_table(op)
         if (tm, tn, tk) == (1, 1, 1):
-            column = (b.mul(k0, C(sa_k)) if op.taps is None else b.load(b.gep(table, [k0])))
+            column = (b.mul(k0, C(sa_k)) if op.taps is None else
+                      b.load(b.gep(self.a_table(op), [k0])))
             av = b.load(b.gep(a, [b.add(a_off, b.add(b.mul(i0, C(sa_r)), column))]))
             bv = b.load(b.gep(bm, [b.add(b_off, b.add(b.mul(k0, C(ldb)), j0))]))
             cp = b.gep(c, [b.add(c_off, b.add(b.mul(i0, C(ldc)), j0))])
@@ -954,19 +955,24 @@ class Emitter:
             return
         # A whole tile: call the shared micro-kernel (microkernel.py) on its clipped bounds.
         elem = a.type.pointee
-        kernel = matmul_kernel(self.module, elem, op.simd.value.data)
+        kernel = matmul_kernel(self.module, elem, op.simd.value.data, kernel_rows(sa_r, kk))
         ends = [self.imin(b.add(v, C(t)), C(size)) for v, t, size in
                 ((i0, tm, m), (j0, tn, n), (k0, tk, kk))]
-        bounds = [ir.Constant(elem, 0.0 if x is None else x) for x in op.clamp]
+        # unbounded sides as -inf / +inf (microkernel's `clamp`)
+        bounds = [ir.Constant(elem, inf if x is None else x)
+                  for x, inf in zip(op.clamp, (-math.inf, math.inf), strict=True)]
         b.call(kernel, [a, bm, c, i0, ends[0], j0, ends[1], k0, ends[2], a_off, b_off, c_off,
                         C(sa_r), C(sa_k), C(ldb), C(ldc), bias, C(START_CODES[start]), C(kk),
-                        C(clamp_code(op.clamp)), *bounds, table])
+                        C(clamp_code(op.clamp)), *bounds, self.a_table(op)])
 
     def a_table(self, op):
         """A pointer to krnl.matmul `op`'s table of A's column offsets, k -> (k // T) * lda_k +
-        a_taps[k % T] for k < K (one i64 each: a constant global, shared by the matmuls with
-        the same table), or null without `a_taps`."""
-        if op.taps is None:
+        a_taps[k % T] (or k * lda_k without `a_taps`) for k < K, one i64 each: a constant
+        global, shared by the matmuls with the same table. Null without `a_taps` unless A's
+        rows are one element apart (the micro-kernel's "unit" variant reads every column by
+        its table: one k loop instead of a second one for strides)."""
+        if op.taps is None and kernel_rows(krnl.ints_of(op.strides)[0],
+                                           krnl.ints_of(op.sizes)[2]) != "unit":
             return ir.Constant(I64.as_pointer(), None)
         values = tuple(op.a_column(k) for k in range(max(krnl.ints_of(op.sizes)[2], 1)))
         tables = self.__dict__.setdefault("_tap_tables", {})

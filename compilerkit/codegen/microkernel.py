@@ -1,7 +1,7 @@
-"""The matmul micro-kernel, emitted once per (element type, vector width) and shared by every
-`krnl.matmul` of the model.
+"""The matmul micro-kernel, emitted once per (element type, vector width, variant) and shared
+by every `krnl.matmul` of the model.
 
-    void ck_matmul_<t>_v<simd>(A, B, C, i0, i1, j0, j1, k0, k1, a_off, b_off, c_off,
+    void ck_matmul_<t>_v<simd>[_unit](A, B, C, i0, i1, j0, j1, k0, k1, a_off, b_off, c_off,
                                sa_r, sa_k, ldb, ldc, bias, start, kend, clamp, lo, hi,
                                a_table)
     C[c_off + r*ldc + c] += A[a_off + r*sa_r + k*sa_k] * B[b_off + k*ldb + c]
@@ -11,15 +11,23 @@
 k*sa_k, one table entry per k shared by all rows. A Conv's taps then read the zero-bordered
 input planes in place (row r an output position, k a channel and kernel tap), no im2col copy.
 
+Two variants (`kernel_rows`), each built when a product first calls it: "general" (any
+strides) and "unit", for A's rows one element apart (sa_r == 1: the tap schedule's and the
+transposed GEMMs' output positions), which reads every column through a table (the taps', or
+k*sa_k) and holds WIDE_ROWS rows per register block. A model compiles only what it calls (each
+variant is about 4,500 instructions for LLVM), and the host backend keeps their machine code
+for the process (backends/split.py, HELPER_OBJECTS).
+
 `start` (START_CODES: krnl.matmul's `start`) 0: C holds what the sum adds to; 1 ("zero") and
 2 ("bias"): when the call begins the product (k0 == 0), the register block's accumulators
 start from 0 or from bias[r] instead of from C, which is then only written. (A fill of the
 whole output before the product, a Conv's bias or a MatMul's zeros, was a pass over memory of
 its own; filling the tile just before summing into it still wrote C once more and read it
-back.) `clamp` (CLAMP_LO | CLAMP_HI bits: krnl.matmul's clamp_lo / clamp_hi) applies
-max(., lo) then min(., hi) to the accumulators as they are stored when the call ends the
-product (k1 == kend): a Conv's fused Relu or Clip, without an epilogue pass that reads the
-output back. Same sums, same ops on them: the same bits.
+back.) `clamp` (CLAMP_LO | CLAMP_HI bits: krnl.matmul's clamp_lo / clamp_hi; `lo`, `hi` are
+-inf / +inf where there is no bound) applies max(., lo) then min(., hi) to the accumulators as
+they are stored when the call ends the product (k1 == kend): a Conv's fused Relu or Clip,
+without an epilogue pass that reads the output back. Same sums, same ops on them: the same
+bits.
 
 Sizes and strides are run-time arguments, so one function serves every Conv/Gemm/MatMul tile:
 LLVM optimises it once instead of once per op (inlining a vectorised kernel into each op made
@@ -35,14 +43,17 @@ The body follows onnxruntime's MLAS SGEMM (sgemm.cpp, SgemmKernelFma3.S):
   broadcast of A fill AVX2's 16 ymm registers; each k does 2 vector loads, 6 broadcasts and
   12 FMAs. With 512-bit vectors (AVX-512: 32 registers) the block has 8 rows,
   16 accumulators: fewer B loads per FMA (GEMMs of ResNet-50's and DenseNet-121's shapes
-  1.00-1.08x faster, the models 3-5%). Not 12 rows as MLAS's AVX-512 kernel has: each row
-  keeps a pointer into A, and 12 of them (beside B's, k's and the bounds) overflow the 16
-  general registers; LLVM's register allocator then spilled and shuffled the accumulators
-  round the loop (a 64-channel 3x3 Conv ran 1.35x slower). Row blocks walk the whole panel
-  (A's rows stay in L1, the panel in L2), leftover rows take 4-, 2- and 1-row blocks; a
-  narrow column strip works on a copy of C's corner.
-- the inner k loop comes twice: for a packed strip (B's row stride the constant NR, so the
-  loads take fixed offsets) and for B read in place (any `ldb`).
+  1.00-1.08x faster, the models 3-5%). Not 12 rows as MLAS's AVX-512 kernel has with any
+  row stride: rows are addressed in groups of three off one pointer each (MLAS's
+  addressing), and more rows (beside B's, k's and the bounds) overflowed the 16 general
+  registers; LLVM then spilled (a 64-channel 3x3 Conv ran 1.35x slower). Rows one element
+  apart (the "unit" variant) hang off one pointer, so their block has WIDE_ROWS = 14 rows
+  (28 accumulators). Row blocks walk the whole panel (A's rows stay in L1, the panel in L2),
+  leftover rows take 8- (after 14), 4-, 2- and 1-row blocks; a narrow column strip works on
+  a copy of C's corner.
+- in the general variant the inner k loop comes twice: for a packed strip (B's row stride the
+  constant NR, so the loads take fixed offsets) and for B read in place (any `ldb`); the
+  unit variant always packs (or reads W^T's strips, already packed).
 - the panel is at most PANEL elements (128 KiB of f32): a larger tile is cut into pieces of
   at most KMAX k and PANEL / k columns, so a hand-written tile of any size cannot overflow the
   stack. The buffer is per call, on the stack: concurrent calls from threads share nothing.
@@ -66,6 +77,10 @@ from compilerkit.dialects.krnl import matmul_block_rows
 I64 = ir.IntType(64)
 MR, NV = 6, 2  # accumulator block: MR rows x NV vectors (MLAS's FMA3 kernel: 6 x 16 floats)
 ROW_TAILS = (4, 2, 1)  # blocks for the rows left over after the full row blocks
+# Rows of the register block when A's rows are one element apart (sa_r == 1) on a target with
+# 32 vector registers (512-bit vectors): all rows hang off one pointer (no general registers
+# per row), so 14 rows x 2 vectors = 28 accumulators, beside B's 2 vectors and a broadcast.
+WIDE_ROWS = 14
 PANEL = 32768  # packed-B elements on the stack (128 KiB of f32, 256 KiB of f64)
 KMAX = 2048  # longest k run packed at once (and at most PANEL / NR)
 DOT_LANES = 32  # bytes of A and B per vector in the N = 1 dot products (fixed: see dot_rows)
@@ -149,10 +164,28 @@ def block_rows(elem_t, lanes: int) -> int:
     return matmul_block_rows(lanes if esize == 4 else 2 * lanes, esize)
 
 
-def matmul_kernel(module: ir.Module, elem_t, simd: int) -> ir.Function:
-    """The shared kernel for `elem_t` (float or double) with `simd` f32 lanes (built on first
-    use)."""
-    name = f"ck_matmul_{'f32' if elem_t == ir.FloatType() else 'f64'}_v{simd}"
+ROWS = ("general", "unit")  # the kernel's variants (matmul_kernel's `rows`)
+
+
+UNIT_TABLE_MAX = 1 << 16  # longest sum given the "unit" variant (its table: 8 bytes per k)
+
+
+def kernel_rows(sa_r: int, k: int) -> str:
+    """Which variant of the kernel a krnl.matmul with A's row stride `sa_r` and K = `k` calls:
+    "unit" (rows one element apart: the tap schedule's and the transposed GEMMs' output
+    positions; A's columns always by a table, codegen/emit.py's `a_table`: the taps' or
+    k * sa_k) or "general" (any strides; a table with other row strides goes row by row)."""
+    return "unit" if sa_r == 1 and k <= UNIT_TABLE_MAX else "general"
+
+
+def matmul_kernel(module: ir.Module, elem_t, simd: int, rows: str = "general") -> ir.Function:
+    """The shared kernel for `elem_t` (float or double) with `simd` f32 lanes and A's rows as
+    `rows` says (ROWS, `kernel_rows`), built on first use: a model compiles only the variants
+    its products call (each is a few thousand instructions for LLVM to optimise)."""
+    if rows not in ROWS:
+        raise ValueError(f"matmul kernel rows must be one of {ROWS}, got {rows!r}")
+    suffix = "" if rows == "general" else f"_{rows}"
+    name = f"ck_matmul_{'f32' if elem_t == ir.FloatType() else 'f64'}_v{simd}{suffix}"
     if name in module.globals:
         return module.globals[name]
     p = elem_t.as_pointer()
@@ -164,23 +197,26 @@ def matmul_kernel(module: ir.Module, elem_t, simd: int) -> ir.Function:
     fn.attributes.add("nounwind")
     for k in range(3):
         fn.args[k].add_attribute("noalias")  # C never overlaps A or B (distinct buffers)
-    _Body(module, fn, elem_t, lanes_for(elem_t, simd)).emit()
+    _Body(module, fn, elem_t, lanes_for(elem_t, simd), rows).emit()
     return fn
 
 
 class _Body:
     """Emits the kernel's body into `fn` (see the module docstring for the algorithm)."""
 
-    def __init__(self, module, fn, elem_t, lanes):
+    def __init__(self, module, fn, elem_t, lanes, rows):
         self.fn, self.elem = fn, elem_t
+        # "unit" assumes sa_r == 1 and a table (its caller, codegen/emit.py, knows the strides)
+        self.unit = rows == "unit"
         self.lanes, self.nr = lanes, NV * lanes
+        self.esize = 4 if elem_t == ir.FloatType() else 8
         self.mr = block_rows(elem_t, lanes)
+        self.wide = WIDE_ROWS if lanes * self.esize >= 64 and self.unit else self.mr
         self.vt = ir.VectorType(elem_t, lanes)
         self.fma = fmuladd(module, self.vt)
         self.scalar_fma = fmuladd(module, elem_t)
         self.entry = fn.append_basic_block("entry")
         self.b = ir.IRBuilder(self.entry)
-        self.esize = 4 if elem_t == ir.FloatType() else 8
 
     def c(self, v):
         return ir.Constant(I64, v)
@@ -210,7 +246,6 @@ class _Body:
         self.i0, self.i1 = i0, i1
         self.from_bias = b.icmp_signed("==", start, c(2))
         self.tabled = b.icmp_unsigned("!=", b.ptrtoint(self.a_table, I64), c(0))
-        self.unit_rows = b.icmp_signed("==", self.sa_r, c(1))
         # this call begins the product (its accumulators start from 0 or the bias) / ends it
         # (they are clamped as they are stored)
         fresh = b.and_(b.icmp_signed("!=", start, c(0)), b.icmp_signed("==", k0, c(0)))
@@ -218,10 +253,12 @@ class _Body:
         self.lo, self.hi = self.splat(lo), self.splat(hi)
         self.lo_s, self.hi_s = lo, hi
         self.panel = self.alloca(self.elem, c(PANEL + self.nr), align=64)
-        self.ctile = self.alloca(self.elem, c(self.mr * self.nr), align=64)
-        # B rows exactly one strip wide are a packed strip already (conv.py's W^T strips)
-        self.pack = b.and_(b.icmp_signed(">=", b.sub(i1, i0), c(PACK_MIN_ROWS)),
-                           b.icmp_signed("!=", self.ldb, c(self.nr)))
+        self.ctile = self.alloca(self.elem, c(self.wide * self.nr), align=64)
+        # B rows exactly one strip wide are a packed strip already (conv.py's W^T strips);
+        # rows one element apart always pack (their blocks then read B at one stride only)
+        self.pack = b.icmp_signed("!=", self.ldb, c(self.nr))
+        if not self.unit:
+            self.pack = b.and_(b.icmp_signed(">=", b.sub(i1, i0), c(PACK_MIN_ROWS)), self.pack)
         # The two special shapes start and clamp their tile in passes of their own (in cache).
         with b.if_then(b.icmp_signed("==", b.sub(i1, i0), c(1))):
             with b.if_then(fresh):
@@ -234,10 +271,20 @@ class _Body:
                                b.not_(self.tabled)),
                         b.and_(b.icmp_signed("==", self.sa_k, c(1)),
                                b.icmp_signed("==", self.ldb, c(1))))
-        with b.if_then(column):
+        if not self.unit:
+            with b.if_then(column):
+                with b.if_then(fresh):
+                    self.start_tile(i0, i1, j0, j1)
+                self.dot_rows(k0, k1, j0)
+                with b.if_then(final):
+                    self.clamp_tile(i0, i1, j0, j1)
+                b.ret_void()
+        # A table with rows not one element apart (no lowering makes one; the register
+        # blocks' tabled loops are the "unit" variant's): row by row.
+        with b.if_then(self.tabled if not self.unit else ir.Constant(ir.IntType(1), 0)):
             with b.if_then(fresh):
                 self.start_tile(i0, i1, j0, j1)
-            self.dot_rows(k0, k1, j0)
+            counted_loop(b, i0, i1, c(1), lambda r: self.one_row(k0, k1, j0, j1, row=r))
             with b.if_then(final):
                 self.clamp_tile(i0, i1, j0, j1)
             b.ret_void()
@@ -291,12 +338,12 @@ class _Body:
 
             def vec(j):
                 p = b.gep(self.C, [b.add(base, j)])
-                self.vstore(clamp_value(b, module, self.vload(p, self.esize), self.clamp_code,
-                                        self.lo, self.hi), p, self.esize)
+                self.vstore(self.clamp(self.vload(p, self.esize), self.lo, self.hi), p,
+                            self.esize)
 
             def one(j):
                 p = b.gep(self.C, [b.add(base, j)])
-                b.store(clamp_value(b, module, b.load(p), self.clamp_code, self.lo_s, self.hi_s),
+                b.store(self.clamp(b.load(p), self.lo_s, self.hi_s),
                         p)
 
             jv = counted_loop(b, j0, b.sub(j1, c(lanes - 1)), c(lanes), vec)
@@ -304,13 +351,14 @@ class _Body:
 
         counted_loop(b, i0, i1, c(1), row)
 
-    def one_row(self, k0, k1, j0, j1):
+    def one_row(self, k0, k1, j0, j1, row=None):
         """A single row (x @ W, as a classifier's MatMul): C[j0:j1] += A[k] * B[k, j0:j1] for
         k in order, streaming B's rows front to back (as MLAS's M = 1 kernel) while the C row
         stays in L1. Each C element still sees its k in increasing order."""
         b, c, lanes = self.b, self.c, self.lanes
-        a_row = b.add(self.a_off, b.mul(self.i0, self.sa_r))
-        c_row = b.add(self.c_off, b.mul(self.i0, self.ldc))
+        row = self.i0 if row is None else row
+        a_row = b.add(self.a_off, b.mul(row, self.sa_r))
+        c_row = b.add(self.c_off, b.mul(row, self.ldc))
 
         def ks(k, unroll):
             # `unroll` rows of B per pass over C: C's vector stays in a register across them.
@@ -409,6 +457,14 @@ class _Body:
             b.store(b.load(b.gep(self.a_table, [k])), at)
         return b.load(at)
 
+    def clamp(self, v, lo, hi):
+        """min(max(v, lo), hi): the kernel's bounds are -inf / +inf where krnl.matmul has
+        none, which leave every value as it is (NaN and -0 too), so no test of which bounds
+        apply (`clamp_value`'s selects) per register."""
+        module = self.fn.module
+        v = self.b.call(minmax(module, "maximum", v.type), [v, lo])
+        return self.b.call(minmax(module, "minimum", v.type), [v, hi])
+
     def splat(self, s):
         b, vt = self.b, self.vt
         return b.shuffle_vector(
@@ -434,17 +490,23 @@ class _Body:
             self.pack_full(kb, kc, jb, nfull, strip)
         with b.if_then(b.icmp_signed(">", tail, c(0))):
             self.pack_strip(kb, kc, b.add(jb, b.mul(nfull, c(nr))), tail, b.mul(nfull, strip))
-        mr = self.mr
-        ii = counted_loop(b, self.i0, b.sub(self.i1, c(mr - 1)), c(mr),
-                          lambda ii: self.row_block(mr, ii, kb, kc, jb, nfull, tail, strip,
-                                                    ends))
-        # Leftover rows (< mr): at most one block each of 4, 2 and 1 rows.
-        for r in ROW_TAILS:
+        args = (kb, kc, jb, nfull, tail, strip, ends)
+        # Rows one element apart take the wide block where it fits (see WIDE_ROWS).
+        tails = ((self.mr,) if self.wide > self.mr else ()) + ROW_TAILS
+        self.row_blocks(self.wide, tails, args, self.unit)
+
+    def row_blocks(self, first, tails, args, unit):
+        """Blocks of `first` rows over [i0, i1), then at most one block of each of `tails`
+        (fewer rows each) for the rows left over."""
+        b, c = self.b, self.c
+        ii = counted_loop(b, self.i0, b.sub(self.i1, c(first - 1)), c(first),
+                          lambda ii: self.row_block(first, ii, *args, unit))
+        for r in tails:
             cur = ii
             more = b.icmp_signed("<=", b.add(cur, c(r)), self.i1)
             pre = b.block
             with b.if_then(more):
-                self.row_block(r, cur, kb, kc, jb, nfull, tail, strip, ends)
+                self.row_block(r, cur, *args, unit)
                 grown = b.add(cur, c(r))
                 then_block = b.block
             ii = b.phi(I64)
@@ -487,19 +549,17 @@ class _Body:
                         o = c(v * self.lanes)
                         self.vstore(self.vload(b.gep(self.B, [b.add(src, o)]), self.esize),
                                     b.gep(self.panel, [b.add(dst, o)]), self.esize * self.lanes)
-                with other:
-                    for x in range(self.nr):
-                        inside = b.icmp_signed("<", c(x), width)
-                        # Clamped address: never reads past the row, the value is then masked.
-                        at = b.add(src, self.imin(c(x), b.sub(width, c(1))))
-                        val = b.select(inside, b.load(b.gep(self.B, [at])),
-                                       ir.Constant(self.elem, 0.0))
-                        b.store(val, b.gep(self.panel, [b.add(dst, c(x))]))
+                with other:  # (a loop each: the narrow strip is one per panel)
+                    counted_loop(b, c(0), width, c(1), lambda x: b.store(
+                        b.load(b.gep(self.B, [b.add(src, x)])),
+                        b.gep(self.panel, [b.add(dst, x)])))
+                    counted_loop(b, width, c(self.nr), c(1), lambda x: b.store(
+                        ir.Constant(self.elem, 0.0), b.gep(self.panel, [b.add(dst, x)])))
 
         counted_loop(b, c(0), kc, c(1), row)
 
-    def row_block(self, rows, ii, kb, kc, jb, nfull, tail, strip, ends):
-        """Rows ii..ii+rows over every strip of the piece."""
+    def row_block(self, rows, ii, kb, kc, jb, nfull, tail, strip, ends, unit):
+        """Rows ii..ii+rows over every strip of the piece (`unit`: see `_micro`)."""
         b, c, nr = self.b, self.c, self.nr
         # the rows' start values, read once for all strips (used when the piece begins)
         starts = [self.row_start(b.add(ii, c(r))) for r in range(rows)]
@@ -515,9 +575,10 @@ class _Body:
             packed = b.gep(self.panel, [b.mul(s, strip)])
             direct = b.gep(self.B, [b.add(self.b_off, b.add(b.mul(kb, self.ldb), j))])
             bptr = b.select(self.pack, packed, direct)
-            bstride = b.select(self.pack, c(nr), self.ldb)
+            # unpacked B with unit rows is a strip read in place (ldb == NR): see `pack`
+            bstride = c(nr) if unit else b.select(self.pack, c(nr), self.ldb)
             self.micro(rows, a_rows, kc, bptr, bstride, b.gep(self.C, [b.add(c_row, j)]),
-                       self.ldc, ends)
+                       self.ldc, ends, unit)
 
         counted_loop(b, c(0), nfull, c(1), full_strip)
         with b.if_then(b.icmp_signed(">", tail, c(0))):
@@ -525,43 +586,55 @@ class _Body:
             j = b.add(jb, b.mul(nfull, c(nr)))
             self.corner(rows, c_row, j, tail, to_tile=True)
             bptr = b.gep(self.panel, [b.mul(nfull, strip)])
+            if unit:
+                # (no lowering gives rows one element apart a narrow strip: their B is W^T in
+                # whole strips; the zero-padded full width keeps the code small)
+                self.micro(rows, a_rows, kc, bptr, c(nr), self.ctile, c(nr), ends, unit)
+                self.corner(rows, c_row, j, tail, to_tile=False)
+                return
             # At most one vector of columns left (49 = 3 x 16 + 1): one vector per row.
             with b.if_else(b.icmp_signed("<=", tail, c(self.lanes))) as (narrow, wide):
                 with narrow:
-                    self.micro(rows, a_rows, kc, bptr, c(nr), self.ctile, c(nr), ends, nv=1)
+                    self.micro(rows, a_rows, kc, bptr, c(nr), self.ctile, c(nr), ends, unit,
+                               nv=1)
                 with wide:
-                    self.micro(rows, a_rows, kc, bptr, c(nr), self.ctile, c(nr), ends)
+                    self.micro(rows, a_rows, kc, bptr, c(nr), self.ctile, c(nr), ends, unit)
             self.corner(rows, c_row, j, tail, to_tile=False)
 
     def corner(self, rows, c_row, j, width, to_tile):
+        """C's corner (rows x `width` columns from j) to or from the tile copy."""
         b, c = self.b, self.c
 
-        def col(x):
-            for r in range(rows):
-                cp = b.gep(self.C, [b.add(c_row, b.add(b.mul(c(r), self.ldc), b.add(j, x)))])
-                tp = b.gep(self.ctile, [b.add(c(r * self.nr), x)])
+        def row(r):
+            def col(x):
+                cp = b.gep(self.C, [b.add(c_row, b.add(b.mul(r, self.ldc), b.add(j, x)))])
+                tp = b.gep(self.ctile, [b.add(b.mul(r, c(self.nr)), x)])
                 if to_tile:
                     b.store(b.load(cp), tp)
                 else:
                     b.store(b.load(tp), cp)
 
-        counted_loop(b, c(0), width, c(1), col)
+            counted_loop(b, c(0), width, c(1), col)
 
-    def micro(self, rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, nv=NV):
+        counted_loop(b, c(0), c(rows), c(1), row)
+
+    def micro(self, rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, unit, nv=NV):
         """The register block: C[r, 0:nv*lanes] (at cptr, row stride cstride) +=
         sum_k A[r, k] * Bstrip[k, 0:nv*lanes] (at bptr, row stride bstride), k in [0, kc).
         `ends` (begins, finishes, the rows' start values): a block that begins the product
         starts from the start values instead of C; one that finishes it is clamped."""
         b, c = self.b, self.c
         if isinstance(bstride, ir.Constant):
-            return self._micro(rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, nv)
+            return self._micro(rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, unit, nv)
         with b.if_else(b.icmp_signed("==", bstride, c(self.nr))) as (packed, direct):
             with packed:
-                self._micro(rows, a_rows, kc, bptr, c(self.nr), cptr, cstride, ends, nv)
+                self._micro(rows, a_rows, kc, bptr, c(self.nr), cptr, cstride, ends, unit, nv)
             with direct:
-                self._micro(rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, nv)
+                self._micro(rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, unit, nv)
 
-    def _micro(self, rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, nv):
+    def _micro(self, rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, unit, nv):
+        """`micro`'s body for B's row stride `bstride`. `unit`: the rows are one element
+        apart (sa_r == 1)."""
         b, c, vt = self.b, self.c, self.vt
         begins, finishes, starts = ends
         a_rows, a_base, kb = a_rows
@@ -631,19 +704,16 @@ class _Body:
                         b.store(b.gep(p, [self.sa_k]), at)
             counted_loop(b, c(0), kc, c(1), step)
 
-        with b.if_else(self.tabled) as (by_table, by_stride):
-            for arm, tabled in ((by_table, True), (by_stride, False)):
-                with arm:
-                    with b.if_else(self.unit_rows) as (unit, general):
-                        with unit:
-                            k_loop(tabled, True)
-                        with general:
-                            k_loop(tabled, False)
+        k_loop(unit, unit)  # the unit variant reads A's columns by its table
+        self._finish(rows, nv, accs, cps, finishes)
+
+    def _finish(self, rows, nv, accs, cps, finishes):
+        """Store the register block (clamped when the call ends the product)."""
+        b = self.b
         with b.if_then(finishes):
             for r in range(rows):
                 for v in range(nv):
-                    b.store(clamp_value(b, self.fn.module, b.load(accs[r][v]), self.clamp_code,
-                                        self.lo, self.hi), accs[r][v])
+                    b.store(self.clamp(b.load(accs[r][v]), self.lo, self.hi), accs[r][v])
         for r in range(rows):
             for v in range(nv):
                 self.vstore(b.load(accs[r][v]), cps[r][v], self.esize)

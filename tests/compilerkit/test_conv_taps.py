@@ -165,3 +165,26 @@ def test_a_float64_conv_keeps_the_panels(taps):
 def test_conv_py_reaches_the_schedule_through_the_module():
     """conv.py calls conv_taps through the module (the tests' monkeypatches reach it)."""
     assert conv_lowering.conv_taps is conv_taps
+
+
+def test_a_table_with_other_row_strides_runs_row_by_row():
+    """A krnl.matmul with a_taps whose rows are not one element apart (none of our lowerings
+    makes one; here rows 0 apart, every output position reading position 0's taps) takes the
+    micro-kernel's row-by-row path: the same bits as the untiled scalar code."""
+    from compilerkit.krnl_passes.tile_matmul import tile_matmul
+
+    x = seeded((1, 4, 30, 30), 6)
+    model = conv_act_model(x, (8, 4, 3, 3), True, None, pads=[1, 1, 1, 1])
+    results = []
+    for tiled in (False, True):
+        k = ck.lower(ck.optimize_onnx(ck.import_onnx(model)), opt_level=1)
+        (mm,) = [op for op in k.walk() if isinstance(op, krnl.MatMulOp)]
+        assert mm.taps is not None
+        strides = krnl.ints_of(mm.strides)
+        mm.attributes["strides"] = ArrayAttr([krnl.int_attr(s) for s in [0] + strides[1:]])
+        if tiled:
+            assert tile_matmul(k, simd=16) == 1
+        results.append(ck.compile_kernel(k, asm=False).run(x)[0])
+    assert np.array_equal(results[0], results[1])
+    # the edit changed the answer: every position now holds position 0's sums
+    assert not np.array_equal(results[0], ck.compile(model, asm=False).run(x)[0])

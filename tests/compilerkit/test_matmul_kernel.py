@@ -201,3 +201,53 @@ def test_products_with_an_empty_dimension(op, x_shape, w_shape, extra):
     ref = ort_run(model, [x])[0]
     assert got.shape == ref.shape
     np.testing.assert_array_equal(got, ref)
+
+
+def _kernels(cm) -> set:
+    """The micro-kernel variants a compiled model calls (from its LLVM IR)."""
+    import re
+
+    return set(re.findall(r"@\"?(ck_matmul_f(?:32|64)_v\d+(?:_unit)?)\"?\(", str(
+        cm.stages["llvm-ir"])))
+
+
+@pytest.mark.parametrize("m", [13, 14, 29, 43])
+def test_rows_one_element_apart_give_the_general_kernels_bits(m):
+    # Gemm transA = 1: A's rows one element apart, the "unit" variant (14-row blocks, 8/4/2/1
+    # tails, columns by table, a narrow strip at full width); transA = 0: the general one.
+    # The same fused multiply-add chains: the same bits.
+    rng = np.random.default_rng(m)
+    for n, k in ((17, 100), (64, 7), (49, 300)):
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        got = {}
+        for trans in (0, 1):
+            ins = [("a", a.T.copy() if trans else a)]
+            model = make_model([helper.make_node("Gemm", ["a", "b"], ["y"], transA=trans)],
+                               ins, ["y"], [("b", b)])
+            cm = ck.compile(model, asm=False)
+            assert any(name.endswith("_unit") for name in _kernels(cm)) == bool(trans)
+            got[trans] = cm.run(ins[0][1])[0]
+        close(got[1], a, b, np.float32)
+        assert np.array_equal(got[0], got[1])
+
+
+def test_a_sum_too_long_for_a_table_takes_the_general_kernel():
+    # Rows one element apart but K past UNIT_TABLE_MAX: the general variant (no table of K
+    # entries in the module), same bits as the row-major product.
+    from compilerkit.codegen.microkernel import UNIT_TABLE_MAX
+
+    rng = np.random.default_rng(8)
+    m, n, k = 3, 2, UNIT_TABLE_MAX + 1
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    got = {}
+    for trans in (0, 1):
+        ins = [("a", a.T.copy() if trans else a)]
+        model = make_model([helper.make_node("Gemm", ["a", "b"], ["y"], transA=trans)], ins,
+                           ["y"], [("b", b)])
+        cm = ck.compile(model, asm=False)
+        assert not any(name.endswith("_unit") for name in _kernels(cm))
+        got[trans] = cm.run(ins[0][1])[0]
+    close(got[1], a, b, np.float32)
+    assert np.array_equal(got[0], got[1])

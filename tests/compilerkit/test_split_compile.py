@@ -257,3 +257,30 @@ def test_a_small_module_streams_nothing_and_holds_no_option(monkeypatch):
     assert not isinstance(cm.llvm_module, split.Partitions)
     assert NO_LSR._users == 0 and NO_FUNCTION_SPECIALIZATION._users == 0
     np.testing.assert_array_equal(cm.run(-x)[0], 0 * x)
+
+
+def test_a_kernel_is_compiled_once_per_process(monkeypatch):
+    """The matmul kernels' machine code is kept for the process (split.HELPER_OBJECTS): a
+    second model reuses it (no new entry), and the answers are the same bits as from a compile
+    that made it anew."""
+    monkeypatch.setenv("CK_COMPILE_THREADS", "2")
+    monkeypatch.setattr(split, "HELPER_OBJECTS", {})
+    rng = np.random.default_rng(11)
+    products = []
+    for m, k, n in ((20, 30, 40), (9, 70, 33)):
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        products.append((make_model([helper.make_node("MatMul", ["a", "b"], ["y"])],
+                                    [("a", a)], ["y"], [("b", b)]), a))
+    first = ck.compile(products[0][0], asm=False).run(products[0][1])[0]
+    kept = dict(split.HELPER_OBJECTS)
+    assert len(kept) == 1  # the general kernel, f32, this machine's vectors
+    second = ck.compile(products[1][0], asm=False).run(products[1][1])[0]
+    assert split.HELPER_OBJECTS == kept
+    again = ck.compile(products[0][0], asm=False).run(products[0][1])[0]
+    monkeypatch.setattr(split, "HELPER_OBJECTS", {})
+    fresh = [ck.compile(model, asm=False).run(a)[0] for model, a in products]
+    assert np.array_equal(first, fresh[0]) and np.array_equal(again, fresh[0])
+    assert np.array_equal(second, fresh[1])
+    np.testing.assert_allclose(second, ort_run(products[1][0], [products[1][1]])[0],
+                               rtol=1e-4, atol=1e-5)
