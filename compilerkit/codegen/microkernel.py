@@ -331,7 +331,6 @@ class _Body:
         """C[r, j0:j1] clamped in place for r in [i0, i1): the product ended (the one-row and
         one-column paths)."""
         b, c, lanes = self.b, self.c, self.lanes
-        module = self.fn.module
 
         def row(r):
             base = b.add(self.c_off, b.mul(r, self.ldc))
