@@ -9,8 +9,8 @@ shared micro-kernel (microkernel.py: B panel packed on the stack, 6-row x 2-vect
 blocks). Conv (im2col), MatMul and Gemm all go through this, since their lowerings emit the
 same nest.
 
-Tile sizes follow the shape (`tile_sizes`), as MLAS's strides do: TK = 256 and TN = 128 (a
-128 KiB f32 panel of B, in L2), TN widened up to PANEL / TK columns when K is short (a short
+Tile sizes follow the shape (`tile_sizes`), as MLAS's strides do: TK = 256 (UNIT_TK = 128
+when A's rows are one element apart) and TN = 128 (a 128 KiB f32 panel of B, in L2), TN widened up to PANEL / TK columns when K is short (a short
 panel is cheap to keep, and more columns reuse each row of A more) or to all of N when the
 whole K x N panel fits (a Conv's 168-column output panel is one tile, not 128 + 40); TM
 covers up to 480 rows of A, so each panel is packed once per 480 rows. Each is clamped to
@@ -31,14 +31,22 @@ from compilerkit.krnl_passes.schedule import block, drop, permute
 
 TILE = (480, 128, 256)  # (TM, TN, TK) for large matrices
 PANEL = 32768  # elements of B one tile may hold: microkernel.PANEL
+# TK when A's rows are one element apart (krnl.matmul strides[0] == 1: the tap schedule and
+# the transposed GEMMs, A column-major): each k of a register block reads its own line of A,
+# so a chunk's A lines (TK of them) share L1 with its TK x 32 strip of B; 256 filled it.
+UNIT_TK = 128
 
 
-def tile_sizes(m: int, n: int, k: int, tile=TILE) -> tuple[int, int, int]:
-    """(TM, TN, TK) for an M x N x K product (see the module docstring)."""
+def tile_sizes(m: int, n: int, k: int, tile=TILE, unit_rows: bool = False
+               ) -> tuple[int, int, int]:
+    """(TM, TN, TK) for an M x N x K product (see the module docstring); `unit_rows`: A's
+    rows are one element apart (UNIT_TK)."""
     tm, tn, tk = tile
     if m == 1:
         # One row (x @ W): the kernel streams B row by row into a C row kept in L1.
         return 1, min(n, 4096), k
+    if unit_rows:
+        tk = min(tk, UNIT_TK)
     tk = min(tk, k) if n > 16 else k  # narrow B: long runs of A's rows stream better
     tn = max(tn, min(4 * tn, PANEL // tk // 16 * 16))  # short K: a wider panel
     if n * tk <= PANEL:
@@ -77,7 +85,7 @@ def tile_matmul(module, simd: int = 8, tile=None) -> int:
             continue
         m, n, k = krnl.ints_of(mm.sizes)
         if tile is None:
-            tm, tn, tk = tile_sizes(m, n, k)
+            tm, tn, tk = tile_sizes(m, n, k, unit_rows=krnl.ints_of(mm.strides)[0] == 1)
         else:
             tm, tn, tk = min(tile[0], m), min(tile[1], n), min(tile[2], k)
         block(it, 2, tk)   # emitted: i, j, k_o, k_i

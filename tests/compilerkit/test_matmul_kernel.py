@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import compilerkit as ck
-from compilerkit.krnl_passes.tile_matmul import PANEL, tile_matmul, tile_sizes
+from compilerkit.krnl_passes.tile_matmul import PANEL, UNIT_TK, tile_matmul, tile_sizes
 
 SETTINGS = settings(max_examples=8, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -151,6 +151,9 @@ def test_tile_sizes_follow_the_shape():
     assert tile_sizes(1000, 1, 2048) == (480, 1, 2048)
     tm, tn, tk = tile_sizes(64, 3136, 576)
     assert (tm, tn, tk) == (64, 128, 256) and tn * tk <= PANEL
+    # A's rows one element apart (the tap schedule): K in chunks of UNIT_TK, a wider panel
+    assert tile_sizes(3248, 32, 1152, unit_rows=True) == (480, 32, UNIT_TK)
+    assert tile_sizes(196, 1024, 256, unit_rows=True) == (196, 256, UNIT_TK)
 
 
 def test_in_strips_by_hand():
