@@ -182,7 +182,7 @@ def _taps_take(op, ws, out) -> bool:
     elem = onnx_d.numpy_dtype(op.results[0].type.element_type).itemsize
     return (conv_taps.taps_apply(onnx_d.get_attr(op, "group", 1), list(st), ws[2:], elem, 16)
             and conv_taps.waste(ws[2:], list(dil), out) <= conv_taps.MAX_WASTE
-            and conv_taps.fills_strips(ws[0], 16))
+            and ws[0] >= conv_taps.MIN_OUT_CHANNELS)
 
 
 def winograd_error_ratio(op, m: int, spread: float | None = None) -> float:

@@ -28,7 +28,7 @@ import math
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, shape
 from compilerkit.lowering.conv_common import _bias_rows, _Conv, _copy_in, _finish, _scratch
-from compilerkit.lowering.matmul import emit_strip_matmul, strip_width
+from compilerkit.lowering.matmul import emit_strip_matmul
 
 T_BYTES = 512 * 1024  # most bytes of one panel's t (in L2 while the epilogue reads it back)
 MIN_POSITIONS = 64  # fewest positions per panel (the rows of the micro-kernel's blocks)
@@ -41,12 +41,14 @@ MIN_POSITIONS = 64  # fewest positions per panel (the rows of the micro-kernel's
 # computed: 64 -> 256 at 13 x 13 0.416 -> 0.448, 48 -> 192 0.245 -> 0.277, 512 -> 512 at 7 x 7
 # 2.59 -> 2.80.
 MAX_WASTE = 1.15
-# Fewest output channels per strip of the micro-kernel's columns (its vector axis here): a
-# strip of 32 on AVX-512 holding 4 or 8 channels computes 8 or 4 times the products. 1 thread,
-# AVX-512, 3x3 pad 1, ms im2col -> taps: 16 -> 4 at 56 x 56 0.184 -> 0.241, 16 -> 8 0.204 ->
-# 0.282, 16 -> 16 0.254 -> 0.240, 16 -> 24 0.287 -> 0.240; 3x3x3 4 -> 4 at 28^3 0.644 ->
-# 1.110, 8 -> 8 at 32^3 2.97 -> 2.90, 16 -> 16 8.60 -> 5.45.
-MIN_STRIP_FILL = 0.5
+# Fewest output channels (the micro-kernel's vector axis here): half of AVX-512's strip of 32
+# columns; a strip holding 4 or 8 channels computes 8 or 4 times the products. The same on
+# every target, so that a model's schedule and arena do not depend on the vector width (the
+# emulated targets' tests compare whole compiled models with the host's). 1 thread, AVX-512,
+# 3x3 pad 1, ms im2col -> taps: 16 -> 4 at 56 x 56 0.184 -> 0.241, 16 -> 8 0.204 -> 0.282,
+# 16 -> 16 0.254 -> 0.240, 16 -> 24 0.287 -> 0.240; 3x3x3 4 -> 4 at 28^3 0.644 -> 1.110,
+# 8 -> 8 at 32^3 2.97 -> 2.90, 16 -> 16 8.60 -> 5.45.
+MIN_OUT_CHANNELS = 16
 
 
 def waste(k_sp, dil, out_sp) -> float:
@@ -65,17 +67,12 @@ def taps_apply(groups, st, k_sp, elem_bytes: int, lanes: int) -> bool:
 
 def taps_pay(conv: _Conv, lanes: int) -> bool:
     """Whether the tap schedule takes the Conv (conv.py's "classic"): it applies
-    (`taps_apply`), computes at most MAX_WASTE positions per output (`waste`) and has output
-    channels for at least MIN_STRIP_FILL of a strip."""
+    (`taps_apply`), computes at most MAX_WASTE positions per output (`waste`) and has at
+    least MIN_OUT_CHANNELS output channels."""
     return (taps_apply(conv.groups, conv.st, conv.k_sp,
                        onnx_d.numpy_dtype(conv.elem).itemsize, lanes)
             and waste(conv.k_sp, conv.dil, conv.out_sp) <= MAX_WASTE
-            and fills_strips(conv.oc, lanes))
-
-
-def fills_strips(out_channels: int, lanes: int) -> bool:
-    """Whether `out_channels` fill at least MIN_STRIP_FILL of the micro-kernel's strip."""
-    return out_channels >= MIN_STRIP_FILL * strip_width(out_channels, lanes)
+            and conv.oc >= MIN_OUT_CHANNELS)
 
 
 def _panel_rows(rows: int, row_bytes: int, row_positions: int) -> tuple[int, int]:

@@ -42,8 +42,8 @@ def _compile(model, taps: bool):
 
 
 def tap_table(channels: int = 4, size: int = 14) -> dict:
-    """A 3x3 Conv (pad 1) from `channels` to 16 channels (the schedule wants half a strip of
-    them, conv_taps.MIN_STRIP_FILL) on a `size` x `size` plane, lowered with the tap schedule:
+    """A 3x3 Conv (pad 1) from `channels` to 16 channels (the schedule wants that many,
+    conv_taps.MIN_OUT_CHANNELS) on a `size` x `size` plane, lowered with the tap schedule:
     its krnl.matmul's sizes, strides and taps, and the first entries of the table of A's
     columns ((k // 9) * plane + taps[k % 9]) the micro-kernel reads. The schedule takes planes
     of 14 and more (conv_taps.MAX_WASTE); a ValueError says so for smaller ones."""

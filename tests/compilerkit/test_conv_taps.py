@@ -33,12 +33,12 @@ class Taps:
 
     def compile(self, model, taps: bool, any_channels: bool = True):
         """`any_channels`: the schedule also takes Convs with few output channels (below
-        conv_taps.MIN_STRIP_FILL of a strip: correct, only slower), so CASES test it there."""
+        conv_taps.MIN_OUT_CHANNELS: correct, only slower), so CASES test it there."""
         with self.monkeypatch.context() as m:
             if not taps:
                 m.setattr(conv_taps, "taps_pay", lambda conv, lanes: False)
             elif any_channels:
-                m.setattr(conv_taps, "MIN_STRIP_FILL", 0)
+                m.setattr(conv_taps, "MIN_OUT_CHANNELS", 0)
             return ck.compile(model, asm=False, conv_algorithm="classic")
 
     def both(self, model, x, threads=1):
@@ -117,7 +117,7 @@ def test_nan_and_inf_reach_the_outputs_their_windows_hold(taps):
     ((1, 8, 20, 20), (16, 8, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]), False),
     ((1, 8, 20, 20), (16, 4, 3, 3), dict(group=2, pads=[1, 1, 1, 1]), False),
     ((1, 8, 20, 20), (16, 8, 1, 1), {}, False),  # one tap
-    ((1, 8, 20, 20), (4, 8, 3, 3), dict(pads=[1, 1, 1, 1]), False),  # 4 of a strip's columns
+    ((1, 8, 20, 20), (8, 8, 3, 3), dict(pads=[1, 1, 1, 1]), False),  # 8 output channels
 ])
 def test_the_rule(taps, x_shape, w_shape, attrs, taken):
     x = seeded(x_shape, 4)

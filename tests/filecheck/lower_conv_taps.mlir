@@ -6,22 +6,22 @@
 // throw-away positions read inside it): scratch [1, 4, 19, 32], plane 19 * 32 = 608, pitch 32.
 // Taps (kh, kw) at kh * 32 + kw: 0, 1, 2, 32, 33, 34, 64, 65, 66. K = 4 * 9 = 36, A's rows one
 // position apart (row stride 1), its column (c, tap) at c * 608 + tap. W^T in strips of 32
-// (8 output channels, zero-padded): [1, 36, 32]. Panels: 16 rows in 2 chunks of 8 rows (a
+// (16 output channels, zero-padded): [1, 36, 32]. Panels: 16 rows in 2 chunks of 8 rows (a
 // chunk per thread), 8 * 32 = 256 positions each (2 of every 32 thrown away): t [2, 256, 48]
 // (rows one cache line longer than the strip).
 builtin.module {
-  func.func @taps_3x3(%x: tensor<1x4x16x30xf32>, %b: tensor<8xf32>) -> tensor<1x8x16x30xf32> attributes {input_names = ["x", "b"], output_names = ["y"], onnx_opset = 17 : i64} {
-    %w = "onnx.Constant"() {value = dense<0.5> : tensor<8x4x3x3xf32>} : () -> tensor<8x4x3x3xf32>
-    %y = "onnx.Conv"(%x, %w, %b) {onnx_node_name = "c", pads = [1 : i64, 1 : i64, 1 : i64, 1 : i64], activation = "Relu"} : (tensor<1x4x16x30xf32>, tensor<8x4x3x3xf32>, tensor<8xf32>) -> tensor<1x8x16x30xf32>
-    func.return %y : tensor<1x8x16x30xf32>
+  func.func @taps_3x3(%x: tensor<1x4x16x30xf32>, %b: tensor<16xf32>) -> tensor<1x16x16x30xf32> attributes {input_names = ["x", "b"], output_names = ["y"], onnx_opset = 17 : i64} {
+    %w = "onnx.Constant"() {value = dense<0.5> : tensor<16x4x3x3xf32>} : () -> tensor<16x4x3x3xf32>
+    %y = "onnx.Conv"(%x, %w, %b) {onnx_node_name = "c", pads = [1 : i64, 1 : i64, 1 : i64, 1 : i64], activation = "Relu"} : (tensor<1x4x16x30xf32>, tensor<16x4x3x3xf32>, tensor<16xf32>) -> tensor<1x16x16x30xf32>
+    func.return %y : tensor<1x16x16x30xf32>
   }
 }
 // CHECK-LABEL: func.func @taps_3x3(
-// CHECK-SAME:    [[X:%[0-9]+]]: memref<1x4x16x30xf32>, [[B:%[0-9]+]]: memref<8xf32>, [[Y:%[0-9]+]]: memref<1x8x16x30xf32>)
+// CHECK-SAME:    [[X:%[0-9]+]]: memref<1x4x16x30xf32>, [[B:%[0-9]+]]: memref<16xf32>, [[Y:%[0-9]+]]: memref<1x16x16x30xf32>)
 // CHECK:         [[WT:%[0-9]+]] = "krnl.global"() {sym_name = "wt_c", {{.*}}} : () -> memref<1x36x32xf32>
 // CHECK:         [[S:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<1x4x19x32xf32>
 // CHECK:         [[T:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<2x256x48xf32>
-// CHECK:         [[YV:%[0-9]+]] = "krnl.reshape"([[Y]]) {onnx_node = "c"} : (memref<1x8x16x30xf32>) -> memref<1x8x480xf32>
+// CHECK:         [[YV:%[0-9]+]] = "krnl.reshape"([[Y]]) {onnx_node = "c"} : (memref<1x16x16x30xf32>) -> memref<1x16x480xf32>
 // The planes: zeroed, then x inside the border.
 // CHECK:           "krnl.store"({{%[0-9]+}}, [[S]],
 // CHECK:           }) {bounds = {{\[\[}}0 : i64, 4 : i64], [0 : i64, 19 : i64], [0 : i64, 32 : i64]]
@@ -31,11 +31,11 @@ builtin.module {
 // positions, then the 8 x 30 real positions of its 8 rows out, through the Relu.
 // CHECK:             "krnl.load"([[B]],
 // CHECK:             "krnl.store"({{%[0-9]+}}, [[T]],
-// CHECK:           }) {bounds = {{\[\[}}0 : i64, 256 : i64], [8 : i64, 32 : i64]]
+// CHECK:           }) {bounds = {{\[\[}}0 : i64, 256 : i64], [16 : i64, 32 : i64]]
 // CHECK:               "krnl.matmul"([[S]], [[WT]], [[T]],
 // CHECK-SAME:            {sizes = [256 : i64, 32 : i64, 36 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [1 : i64, 608 : i64, 32 : i64, 48 : i64], simd = 1 : i64, a_taps = [0 : i64, 1 : i64, 2 : i64, 32 : i64, 33 : i64, 34 : i64, 64 : i64, 65 : i64, 66 : i64]}
 // CHECK:             [[V:%[0-9]+]] = "krnl.load"([[T]],
 // CHECK:             [[R:%[0-9]+]] = arith.maximumf [[V]],
 // CHECK-NEXT:        "krnl.store"([[R]], [[YV]],
-// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 8 : i64], [0 : i64, 8 : i64], [0 : i64, 30 : i64]]
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 16 : i64], [0 : i64, 8 : i64], [0 : i64, 30 : i64]]
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 1 : i64]]
