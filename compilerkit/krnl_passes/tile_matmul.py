@@ -12,10 +12,11 @@ same nest.
 Tile sizes follow the shape (`tile_sizes`), as MLAS's strides do: TK = 256 (UNIT_TK = 128
 when A's rows are one element apart) and TN = 128 (a 128 KiB f32 panel of B, in L2), TN
 widened up to PANEL / TK columns when K is short (a short panel is cheap to keep, and more
-columns reuse each row of A more) or to all of N when the whole K x N panel fits (a Conv's 168-column output panel is one tile, not 128 + 40); TM
-covers up to 480 rows of A, so each panel is packed once per 480 rows. Each is clamped to
-its dimension. A narrow B (N <= 16) takes all of K (long runs of A's rows stream better); a
-single row (M = 1) takes all of K and up to 4096 columns: the kernel then streams B's rows.
+columns reuse each row of A more) or to all of N when the whole K x N panel fits (a Conv's
+168-column output panel is one tile, not 128 + 40); TM covers up to 480 rows of A, so each
+panel is packed once per 480 rows. Each is clamped to its dimension. A narrow B (N <= 16)
+takes all of K (long runs of A's rows stream better); a single row (M = 1) takes all of K
+and up to 4096 columns: the kernel then streams B's rows.
 """
 
 from __future__ import annotations
