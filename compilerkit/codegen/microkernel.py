@@ -659,14 +659,14 @@ class _Body:
         # 480 x 256 x 128 168 -> 182 GF/s with the walk below). As MLAS's kernels, rows go
         # in groups of three off one pointer each, row g + m at [p_g + m * sa_r] (x86's
         # scaled index: m * 4 bytes is 4 or 8), so 8 rows take 3 pointers and the stride.
-        # Rows one element apart (sa_r == 1: the tap schedule's and the transposed GEMMs'
-        # output positions) all hang off one pointer at fixed displacements, a loop of its
-        # own (the tap schedule's 128 -> 32 3x3 Conv at 56 x 56: 1.86 -> 1.51 ms).
+        # Rows one element apart (the "unit" variant: the tap schedule's and the transposed
+        # GEMMs' output positions) all hang off one pointer at fixed displacements, and their
+        # columns come from the table, one entry per k (the tap schedule's 128 -> 32 3x3 Conv
+        # at 56 x 56: 1.86 -> 1.45 ms with its 14-row blocks).
         b_at = self.alloca(bptr.type)
-        group_at = [self.alloca(self.A.type) for _ in range(0, rows, 3)]
-        table_at = self.alloca(self.a_table.type)
+        b.store(bptr, b_at)
 
-        def ks(ps, unit):
+        def ks(ps):
             brow = b.load(b_at)
             bvs = [self.vload(b.gep(brow, [c(v * self.lanes)]), self.esize) for v in range(nv)]
             for r in range(rows):
@@ -680,30 +680,27 @@ class _Body:
                     b.store(b.call(self.fma, [splat, bvs[v], b.load(accs[r][v])]), accs[r][v])
             b.store(b.gep(brow, [bstride]), b_at)
 
-        def k_loop(tabled, unit):
-            groups = [0] if unit else list(range(0, rows, 3))
-            b.store(bptr, b_at)
-            if tabled:  # one table entry per k for all the rows
-                bases = [b.gep(self.A, [a_base[g]]) for g in groups]
-                b.store(b.gep(self.a_table, [kb]), table_at)
+        if unit:
+            table_at = self.alloca(self.a_table.type)
+            base = b.gep(self.A, [a_base[0]])
+            b.store(b.gep(self.a_table, [kb]), table_at)
 
-                def step(k):
-                    entry = b.load(table_at)
-                    koff = b.load(entry)
-                    ks([b.gep(q, [koff]) for q in bases], unit)
-                    b.store(b.gep(entry, [c(1)]), table_at)
-            else:
-                for g, at in zip(groups, group_at, strict=False):
-                    b.store(b.gep(self.A, [a_rows[g]]), at)
+            def step(k):
+                entry = b.load(table_at)
+                ks([b.gep(base, [b.load(entry)])])
+                b.store(b.gep(entry, [c(1)]), table_at)
+        else:
+            group_at = [self.alloca(self.A.type) for _ in range(0, rows, 3)]
+            for g, at in zip(range(0, rows, 3), group_at, strict=True):
+                b.store(b.gep(self.A, [a_rows[g]]), at)
 
-                def step(k):
-                    ps = [b.load(at) for at in group_at[:len(groups)]]
-                    ks(ps, unit)
-                    for at, p in zip(group_at, ps, strict=False):
-                        b.store(b.gep(p, [self.sa_k]), at)
-            counted_loop(b, c(0), kc, c(1), step)
+            def step(k):
+                ps = [b.load(at) for at in group_at]
+                ks(ps)
+                for at, p in zip(group_at, ps, strict=True):
+                    b.store(b.gep(p, [self.sa_k]), at)
 
-        k_loop(unit, unit)  # the unit variant reads A's columns by its table
+        counted_loop(b, c(0), kc, c(1), step)
         self._finish(rows, nv, accs, cps, finishes)
 
     def _finish(self, rows, nv, accs, cps, finishes):
