@@ -38,6 +38,21 @@ def mixed_chain(seed=0):
     return make_model(nodes, [("x", x)], ["y"], inits), x
 
 
+def _exported_once(mods) -> dict:
+    """Every partition verifies; name -> partitions defining it with external linkage, each
+    name in exactly one, the entry function in partition 0."""
+    for m in mods:
+        m.verify()
+    exported = {}
+    for k, m in enumerate(mods):
+        for g in list(m.functions) + list(m.global_variables):
+            if not g.is_declaration and g.linkage == llvm.Linkage.external:
+                exported.setdefault(g.name, []).append(k)
+    assert exported["main_graph"] == [0]
+    assert all(len(ks) == 1 for ks in exported.values()), exported
+    return exported
+
+
 @pytest.mark.parametrize("opt_level", [3, 0])
 def test_partitions_give_the_same_bits_as_one_module(monkeypatch, opt_level):
     # At -O0 nothing removes a partition's unused weight declarations: each weight must
@@ -75,15 +90,7 @@ def test_every_partition_is_a_module_and_every_symbol_has_one_home(monkeypatch):
     bodies = be.emitted.bodies
     assert len(bodies) >= split.MIN_GROUPS
     mods = [llvm.parse_assembly(t, context=llvm.create_context()) for t in texts]
-    for m in mods:
-        m.verify()
-    exported = {}  # name -> partitions where it is defined with external linkage
-    for k, m in enumerate(mods):
-        for g in list(m.functions) + list(m.global_variables):
-            if not g.is_declaration and g.linkage == llvm.Linkage.external:
-                exported.setdefault(g.name, []).append(k)
-    assert exported["main_graph"] == [0]
-    assert all(len(ks) == 1 for ks in exported.values()), exported
+    exported = _exported_once(mods)
     # What a partition declares is a weight, or defined for export by exactly one partition.
     for m in mods:
         _, decls = _symbols(m)
@@ -201,15 +208,7 @@ def test_streamed_partitions_are_modules_and_every_symbol_has_one_home(monkeypat
     assert len(texts) == len(parts.modules) == len(parts.objects) > 3
     assert all(isinstance(o, bytes) and o for o in parts.objects)
     mods = [llvm.parse_assembly(t, context=llvm.create_context()) for t in texts]
-    for m in mods:
-        m.verify()
-    exported = {}
-    for k, m in enumerate(mods):
-        for g in list(m.functions) + list(m.global_variables):
-            if not g.is_declaration and g.linkage == llvm.Linkage.external:
-                exported.setdefault(g.name, []).append(k)
-    assert exported["main_graph"] == [0]
-    assert all(len(ks) == 1 for ks in exported.values()), exported
+    exported = _exported_once(mods)
     # the micro-kernel: one partition of its own, exported to the ones that call it
     kernels = [n for n in exported if n.startswith("ck_matmul")]
     assert kernels and all(exported[n] != [0] for n in kernels)
