@@ -431,7 +431,8 @@ class Compilation:
         verify_ir(kmodule, "hand-edited Kernel IR")
         passes = list(self.target.completion_passes(kmodule))
         if "arena_bytes" not in main_func(kmodule).attributes:
-            passes.append(PlanBuffersPass())
+            # (a hand-edited concat_slab tag is not trusted to place a buffer)
+            passes.append(PlanBuffersPass(slabs=False))
         if unguarded(kmodule):  # indices computed from data: checked at run time
             passes.append(GuardIndicesPass())
         if not passes:

@@ -406,6 +406,11 @@ class ReshapeOp(IRDLOperation):
                                   "element count and type")
 
 
+# A krnl.iterate attribute (an integer): this nest copies a whole buffer into the slab of
+# another that starts at this element (a Concat's input into its output, lowering/shape_ops.py).
+# Buffer planning may give the source buffer that slab and drop the nest (plan_buffers.py).
+CONCAT_SLAB = "concat_slab"
+
 MATMUL_STARTS = ("zero", "bias")  # krnl.matmul's `start` values
 
 

@@ -8,6 +8,8 @@ Slice's starts/ends/axes/steps, Split's sizes) must be constants after folding.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import NoneType, i64
@@ -49,12 +51,18 @@ def lower_concat(b: KernelBuilder, op, ins):
     axis = onnx_d.get_attr(op, "axis", 0)
     axis = axis + len(out_dims) if axis < 0 else axis
     out = b.alloc(out_dims, op.results[0].type.element_type)
+    # With nothing before the axis but ones, each input fills one contiguous slab of the
+    # output: the nest says where, and buffer planning may place the input there instead.
+    inner = math.prod(out_dims[axis + 1:])
+    slabs = math.prod(out_dims[:axis]) == 1
     offset = 0
     for x in ins:
         with b.nest(shape(x)) as ivs:
             dst = list(ivs)
             dst[axis] = b.affine([(ivs[axis], 1)], offset)
             b.store(b.load(x, ivs), out, dst)
+        if slabs and math.prod(shape(x)):
+            b.block.last_op.attributes[krnl.CONCAT_SLAB] = onnx_d.to_mlir_attr(offset * inner)
         offset += shape(x)[axis]
     return [out]
 
