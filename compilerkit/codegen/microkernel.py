@@ -70,6 +70,8 @@ target.
 
 from __future__ import annotations
 
+import re
+
 import llvmlite.ir as ir
 
 from compilerkit.dialects.krnl import matmul_block_rows
@@ -189,16 +191,58 @@ def matmul_kernel(module: ir.Module, elem_t, simd: int, rows: str = "general") -
     if name in module.globals:
         return module.globals[name]
     p = elem_t.as_pointer()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [p, p, p] + [I64] * 13 + [p, I64]
-                                             + [I64, I64, elem_t, elem_t, I64.as_pointer()]),
-                     name)
+    ftype = ir.FunctionType(ir.VoidType(), [p, p, p] + [I64] * 13 + [p, I64]
+                            + [I64, I64, elem_t, elem_t, I64.as_pointer()])
+    key = (name, str(elem_t), simd, rows, MR, NV, ROW_TAILS, WIDE_ROWS, PANEL, KMAX, DOT_LANES,
+           PACK_MIN_ROWS)
+    kept = _BODIES.get(key)
+    if kept is not None:
+        body, intrinsics = kept
+        fn = _PrintedFunction(module, ftype, name, body)
+        for iname, itype in intrinsics:  # declared after it, as its build declares them
+            if iname not in module.globals:
+                ir.Function(module, itype, iname)
+    else:
+        fn = ir.Function(module, ftype, name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
     fn.attributes.add("nounwind")
     for k in range(3):
         fn.args[k].add_attribute("noalias")  # C never overlaps A or B (distinct buffers)
-    _Body(module, fn, elem_t, lanes_for(elem_t, simd), rows).emit()
+    if kept is None:
+        _Body(module, fn, elem_t, lanes_for(elem_t, simd), rows).emit()
+        buf = []
+        fn.descr_body(buf)
+        body = "".join(buf)
+        used = set(_INTRINSIC.findall(body))
+        intrinsics = [(n, g.ftype) for n, g in module.globals.items() if n in used]
+        if len(_BODIES) < BODIES_MAX:
+            _BODIES[key] = (body, intrinsics)
     return fn
+
+
+# Each kernel's body as LLVM IR text, kept from its first build in this process, by its name,
+# element type, lanes, variant and the block sizes above: building and printing a variant cost
+# about 0.1 s of Python in every compile (a fifth of a small model's), for the same text each
+# time. Later compiles print the kept text (_PrintedFunction); the host backend then finds the
+# partition's machine code in backends/split.HELPER_OBJECTS as well.
+_BODIES: dict = {}
+BODIES_MAX = 16
+_INTRINSIC = re.compile(r'@"?(llvm\.[\w.]+)"?\(')
+
+
+class _PrintedFunction(ir.Function):
+    """A kernel whose body is text kept from an earlier build (`_BODIES`): one empty block makes
+    it a definition (`is_declaration` is False), and printing it writes the kept body. A
+    partition that only declares it (backends/split.py) empties `blocks` and prints none."""
+
+    def __init__(self, module, ftype, name, body: str):
+        super().__init__(module, ftype, name)
+        self.body_text = body
+        self.append_basic_block("entry")
+
+    def descr_body(self, buf):
+        buf.append(self.body_text)
 
 
 class _Body:

@@ -254,3 +254,30 @@ def test_a_sum_too_long_for_a_table_takes_the_general_kernel():
         got[trans] = cm.run(ins[0][1])[0]
     close(got[1], a, b, np.float32)
     assert np.array_equal(got[0], got[1])
+
+
+def test_a_kernel_is_built_once_and_printed_from_its_kept_text(monkeypatch):
+    """A second module gets the kernel's kept body (no rebuild) and the same text, so the
+    host's machine-code cache (split.HELPER_OBJECTS) finds it; a changed block size rebuilds."""
+    import llvmlite.binding as llvm
+    import llvmlite.ir as ir
+
+    from compilerkit.codegen import microkernel as mk
+
+    monkeypatch.setattr(mk, "_BODIES", {})
+
+    def build():
+        m = ir.Module()
+        fns = [mk.matmul_kernel(m, ir.FloatType(), 16, rows) for rows in mk.ROWS]
+        return m, fns
+
+    first, made = build()
+    second, kept = build()
+    assert not any(isinstance(f, mk._PrintedFunction) for f in made)
+    assert all(isinstance(f, mk._PrintedFunction) and not f.is_declaration for f in kept)
+    assert str(first) == str(second)
+    llvm.parse_assembly(str(second)).verify()
+    monkeypatch.setattr(mk, "WIDE_ROWS", 12)
+    third, rebuilt = build()
+    assert not any(isinstance(f, mk._PrintedFunction) for f in rebuilt)
+    assert str(third) != str(first)  # the unit variant's register block changed
