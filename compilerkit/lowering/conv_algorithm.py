@@ -181,7 +181,7 @@ def _taps_take(op, ws, out) -> bool:
     dil = onnx_d.get_attr(op, "dilations", [1] * r)
     elem = onnx_d.numpy_dtype(op.results[0].type.element_type).itemsize
     return (conv_taps.taps_apply(onnx_d.get_attr(op, "group", 1), list(st), ws[2:], elem, 16)
-            and conv_taps.waste(ws[2:], list(dil), out) <= conv_taps.MAX_WASTE
+            and conv_taps.waste(ws[2:], list(dil), out, list(st)) <= conv_taps.MAX_WASTE
             and ws[0] >= conv_taps.MIN_OUT_CHANNELS)
 
 

@@ -16,6 +16,12 @@ computed and thrown away; the planes get one spare row so that the last panel's 
 positions read inside them. Per panel: t = bias, the product, then the epilogue writes the
 panel's real positions to the NCHW output, transposed, with the activation.
 
+A stride s > 1 on an axis splits the padded planes by phase first (`_phase_planes`): padded
+position P goes to phase P % s, grid position P // s, so output position o's tap k reads grid
+position o + (k*d) // s of phase (k*d) % s, and the sums above hold on the phase grids with
+each tap's plane the channel's plane of its phase (ResNet's 7x7 stride-2 stem, the stride-2
+3x3 Convs, MobileNet's and EfficientNet's stems).
+
 Against im2col (the GEMM panels, conv_panels.py, and `_transposed_panels`): no column buffer,
 C/g x taps times the input written and read back per panel; the same sums over (c, k) in the
 same order from the bias, so the same bits. Against Winograd: direct sums, classic's error.
@@ -28,6 +34,7 @@ import math
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, shape
 from compilerkit.lowering.conv_common import _bias_rows, _Conv, _copy_in, _finish, _scratch
+from compilerkit.lowering.depthwise import phase_pieces as _pieces
 from compilerkit.lowering.matmul import emit_strip_matmul
 
 T_BYTES = 512 * 1024  # most bytes of one panel's t (in L2 while the epilogue reads it back)
@@ -49,30 +56,47 @@ MAX_WASTE = 1.15
 # 16 -> 16 0.254 -> 0.240, 16 -> 24 0.287 -> 0.240; 3x3x3 4 -> 4 at 28^3 0.644 -> 1.110,
 # 8 -> 8 at 32^3 2.97 -> 2.90, 16 -> 16 8.60 -> 5.45.
 MIN_OUT_CHANNELS = 16
+MAX_STRIDE = 2  # a stride s has s phases per axis (s**2 planes per channel in 2-D)
+# A strided Conv takes the taps with at least STRIDED_MIN_K sums per output (C/g x taps) and
+# phase planes of at most PHASE_BYTES: the planes are copied for the whole input, 4x the
+# output positions at stride 2, before the panels read them. 1 thread, AVX-512, 3x3 stride 2
+# unless named, + Relu, ms im2col -> taps: 3 -> 64 7x7 at 224 (ResNet's stem) 2.05 -> 1.86,
+# 16 -> 32 at 112 0.435 -> 0.354, 64 -> 64 at 56 0.675 -> 0.541, 128 -> 128 at 56 1.94 ->
+# 1.61, 256 -> 256 at 28 1.95 -> 1.83, 512 -> 512 at 14 2.69 -> 2.66, 8 -> 32 at 224 0.862
+# -> 0.845, 32 -> 64 at 112 1.27 -> 1.23; left to im2col: 3 -> 32 at 224 (K 27) 0.379 ->
+# 0.463, 3 -> 64 at 224 unpadded 0.696 -> 0.721, 64 -> 64 at 113 unpadded (3.4 MB of
+# planes) 2.17 -> 2.39.
+STRIDED_MIN_K = 64
+PHASE_BYTES = 2 * 1024 * 1024
 
 
-def waste(k_sp, dil, out_sp) -> float:
-    """Positions the tap schedule computes per output position: a row of the padded grid per
-    output row, (out + (k - 1) * d) / out on every axis but the first."""
-    return math.prod((o + (k - 1) * d) / o
-                     for k, d, o in zip(k_sp[1:], dil[1:], out_sp[1:], strict=True))
+def waste(k_sp, dil, out_sp, st=None) -> float:
+    """Positions the tap schedule computes per output position: a row of the padded (phase)
+    grid per output row, (out + (k - 1) * d // s) / out on every axis but the first."""
+    st = st or [1] * len(k_sp)
+    return math.prod((o + (k - 1) * d // s) / o
+                     for k, d, o, s in zip(k_sp[1:], dil[1:], out_sp[1:], st[1:], strict=True))
 
 
 def taps_apply(groups, st, k_sp, elem_bytes: int, lanes: int) -> bool:
-    """Whether the tap schedule can take a Conv: one group, stride 1, more than one tap, f32
-    on a target with vectors (W^T's strips are the f32 micro-kernel's)."""
-    return (groups == 1 and all(s == 1 for s in st) and math.prod(k_sp) > 1 and lanes > 1
-            and elem_bytes == 4)
+    """Whether the tap schedule can take a Conv: one group, strides up to MAX_STRIDE, more
+    than one tap, f32 on a target with vectors (W^T's strips are the f32 micro-kernel's)."""
+    return (groups == 1 and all(1 <= s <= MAX_STRIDE for s in st) and math.prod(k_sp) > 1
+            and lanes > 1 and elem_bytes == 4)
 
 
 def taps_pay(conv: _Conv, lanes: int) -> bool:
     """Whether the tap schedule takes the Conv (conv.py's "classic"): it applies
-    (`taps_apply`), computes at most MAX_WASTE positions per output (`waste`) and has at
-    least MIN_OUT_CHANNELS output channels."""
-    return (taps_apply(conv.groups, conv.st, conv.k_sp,
-                       onnx_d.numpy_dtype(conv.elem).itemsize, lanes)
-            and waste(conv.k_sp, conv.dil, conv.out_sp) <= MAX_WASTE
-            and conv.oc >= MIN_OUT_CHANNELS)
+    (`taps_apply`), computes at most MAX_WASTE positions per output (`waste`), has at
+    least MIN_OUT_CHANNELS output channels, and if strided, STRIDED_MIN_K sums per output and
+    phase planes of at most PHASE_BYTES."""
+    size = onnx_d.numpy_dtype(conv.elem).itemsize
+    strided = any(s > 1 for s in conv.st)
+    return (taps_apply(conv.groups, conv.st, conv.k_sp, size, lanes)
+            and waste(conv.k_sp, conv.dil, conv.out_sp, conv.st) <= MAX_WASTE
+            and conv.oc >= MIN_OUT_CHANNELS
+            and (not strided or (conv.cg * math.prod(conv.k_sp) >= STRIDED_MIN_K
+                                 and math.prod(_phase_shape(conv)) * size <= PHASE_BYTES)))
 
 
 def _panel_rows(rows: int, row_bytes: int, row_positions: int) -> tuple[int, int]:
@@ -88,12 +112,17 @@ def _panel_rows(rows: int, row_bytes: int, row_positions: int) -> tuple[int, int
 def tap_panels(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
     """The tap schedule (the module docstring) for `conv` into `out`; `wt`: W^T in strips of
     `strip` columns (conv.py's `_columns_weights`)."""
-    scratch = _scratch(b, conv, always=True, extra_rows=1)
-    ext = shape(scratch)[2:]
+    strided = any(s > 1 for s in conv.st)
+    scratch = _phase_planes(b, conv) if strided else _scratch(b, conv, always=True,
+                                                                extra_rows=1)
+    ext = shape(scratch)[-conv.r:]  # a (phase) plane's grid
     pitch = [math.prod(ext[d + 1:]) for d in range(conv.r)]
     plane = math.prod(ext)
-    taps = [sum(k * conv.dil[d] * pitch[d] for d, k in enumerate(ks))
+    phases = [math.prod(conv.st[d + 1:]) for d in range(conv.r)]  # a phase's plane index
+    taps = [sum((k * conv.dil[d] % conv.st[d]) * phases[d] * plane
+                + (k * conv.dil[d] // conv.st[d]) * pitch[d] for d, k in enumerate(ks))
             for ks in _tap_positions(conv.k_sp)]
+    plane *= math.prod(conv.st)  # a channel's planes, every phase
     kdim = conv.cg * len(taps)
     width = -(-conv.oc // strip) * strip
     # t's rows one cache line longer than the strips (see _transposed_gemm), and as long on
@@ -109,7 +138,10 @@ def tap_panels(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
     ov = b.view(out, [conv.n, conv.oc, p])
     zero = b.index(0)
     with b.nest([conv.n]) as (nn,):
-        _copy_in(b, conv, scratch, nn, zero)
+        if strided:
+            _copy_phases_in(b, conv, scratch, nn)
+        else:
+            _copy_in(b, conv, scratch, nn, zero)
         with b.nest([chunks, per_chunk]) as (jc, ji):
             jp = b.affine([(jc, per_chunk), (ji, 1)])  # this panel: rows jp * height ...
             _bias_rows(b, conv, t, jc, pw, width)
@@ -133,3 +165,48 @@ def _tap_positions(k_sp):
     for k in k_sp:
         out = [ks + (i,) for ks in out for i in range(k)]
     return out
+
+
+def _phase_planes(b: KernelBuilder, conv: _Conv):
+    """The padded input planes split by phase on every axis: [C, phases, grid...], padded
+    position P on axis d at phase P % s_d, grid position P // s_d (phases numbered row-major
+    over the axes); the grid's first axis has a spare row, as `_scratch(extra_rows=1)`."""
+    return b.alloc(_phase_shape(conv), conv.elem)
+
+
+def _phase_shape(conv: _Conv) -> list[int]:
+    ext = [max(conv.pads[d] + conv.in_sp[d], conv.reach(d)) for d in range(conv.r)]
+    grid = [-(-e // s) for e, s in zip(ext, conv.st, strict=True)]
+    grid[0] += 1
+    return [conv.c_in, math.prod(conv.st)] + grid
+
+
+def _copy_phases_in(b: KernelBuilder, conv: _Conv, planes, nn):
+    """x[nn] into the phase planes: zeros everywhere (the padding; the arena is shared, so
+    every call), then the inputs i_d = j_d*s_d + q_d, at padded position i_d + pad_d: phase
+    (q_d + pad_d) % s_d, grid j_d + (q_d + pad_d) // s_d. A nest per phase of the leading axes
+    (whole rows); on the last axis the phases that share j go in one nest (depthwise's
+    `phase_pieces`: s neighbouring loads per j, which LLVM vectorises with shuffles, where a
+    nest per phase would load every s-th element lane by lane)."""
+    with b.nest(shape(planes)) as ivs:
+        b.store(b.const(0.0, conv.elem), planes, ivs)
+    st, pads, in_sp = conv.st, conv.pads, conv.in_sp
+    s, pad, width = st[-1], pads[-1], in_sp[-1]
+    cols = [(0, -(-(width - q) // s)) for q in range(min(s, width))]
+    for lead in _tap_positions(st[:-1]):
+        spans = [-(-(n - q) // t) for n, q, t in zip(in_sp[:-1], lead, st[:-1], strict=True)]
+        if min(spans, default=1) <= 0:
+            continue
+        base = 0
+        for d, q in enumerate(lead):
+            base = base * st[d] + (q + pads[d]) % st[d]
+        for phases, span_j in _pieces(cols):
+            with b.nest([conv.c_in] + spans + [span_j]) as ivs:
+                c, js, j = ivs[0], ivs[1:-1], ivs[-1]
+                rows = [b.affine([(v, t)], q) for v, t, q in zip(js, st[:-1], lead, strict=True)]
+                at = [b.affine([(v, 1)], (q + p) // t)
+                      for v, q, p, t in zip(js, lead, pads[:-1], st[:-1], strict=True)]
+                for q in phases:
+                    v = b.load(conv.x, [nn, c] + rows + [b.affine([(j, s)], q)])
+                    phase = b.index(base * s + (q + pad) % s)
+                    b.store(v, planes, [c, phase] + at + [b.affine([(j, 1)], (q + pad) // s)])

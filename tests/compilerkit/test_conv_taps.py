@@ -33,12 +33,17 @@ class Taps:
 
     def compile(self, model, taps: bool, any_channels: bool = True):
         """`any_channels`: the schedule also takes Convs with few output channels (below
-        conv_taps.MIN_OUT_CHANNELS: correct, only slower), so CASES test it there."""
+        conv_taps.MIN_OUT_CHANNELS), small planes (more throw-away positions than
+        conv_taps.MAX_WASTE) and strided ones with few sums or large phase planes: correct,
+        only slower, so CASES test it there."""
         with self.monkeypatch.context() as m:
             if not taps:
                 m.setattr(conv_taps, "taps_pay", lambda conv, lanes: False)
             elif any_channels:
                 m.setattr(conv_taps, "MIN_OUT_CHANNELS", 0)
+                m.setattr(conv_taps, "MAX_WASTE", 10.0)
+                m.setattr(conv_taps, "STRIDED_MIN_K", 0)
+                m.setattr(conv_taps, "PHASE_BYTES", 1 << 40)
             return ck.compile(model, asm=False, conv_algorithm="classic")
 
     def both(self, model, x, threads=1):
@@ -65,6 +70,16 @@ CASES = [
     ((1, 4, 6, 32, 40), (12, 4, 3, 3, 3), dict(pads=[1] * 6), True, None),  # 3-D
     ((1, 3, 5, 30, 33), (10, 3, 2, 3, 3), dict(pads=[0, 1, 1, 1, 1, 1]), False, "Relu"),
     ((1, 32, 56, 56), (64, 32, 3, 3), dict(pads=[1, 1, 1, 1]), True, "Relu"),  # many panels
+    # strides: the phase planes (ResNet's stem, stride-2 3x3s, odd sizes, uneven pads)
+    ((1, 3, 64, 64), (20, 3, 7, 7), dict(strides=[2, 2], pads=[3, 3, 3, 3]), True, "Relu"),
+    ((1, 8, 15, 21), (16, 8, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]), False, None),
+    ((2, 6, 17, 20), (12, 6, 3, 3), dict(strides=[2, 2], pads=[0, 1, 2, 0]), True, "Clip"),
+    ((1, 5, 14, 19), (9, 5, 3, 3), dict(strides=[2, 1], pads=[1, 1, 1, 1]), True, None),
+    ((1, 4, 21, 22), (8, 4, 3, 3), dict(strides=[2, 2], dilations=[2, 3], pads=[2, 3, 2, 3]),
+     True, "Relu"),
+    ((1, 4, 16, 17), (8, 4, 4, 4), dict(strides=[2, 2]), False, "LeakyRelu"),  # even kernel
+    ((2, 4, 41), (10, 4, 5), dict(strides=[2], pads=[2, 1]), True, None),  # 1-D
+    ((1, 3, 9, 14, 13), (8, 3, 3, 3, 3), dict(strides=[2, 2, 2], pads=[1] * 6), True, "Relu"),
 ]
 
 
@@ -97,13 +112,15 @@ def test_threads_give_the_same_bits(taps):
     np.testing.assert_array_equal(one, panels)
 
 
-def test_nan_and_inf_reach_the_outputs_their_windows_hold(taps):
+@pytest.mark.parametrize("strides", [[1, 1], [2, 2]])
+def test_nan_and_inf_reach_the_outputs_their_windows_hold(taps, strides):
     """A NaN or inf in the input reaches exactly the outputs whose windows hold it (the
-    throw-away positions and the zero border hold no input): as onnxruntime, bit for bit as
-    the panels."""
+    throw-away positions, the zero border and the other phases hold no input): as
+    onnxruntime, bit for bit as the panels."""
     x = seeded((1, 8, 9, 31), 3)
     x[0, 3, 2, 2], x[0, 5, 8, 30], x[0, 0, 0, 0] = np.nan, np.inf, -np.inf
-    model = conv_act_model(x, (40, 8, 3, 3), True, "Relu", pads=[1, 1, 1, 1])
+    model = conv_act_model(x, (40, 8, 3, 3), True, "Relu", pads=[1, 1, 1, 1],
+                           strides=strides)
     got, panels = taps.both(model, x)
     np.testing.assert_array_equal(got, panels)
     ref = ort_run(model, [x])[0]
@@ -114,7 +131,11 @@ def test_nan_and_inf_reach_the_outputs_their_windows_hold(taps):
 @pytest.mark.parametrize("x_shape, w_shape, attrs, taken", [
     ((1, 8, 14, 14), (16, 8, 3, 3), dict(pads=[1, 1, 1, 1]), True),  # 16 of 14 columns
     ((1, 8, 13, 13), (16, 8, 3, 3), dict(pads=[1, 1, 1, 1]), False),  # 15 of 13: too many
-    ((1, 8, 20, 20), (16, 8, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]), False),
+    ((1, 8, 20, 20), (16, 8, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]), True),  # 11/10
+    ((1, 8, 20, 20), (16, 8, 3, 3), dict(strides=[3, 3], pads=[1, 1, 1, 1]), False),
+    ((1, 8, 12, 12), (16, 8, 5, 5), dict(strides=[2, 2], pads=[2, 2, 2, 2]), False),  # 8/6
+    ((1, 4, 20, 20), (16, 4, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]), False),  # K 36
+    ((1, 64, 113, 113), (16, 64, 3, 3), dict(strides=[2, 2]), False),  # 3.4 MB of planes
     ((1, 8, 20, 20), (16, 4, 3, 3), dict(group=2, pads=[1, 1, 1, 1]), False),
     ((1, 8, 20, 20), (16, 8, 1, 1), {}, False),  # one tap
     ((1, 8, 20, 20), (8, 8, 3, 3), dict(pads=[1, 1, 1, 1]), False),  # 8 output channels
