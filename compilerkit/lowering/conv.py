@@ -35,11 +35,12 @@ threads can share (the parallelize pass marks it: krnl_passes/parallelize.py):
   (C/g, kernel...) x strip columns] (`_strip_panel`), and multiplied strip by strip: the
   kernel reads each strip in place instead of packing the panel again on its stack. Same
   sums in the same order either way: bit-identical results.
-- taps (conv_taps.py; ungrouped, constant weights, stride 1, several taps, f32 with vectors,
-  at most conv_taps.MAX_WASTE positions computed per output: `conv_taps.taps_pay`): the
-  transposed GEMM below with X^T read in place from the zero-bordered input planes, one
-  table entry per (channel, tap) column (krnl.matmul `a_taps`), per panel of whole rows of
-  the padded grid; no column buffer at all. Bit-identical to the GEMM panels.
+- taps (conv_taps.py; ungrouped, constant weights, stride 1 or 2, several taps, f32 with
+  vectors, at most conv_taps.MAX_WASTE positions computed per output: `conv_taps.taps_pay`):
+  the transposed GEMM below with X^T read in place from the zero-bordered input planes (at
+  stride 2 split by phase first), one table entry per (channel, tap) column (krnl.matmul
+  `a_taps`), per panel of whole rows of the padded grid; no column buffer at all.
+  Bit-identical to the GEMM panels.
 - transposed GEMM (ungrouped, constant weights, at most TRANSPOSE_MAX_POSITIONS output
   positions per image, 64+ output channels: `_transposed_pays`): t[q, oc] = bias +
   sum X^T[q, :] W^T[:, oc], then out[oc, q] = act(t[q, oc]). The micro-kernel's vector axis
