@@ -111,16 +111,37 @@ def _erase_nest(nest, block):
         op.erase()
 
 
+def _root(memref):
+    while isinstance(memref.owner, krnl.ReshapeOp):
+        memref = memref.owner.source
+    return memref
+
+
+def _last_writes(block) -> dict:
+    """{buffer (a view's root): position of the last top-level op that writes it}."""
+    last = {}
+    for k, top in enumerate(block.ops):
+        for op in top.walk():
+            if isinstance(op, krnl.StoreOp):
+                last[_root(op.memref)] = k
+            elif isinstance(op, krnl.MatMulOp):
+                last[_root(op.c)] = k
+    return last
+
+
 def _slabs(block) -> dict:
     """{source alloc: (destination alloc, byte offset)} for the Concat copies that can go
-    (see the module docstring); their nests are removed."""
+    (see the module docstring); their nests are removed. A source written again after its
+    copy (no lowering does that) keeps its copy."""
     inside = {}
+    position = {op: k for k, op in enumerate(block.ops)}
+    written = _last_writes(block)
     for nest in [op for op in block.ops if isinstance(op, krnl.IterateOp)]:
         tag = nest.attributes.get(krnl.CONCAT_SLAB)
         if tag is None:
             continue
         pair = _copy_buffers(nest, block)
-        if pair is None or pair[0] in inside:
+        if pair is None or pair[0] in inside or written.get(pair[0].res, -1) > position[nest]:
             continue
         src, dst = pair
         first = tag.value.data
