@@ -117,31 +117,41 @@ def _root(memref):
     return memref
 
 
-def _last_writes(block) -> dict:
-    """{buffer (a view's root): position of the last top-level op that writes it}."""
-    last = {}
-    for k, top in enumerate(block.ops):
+def _writers(block) -> dict:
+    """{buffer (a view's root): the top-level ops that write it, in order}."""
+    out = {}
+    for top in block.ops:
         for op in top.walk():
-            if isinstance(op, krnl.StoreOp):
-                last[_root(op.memref)] = k
-            elif isinstance(op, krnl.MatMulOp):
-                last[_root(op.c)] = k
-    return last
+            mem = op.memref if isinstance(op, krnl.StoreOp) else (
+                op.c if isinstance(op, krnl.MatMulOp) else None)
+            if mem is not None:
+                ops = out.setdefault(_root(mem), [])
+                if not ops or ops[-1] is not top:
+                    ops.append(top)
+    return out
 
 
 def _slabs(block) -> dict:
     """{source alloc: (destination alloc, byte offset)} for the Concat copies that can go
-    (see the module docstring); their nests are removed. A source written again after its
-    copy (no lowering does that) keeps its copy."""
+    (see the module docstring); their nests are removed. A copy stays where a source is
+    written again after it or the output is written before it by anything but the Concat's
+    copies (no lowering does either: the slab would change under a reader)."""
     inside = {}
     position = {op: k for k, op in enumerate(block.ops)}
-    written = _last_writes(block)
+    writers = _writers(block)
+
+    def clean(src, dst, nest):
+        at = position[nest]
+        return (all(position[w] <= at for w in writers.get(src.res, ()))
+                and all(krnl.CONCAT_SLAB in w.attributes for w in writers.get(dst.res, ())
+                        if position[w] < at))
+
     for nest in [op for op in block.ops if isinstance(op, krnl.IterateOp)]:
         tag = nest.attributes.get(krnl.CONCAT_SLAB)
         if tag is None:
             continue
         pair = _copy_buffers(nest, block)
-        if pair is None or pair[0] in inside or written.get(pair[0].res, -1) > position[nest]:
+        if pair is None or pair[0] in inside or not clean(*pair, nest):
             continue
         src, dst = pair
         first = tag.value.data

@@ -154,3 +154,37 @@ builtin.module {
 // CHECK:         concat_slab = 0 : i64
 // COPY-LABEL: func.func @source_written_after_its_copy
 // COPY:         concat_slab = 0 : i64
+
+// -----
+builtin.module {
+  func.func @output_written_before_the_copy(%x: memref<4xf32>, %y: memref<8xf32>) {
+    %a = "krnl.alloc"() : () -> memref<4xf32>
+    "krnl.iterate"() ({
+      %i = arith.constant 0 : index
+      %v = "krnl.load"(%x, %i) : (memref<4xf32>, index) -> f32
+      "krnl.store"(%v, %a, %i) : (f32, memref<4xf32>, index) -> ()
+    }) {bounds = [], n_original = 0 : i64} : () -> ()
+    %c = "krnl.alloc"() : () -> memref<8xf32>
+    "krnl.iterate"() ({
+      %i = arith.constant 0 : index
+      %z = arith.constant 0.0 : f32
+      "krnl.store"(%z, %c, %i) : (f32, memref<8xf32>, index) -> ()
+    }) {bounds = [], n_original = 0 : i64} : () -> ()
+    "krnl.iterate"() ({
+      %i = arith.constant 0 : index
+      %v = "krnl.load"(%a, %i) : (memref<4xf32>, index) -> f32
+      "krnl.store"(%v, %c, %i) : (f32, memref<8xf32>, index) -> ()
+    }) {bounds = [], n_original = 0 : i64, concat_slab = 0 : i64} : () -> ()
+    "krnl.iterate"() ({
+      %i = arith.constant 0 : index
+      %v = "krnl.load"(%c, %i) : (memref<8xf32>, index) -> f32
+      "krnl.store"(%v, %y, %i) : (f32, memref<8xf32>, index) -> ()
+    }) {bounds = [], n_original = 0 : i64} : () -> ()
+    func.return
+  }
+}
+// c is written (a fill) before the copy: placing a in c would let the fill overwrite a.
+// CHECK-LABEL: func.func @output_written_before_the_copy
+// CHECK:         concat_slab = 0 : i64
+// COPY-LABEL: func.func @output_written_before_the_copy
+// COPY:         concat_slab = 0 : i64
