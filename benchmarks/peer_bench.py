@@ -35,8 +35,10 @@ How it measures:
   round, one call each, after an untimed warm-up; before each timed call the process idles
   `--gap` seconds (onnxruntime's and OpenVINO's pools spin for tens of milliseconds after a run
   and would take the cores from the engine called next; TVM's pool neither spins nor binds
-  its workers, `_quiet_tvm_pool`); an engine slower than `--budget` seconds over its rounds
-  gets fewer (at least one);
+  its workers, `_quiet_tvm_pool`); with `--steady` an untimed call of the same engine comes
+  right after the gap, so the timed call finds the cores as a loop of calls leaves them (after
+  an idle gap a busy virtual machine ran every engine up to 4x slower on its first call); an
+  engine slower than `--budget` seconds over its rounds gets fewer (at least one);
 - `latency_s` is the best call, `median_s` the median; every engine's output is checked against
   onnxruntime's (`rel_err`: max |engine - onnxruntime| / max |onnxruntime|).
 
@@ -383,10 +385,12 @@ def rel_err(y, ref) -> float:
     return float(np.max(np.abs(y - ref))) / scale
 
 
-def measure(fns: dict, x, rounds: int, budget: float, gap: float, seed: int) -> dict:
+def measure(fns: dict, x, rounds: int, budget: float, gap: float, seed: int,
+            steady: bool = False) -> dict:
     """Call every engine's function once per round, in a new random order each round, after a
     warm-up call; an engine whose warm-up shows it would pass `budget` seconds over the rounds
-    is called fewer times (at least once). Returns engine -> list of call seconds: the shared
+    is called fewer times (at least once); `steady`: an untimed call of the same engine just
+    before each timed one, after the gap. Returns engine -> list of call seconds: the shared
     timer's `samples`, wall clock (the engines' pools run on threads besides ours)."""
     from compilerkit.measure import timing  # here, as the engines are: after the pinning
 
@@ -396,10 +400,11 @@ def measure(fns: dict, x, rounds: int, budget: float, gap: float, seed: int) -> 
     calls = {e: max(1, min(rounds, int(budget / max(warm[e], 1e-9)))) for e in fns}
     # the gap: other engines' pools stop spinning
     return timing.samples({e: (lambda fn=fn: fn(x)) for e, fn in fns.items()}, calls, "wall",
-                          shuffle=seed, warmup=False, before=lambda: time.sleep(gap))
+                          shuffle=seed, warmup=False, before=lambda: time.sleep(gap),
+                          steady=steady)
 
 
-def bench_model(model, engines, size, rounds, budget, gap, workdir):
+def bench_model(model, engines, size, rounds, budget, gap, workdir, steady=False):
     """One model: {"t1": {...}, "t2": {...}} and engine -> reason for what was skipped."""
     path = model_path(model, size, workdir)
     name, x, opset = input_of(path)
@@ -421,7 +426,7 @@ def bench_model(model, engines, size, rounds, budget, gap, workdir):
         from compilerkit.measure.timing import parallel_ceiling  # after the pinning, as above
 
         ceiling = [parallel_ceiling()] if threads > 1 else None
-        times = measure(fns, x, rounds, budget, gap, seed=threads)
+        times = measure(fns, x, rounds, budget, gap, seed=threads, steady=steady)
         if ceiling:   # what two threads could gain at all, just before and after the rounds
             row["machine_ceiling_t2"] = [round(ceiling[0], 3), round(parallel_ceiling(), 3)]
         row[f"t{threads}"] = {e: {"latency_s": min(ts), "median_s": statistics.median(ts),
@@ -501,6 +506,8 @@ def main(argv=None) -> dict:
                     help="seconds of calls per engine, model and thread count before an engine "
                          "gets fewer rounds (default 20)")
     ap.add_argument("--gap", type=float, help="idle seconds before each timed call (0.1)")
+    ap.add_argument("--steady", action="store_true",
+                    help="an untimed call of the same engine right before each timed one")
     ap.add_argument("--skip", default="",
                     help="model:engine pairs left out of this run (comma-separated), recorded "
                          "under 'skipped', e.g. unet3d:tvm where one call takes minutes")
@@ -532,6 +539,7 @@ def main(argv=None) -> dict:
            "versions": versions, "absent": absent, "skipped": {}, "results": {},
            "machine_ceiling_t2": {},
            "settings": {"rounds": rounds, "budget_s": args.budget, "gap_s": gap,
+                        "steady": args.steady,
                         "size": args.size, "quick": args.quick},
            "load": {"before": [round(v, 2) for v in os.getloadavg()]}}
     for e, why in absent.items():
@@ -542,7 +550,8 @@ def main(argv=None) -> dict:
         for m in models:
             print(f"{m} ...", flush=True)
             row, skipped = bench_model(m, [e for e in live if e not in left_out.get(m, ())],
-                                       args.size, rounds, args.budget, gap, Path(workdir))
+                                       args.size, rounds, args.budget, gap, Path(workdir),
+                                       steady=args.steady)
             skipped.update({e: "left out of this run (--skip)" for e in left_out.get(m, ())
                             if e in live})
             ceiling = row.pop("machine_ceiling_t2", None)

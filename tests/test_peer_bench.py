@@ -100,3 +100,17 @@ def test_modern_models_are_valid_onnx_and_seeded(bench):
         assert m.SerializeToString() == bench._modern(name).SerializeToString()
     with pytest.raises(ValueError, match="unknown modern model 'bert'"):
         bench._modern("bert")
+
+
+@pytest.mark.parametrize("steady", [False, True])
+def test_steady_calls_each_engine_once_more_before_each_timed_call(bench, steady):
+    """--steady: after the gap, an untimed call of the same engine, then the timed one; each
+    engine's calls: one warm-up, then one or two per round."""
+    log = []
+    fns = {e: (lambda x, e=e: log.append(e)) for e in ("a", "b")}
+    times = bench.measure(fns, None, rounds=3, budget=10.0, gap=0.0, seed=1, steady=steady)
+    assert {e: len(ts) for e, ts in times.items()} == {"a": 3, "b": 3}
+    assert log.count("a") == log.count("b") == 1 + 3 * (2 if steady else 1)
+    if steady:  # each timed call follows an untimed one of the same engine
+        rounds = log[2:]
+        assert all(rounds[i] == rounds[i + 1] for i in range(0, len(rounds), 2))
