@@ -19,8 +19,8 @@ panel's real positions to the NCHW output, transposed, with the activation.
 A stride s > 1 on an axis splits the padded planes by phase first (`_phase_planes`): padded
 position P goes to phase P % s, grid position P // s, so output position o's tap k reads grid
 position o + (k*d) // s of phase (k*d) % s, and the sums above hold on the phase grids with
-each tap's plane the channel's plane of its phase (ResNet's 7x7 stride-2 stem, the stride-2
-3x3 Convs, MobileNet's and EfficientNet's stems).
+each tap's plane the channel's plane of its phase (ResNet's and DenseNet's 7x7 stride-2
+stems, stride-2 3x3 Convs with 8 or more input channels; `taps_pay` says where it pays).
 
 Against im2col (the GEMM panels, conv_panels.py, and `_transposed_panels`): no column buffer,
 C/g x taps times the input written and read back per panel; the same sums over (c, k) in the
