@@ -112,6 +112,40 @@ def test_threads_give_the_same_bits(taps):
     np.testing.assert_array_equal(one, panels)
 
 
+@pytest.mark.parametrize("rows, row_bytes, positions, expected", [
+    (56, 58 * 80 * 4, 58, (28, 2)),  # an even count: 2 chunks of whole panels
+    (55, 57 * 80 * 4, 57, (11, 5)),  # 5 panels of 11 rows (t within T_BYTES): a chunk each
+    (27, 29 * 144 * 4, 29, (27, 1)),  # one panel holds them all: 1 chunk
+    (13, 15 * 272 * 4, 15, (13, 1)),  # 13 rows: one panel
+    (55, 57 * 400 * 4, 57, (5, 11)),  # wide t: 11 panels of 5 rows, 5 MB of t's ...
+])
+def test_panel_rows(rows, row_bytes, positions, expected, monkeypatch):
+    """(rows per panel, chunks): an even panel count gives 2 chunks; an odd count of 3 or
+    more panels a chunk (and a t) per panel, the threads taking panels in turn."""
+    if expected == (5, 11):  # ... beyond SLOTS_BYTES: 1 chunk
+        assert conv_taps._panel_rows(rows, row_bytes, positions) == (5, 1)
+        monkeypatch.setattr(conv_taps, "SLOTS_BYTES", 8 << 20)
+    assert conv_taps._panel_rows(rows, row_bytes, positions) == expected
+
+
+def test_odd_panel_counts_run_a_panel_per_thread(taps):
+    """55 rows (5 panels of 11): the panel loop is the parallel one, each panel with a t of
+    its own; same bits at 1 and 2 threads as the panels, onnxruntime's answer."""
+    x = seeded((1, 16, 55, 55), 8)
+    model = conv_act_model(x, (64, 16, 3, 3), True, "Relu", pads=[1, 1, 1, 1])
+    k = compile_to("kernel-ir", model, conv_algorithm="classic")
+    (t,) = [op for op in k.walk() if isinstance(op, krnl.AllocOp)
+            and list(op.results[0].type.get_shape()) == [5, 11 * 57, 80]]
+    (nest,) = [op for op in k.walk() if isinstance(op, krnl.IterateOp)
+               and op.bound_list() == [(0, 5), (0, 1)]]
+    assert krnl.parallel_loop(nest) is not None
+    one, panels = taps.both(model, x)
+    two, _ = taps.both(model, x, threads=2)
+    np.testing.assert_array_equal(one, panels)
+    np.testing.assert_array_equal(two, panels)
+    np.testing.assert_allclose(one, ort_run(model, [x])[0], rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("strides", [[1, 1], [2, 2]])
 def test_nan_and_inf_reach_the_outputs_their_windows_hold(taps, strides):
     """A NaN or inf in the input reaches exactly the outputs whose windows hold it (the

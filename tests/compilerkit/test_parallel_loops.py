@@ -272,7 +272,8 @@ def test_hand_written_parallel_tile_loop():
 @pytest.mark.parametrize("tile, threads", [(2, (1, 2, 3, 7)), (1, (2, 5, 64))])
 def test_dynamic_hand_out_covers_every_iteration_once(tile, threads):
     """The parallel loop is handed out in chunks of trip / (GRAINS_PER_THREAD x threads)
-    iterations taken with an atomic add (codegen/emit.py parallel_iterate): with 100 or 200
+    iterations, the first thread to arrive taking them from the front and the others from the
+    back, one compare-and-swap each (codegen/emit.py _take_chunk): with 100 or 200
     column tiles the chunks are several tiles long and the last one is short, and more
     threads than chunks leaves some threads nothing. A tile computed twice or skipped would
     double or zero its column sums; the reference adds rows in order as the code does."""
@@ -289,6 +290,24 @@ def test_dynamic_hand_out_covers_every_iteration_once(tile, threads):
     for n in threads:
         for _ in range(3):  # a different hand-out order each run, the same bits
             assert np.array_equal(cm.run(x, num_threads=n)[0], ref), f"{n} threads"
+
+
+def test_a_one_tile_product_is_cut_by_columns():
+    """A 1x1 Conv whose product is one tile-matmul tile (32 -> 32 channels at 32 x 32: M 32,
+    N 1024) gets its column tile cut (parallelize.split_cols), not its rows: the threads take
+    column blocks, each packing only its own columns of B. Same bits at every thread count,
+    onnxruntime's answer."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 32, 32, 32)).astype(np.float32)
+    w = (rng.standard_normal((32, 32, 1, 1)) * 0.2).astype(np.float32)
+    model = make_model([helper.make_node("Conv", ["x", "w"], ["y"])], [("x", x)], ["y"],
+                       [("w", w)])
+    cm = ck.compile(model, asm=False)
+    (mm,) = [op for op in cm.provenance.modules["kernel-ir"].walk()
+             if isinstance(op, krnl.MatMulOp)]
+    assert krnl.ints_of(mm.tile)[:2] == [32, 256]
+    out = same_at_every_thread_count(cm, [x])
+    np.testing.assert_allclose(out[0], ort_run(model, [x])[0], rtol=1e-4, atol=1e-4)
 
 
 def test_hand_schedule_replaces_the_parallel_mark():

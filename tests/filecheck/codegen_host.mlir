@@ -196,24 +196,39 @@ func.func @shared_parallel(%x: memref<4x8xf32>, %y: memref<4x8xf32>) attributes 
 }
 // Two nodes with the same code (same shapes, a parallel outer loop) call one function: its
 // buffers are parameters, so node b passes (t, y) where node a passed (x, t). The parallel nest
-// is one function `body(ctx)`, ctx = {status, threads, next, x, t}: GOMP_parallel runs it on
-// the threads, and with one thread the node calls it directly; no other wrapper is made. The
-// threads take chunks of the outer loop with an atomic add on ctx.next until none is left.
+// is one function `body(ctx)`, ctx = {status, threads, span, arrived, x, t}: GOMP_parallel
+// runs it on the threads, and with one thread the node calls it directly; no other wrapper is
+// made. A thread counts itself in ctx.arrived (the first one takes chunks from the front, the
+// others from the back) and claims chunks of the outer loop with a compare-and-swap on
+// ctx.span (back << 32 | front, [0, 4) at the start) until the two ends meet.
 // CHECK-LABEL: // case @shared_parallel
 // CHECK:       define i64 @main_graph(ptr %{{.*}}, i64 %[[N:[^)]*]]) #{{[0-9]+}} {
 // CHECK:         call i64 @main_graph_1_a(ptr %[[X:[^,]*]], ptr %[[T:[^,]*]], i64 %[[N]])
 // CHECK:         call i64 @main_graph_1_a(ptr %[[T]], ptr %[[Y:[^,]*]], i64 %[[N]])
 // CHECK-NOT:   define {{.*}}@main_graph_2_b
 // CHECK:       define internal i64 @main_graph_1_a(ptr noalias %[[A:[^,]*]], ptr noalias %[[B:[^,]*]], i64 %{{.*}})
-// CHECK:         alloca { i64, i64, i64, ptr, ptr }
+// CHECK:         alloca { i64, i64, i64, i64, ptr, ptr }
+// CHECK:         store i64 17179869184, ptr
+// CHECK:         store i64 0, ptr
 // CHECK:         store ptr %[[A]], ptr
 // CHECK:         store ptr %[[B]], ptr
 // CHECK:         call void @GOMP_parallel(ptr @main_graph_1_a_par1, ptr %[[CTX:[^,]*]], i32 %{{.*}}, i32 0)
 // CHECK:         call void @main_graph_1_a_par1(ptr %[[CTX]])
 // CHECK:       define internal void @main_graph_1_a_par1(ptr noalias %{{.*}})
+// CHECK:         %[[SPAN:.*]] = getelementptr { i64, i64, i64, i64, ptr, ptr }, ptr %{{.*}}, i32 0, i32 2
+// CHECK:         %[[ARRIVED:.*]] = getelementptr { i64, i64, i64, i64, ptr, ptr }, ptr %{{.*}}, i32 0, i32 3
+// CHECK:         %[[NTH:.*]] = atomicrmw add ptr %[[ARRIVED]], i64 1 monotonic
+// CHECK:         %[[BACK_ROLE:.*]] = icmp sgt i64 %[[NTH]], 0
 // CHECK:       [[TAKE:take[0-9.]*]]:
-// CHECK:         %[[FIRST:.*]] = atomicrmw add ptr %{{.*}}, i64 %{{.*}} monotonic
-// CHECK:         icmp slt i64 %[[FIRST]], 4
+// CHECK:         load atomic i64, ptr %[[SPAN]] monotonic
+// CHECK:       check{{[0-9.]*}}:
+// CHECK:         %[[CUR:.*]] = phi i64
+// CHECK:         %[[FRONT:.*]] = zext i32 %{{.*}} to i64
+// CHECK:         %[[BACK:.*]] = lshr i64 %[[CUR]], 32
+// CHECK:         icmp slt i64 %[[FRONT]], %[[BACK]]
+// CHECK:       claim{{[0-9.]*}}:
+// CHECK:         select i1 %[[BACK_ROLE]]
+// CHECK:         cmpxchg ptr %[[SPAN]], i64 %[[CUR]], i64 %{{.*}} monotonic monotonic
 // CHECK:         br label %[[TAKE]]
 // CHECK:         atomicrmw umax
 // CHECK-NOT:   define {{.*}}@main_graph_{{.*}}_omp

@@ -3,7 +3,9 @@
 // where its iterations write disjoint memory and the nest does at least 32768 innermost
 // iterations; the host runs such a loop on libgomp's threads, the emulated targets serially.
 // A safe loop that is not outermost is permuted to the front; a tiled matmul whose tile loops
-// have fewer than 4 iterations gets its row tile cut to ceil(ceil(M / 4) / 6) * 6 rows.
+// have fewer than 4 iterations gets its column tile cut to ceil(ceil(N / 4) / strip) * strip
+// columns (strip: the micro-kernel's 2 vectors, 16 at simd 8), or where N is one strip, its
+// row tile to ceil(ceil(M / 4) / 6) * 6 rows.
 // The first pieces are hand-written krnl.parallel ops the verifier refuses (errors are
 // printed as they happen, the modules at the end: hence `not` and this order).
 
@@ -231,7 +233,7 @@ builtin.module {
 
 // -----
 builtin.module {
-  func.func @matmul_row_tiles(%a: memref<256x256xf32>, %b: memref<256x256xf32>, %c: memref<256x256xf32>) {
+  func.func @matmul_column_tiles(%a: memref<256x256xf32>, %b: memref<256x256xf32>, %c: memref<256x256xf32>) {
     %z = arith.constant 0 : index
     %i, %j, %k = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
     %ko, %ki = "krnl.block"(%k) {tile = 256 : i64} : (!krnl.loop) -> (!krnl.loop, !krnl.loop)
@@ -246,15 +248,43 @@ builtin.module {
   }
 }
 // tile-matmul's schedule (j_o, k_o, i_o) of a 256^3 product has 2 column tiles and 1 row
-// tile: the row tile is cut to 66 rows (ceil(ceil(256 / 4) / 6) * 6), giving 4 row tiles,
-// and i_o moves to the front and runs in parallel; k_o stays serial inside each thread.
+// tile: the column tile is cut to 64 columns (ceil(ceil(256 / 4) / 16) * 16), giving 4 column
+// tiles, and j_o, already in front, runs in parallel: each thread packs only its own columns
+// of B (row tiles would each pack all of B).
+// CHECK-LABEL: func.func @matmul_column_tiles
+// CHECK:         %jo, %ji = "krnl.block"(%j) {tile = 64 : i64}
+// CHECK:         %io, %ii = "krnl.block"(%i) {tile = 256 : i64}
+// CHECK:         "krnl.parallel"(%jo)
+// CHECK-NEXT:    "krnl.iterate"(%i, %j, %k, %jo, %ko, %io)
+// CHECK:           "krnl.matmul"
+// CHECK-SAME:      tile = [256 : i64, 64 : i64, 256 : i64]
+
+// -----
+builtin.module {
+  func.func @matmul_row_tiles(%a: memref<256x256xf32>, %b: memref<256x16xf32>, %c: memref<256x16xf32>) {
+    %z = arith.constant 0 : index
+    %i, %j, %k = "krnl.define_loops"() : () -> (!krnl.loop, !krnl.loop, !krnl.loop)
+    %ko, %ki = "krnl.block"(%k) {tile = 256 : i64} : (!krnl.loop) -> (!krnl.loop, !krnl.loop)
+    %jo, %ji = "krnl.block"(%j) {tile = 16 : i64} : (!krnl.loop) -> (!krnl.loop, !krnl.loop)
+    %io, %ii = "krnl.block"(%i) {tile = 256 : i64} : (!krnl.loop) -> (!krnl.loop, !krnl.loop)
+    "krnl.permute"(%io, %ii, %jo, %ji, %ko, %ki) {map = [2 : i64, 3 : i64, 0 : i64, 4 : i64, 1 : i64, 5 : i64]} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+    "krnl.iterate"(%i, %j, %k, %jo, %ko, %io) ({
+    ^bb0(%r: index, %s: index, %t: index):
+      "krnl.matmul"(%a, %b, %c, %r, %s, %t, %z, %z, %z) {sizes = [256 : i64, 16 : i64, 256 : i64], tile = [256 : i64, 16 : i64, 256 : i64], strides = [256 : i64, 1 : i64, 16 : i64, 16 : i64], simd = 8 : i64} : (memref<256x256xf32>, memref<256x16xf32>, memref<256x16xf32>, index, index, index, index, index, index) -> ()
+    }) {bounds = [[0 : i64, 256 : i64], [0 : i64, 16 : i64], [0 : i64, 256 : i64]], n_original = 3 : i64} : (!krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop, !krnl.loop) -> ()
+    func.return
+  }
+}
+// 16 columns are one strip: the row tile is cut to 66 rows (ceil(ceil(256 / 4) / 6) * 6),
+// giving 4 row tiles, and i_o moves to the front and runs in parallel; k_o stays serial
+// inside each thread.
 // CHECK-LABEL: func.func @matmul_row_tiles
 // CHECK:         %io, %ii = "krnl.block"(%i) {tile = 66 : i64}
 // CHECK:         "krnl.permute"(%jo, %ko, %io) {map = [1 : i64, 2 : i64, 0 : i64]}
 // CHECK-NEXT:    "krnl.parallel"(%io)
 // CHECK-NEXT:    "krnl.iterate"(%i, %j, %k, %io, %jo, %ko)
 // CHECK:           "krnl.matmul"
-// CHECK-SAME:      tile = [66 : i64, 128 : i64, 256 : i64]
+// CHECK-SAME:      tile = [66 : i64, 16 : i64, 256 : i64]
 
 // -----
 builtin.module {
