@@ -11,8 +11,8 @@ whose outer loops share memory (Conv's batch x group loop around its im2col scra
 serial, and the nests inside it are tried instead, once per outer iteration.
 
 A matmul nest (tile-matmul's tiles are large, so a small product is one tile) none of whose
-safe loops has SPLIT_BELOW iterations gets its column tile cut to about N / SPLIT_BLOCKS
-columns (whole strips of the micro-kernel's 2 vectors, `split_cols`): threads then take column
+safe loops has SPLIT_BELOW iterations gets its column tile cut to N / SPLIT_BLOCKS columns,
+rounded down to whole strips of the micro-kernel's 2 vectors (`split_cols`): threads take column
 blocks, each packing only its own columns of B. Where N is a single strip, the row tile is
 cut instead to about M / SPLIT_BLOCKS rows (a multiple of the micro-kernel's register rows,
 krnl.matmul_block_rows, at least MIN_BLOCKS blocks of them, `split_rows`), as MLAS splits a
@@ -142,7 +142,7 @@ def _one_matmul(it: krnl.IterateOp) -> bool:
 
 
 def split_cols(it: krnl.IterateOp) -> bool:
-    """Cut the column tile of a matmul nest into about SPLIT_BLOCKS column blocks, each a
+    """Cut the column tile of a matmul nest into SPLIT_BLOCKS or more column blocks, each a
     whole number of the micro-kernel's column strips (2 vectors); returns whether it did
     (not where the columns are fewer than 2 strips: then `split_rows`). Threads then take
     column blocks: each packs only its own columns of B, where row blocks each pack all of
@@ -162,8 +162,9 @@ def split_cols(it: krnl.IterateOp) -> bool:
     n = krnl.ints_of(mm.sizes)[1]
     size = mm.c.type.element_type.bitwidth // 8
     strip = 2 * (mm.simd.value.data if size == 4 else max(1, mm.simd.value.data // 2))
-    per = -(-n // SPLIT_BLOCKS)  # columns per block for SPLIT_BLOCKS blocks, rounded up
-    tn = -(-per // strip) * strip
+    # whole strips, at least SPLIT_BLOCKS blocks where there are that many strips (N 169:
+    # blocks of 32, 6 of them, not 64 x 3: two threads then share them evenly)
+    tn = max(strip, n // SPLIT_BLOCKS // strip * strip)
     if len(blocks) != 1 or mm.j is not it.body.block.args[1] or -(-n // tn) < 2:
         return False
     if tn >= blocks[0].tile.value.data:

@@ -92,6 +92,11 @@ TILE_SIZES = (2, 4, 6)  # the m of F(m, 3) this lowering offers
 SCREEN_RANGE = 1000.0
 
 
+# Output channels per iteration of the output transform's outer loop (`_channel_blocks`): one
+# AVX-512 vector of f32 (the same on every target: the loop order must not depend on lanes).
+CHANNEL_BLOCK = 16
+
+
 def weights_array(op):
     """The Conv's weights as numpy (from the onnx.Constant feeding it), or None."""
     module = op
@@ -480,7 +485,7 @@ def _at(b: KernelBuilder, coords, strides, terms=(), const=0):
     return b.affine(terms, const)
 
 
-def _passes(b: KernelBuilder, p: _Plan, mats, inner, load, store, temps):
+def _passes(b: KernelBuilder, p: _Plan, mats, inner, load, store, temps, block=None):
     """The separable transform of one tile: mats[d] ([out_d, in_d]) applied along each axis d,
     last axis first, each as its own nest over the other axes' positions and the innermost
     dimension `inner` (C or K, the vector loop), with the axis itself unrolled (axes of
@@ -488,7 +493,8 @@ def _passes(b: KernelBuilder, p: _Plan, mats, inner, load, store, temps):
     out[.., a, ..] = sum_j mats[d][a, j] * in[.., j, ..]. load(coords, c) reads the tile,
     store(coords, c, value) writes the result, temps[k] holds the values between passes k
     and k + 1. Unrolling one axis at a time keeps each body small (alpha loads, alpha
-    outputs): unrolling the whole tile made compile times grow with alpha^r."""
+    outputs): unrolling the whole tile made compile times grow with alpha^r. `block` = (cb,
+    width): only channels cb * width ... + width - 1 (`_channel_blocks`)."""
     def co_idx(coords):
         return [b.index(x) if isinstance(x, int) else x for x in coords]
 
@@ -498,8 +504,10 @@ def _passes(b: KernelBuilder, p: _Plan, mats, inner, load, store, temps):
         src = load if k == 0 else (lambda co, c, t=temps[k - 1]: b.load(t, co_idx(co) + [c]))
         last = k == len(order) - 1
         other = [s for e, s in enumerate(sizes) if e != d]
-        with b.nest(other + [inner]) as ivs:
+        with b.nest(other + [inner if block is None else block[1]]) as ivs:
             o, c = ivs[:-1], ivs[-1]
+            if block is not None:
+                c = b.affine([(block[0], block[1]), (c, 1)])
 
             def full(j, o=o, d=d):
                 return list(o[:d]) + [j] + list(o[d:])
@@ -547,12 +555,22 @@ def _input_transform(b: KernelBuilder, p: _Plan, xp, v, row0, height, temps):
         _passes(b, p, [mat[2] for mat in p.mats], p.c, load, store, temps)
 
 
+def _channel_blocks(n: int) -> int:
+    """Blocks of CHANNEL_BLOCK channels the output transform's outer loop walks: n /
+    CHANNEL_BLOCK when that divides and gives 2 or more, else 1 (the whole of n)."""
+    return n // CHANNEL_BLOCK if n % CHANNEL_BLOCK == 0 and n >= 2 * CHANNEL_BLOCK else 1
+
+
 def _output_transform(b: KernelBuilder, p: _Plan, mm, y, nn, row0, height, temps):
     """y[k, tile origin + i] = act(bias[k] + (A^T M A)[i]) for the group's tiles (K
-    innermost); y is out[nn] itself, or the whole-tile buffer when tiles hang over its end."""
+    innermost); y is out[nn] itself, or the whole-tile buffer when tiles hang over its end.
+    The outer loop walks blocks of output channels (`_channel_blocks`), all tiles in each:
+    threads then write whole planes of their own channels (tile rows of a small plane share
+    cache lines between threads) and each temps element belongs to one block."""
     g = height * p.inner
     a_strides = [math.prod(p.alphas[d + 1:]) * g * p.k for d in range(p.r)]
-    with b.nest([height] + p.tiles[1:]) as ts:
+    blocks = _channel_blocks(p.k)
+    with b.nest([blocks]) as (kb,), b.nest([height] + p.tiles[1:]) as ts:
         origin = [b.affine([(row0, p.ms[0]), (ts[0], p.ms[0])])] + [
             b.affine([(t, p.ms[d])]) for d, t in enumerate(ts[1:], start=1)]
         tile = _tile_index(b, p, ts[0], ts[1:])
@@ -572,4 +590,5 @@ def _output_transform(b: KernelBuilder, p: _Plan, mm, y, nn, row0, height, temps
             at = [_at(b, [x], [1], [(o, 1)]) for x, o in zip(coords, origin, strict=True)]
             b.store(value, y, ([nn] if y is p.out else []) + [k] + at)
 
-        _passes(b, p, [mat[0] for mat in p.mats], p.k, load, store, temps)
+        _passes(b, p, [mat[0] for mat in p.mats], p.k, load, store, temps,
+                block=(kb, p.k // blocks) if blocks > 1 else None)

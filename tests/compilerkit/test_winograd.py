@@ -312,6 +312,32 @@ def test_threads_give_the_same_answer():
         np.testing.assert_array_equal(cm.run(x, num_threads=3)[0], one)
 
 
+@pytest.mark.parametrize("k, blocks", [(64, 4), (48, 3), (40, 1), (16, 1)])
+def test_the_output_transform_walks_channel_blocks(k, blocks):
+    """The output transform's outer loop is over blocks of CHANNEL_BLOCK output channels (K a
+    multiple of it, 2 blocks or more; else one block, the whole of K): the parallelize pass
+    gives it to threads, each writing whole output planes. Same bits at every thread count,
+    onnxruntime's answer."""
+    assert winograd.CHANNEL_BLOCK == 16
+    wt = np.random.default_rng(5).standard_normal((k, 16, 3, 3)).astype(np.float32)
+    model, x = conv_model((1, 16, 28, 28), wt, pads=[1, 1, 1, 1])
+    kir = compile_to("kernel-ir", model, conv_algorithm="winograd-f2")
+    outer = [op for op in kir.walk() if op.name == "krnl.iterate"
+             and op.bound_list() == [(0, blocks)]
+             and any(o.name == "krnl.iterate" and o.bound_list() == [(0, 14), (0, 14)]
+                     for o in op.body.block.ops)]
+    if blocks > 1:
+        from compilerkit.dialects import krnl
+
+        assert len(outer) == 1 and krnl.parallel_loop(outer[0]) is not None
+    else:  # (a loop of 1 around the tiles: the band loop's and the output transform's)
+        assert outer
+    cm = ck.compile(model, asm=False, conv_algorithm="winograd-f2")
+    one = cm.run(x, num_threads=1)[0]
+    np.testing.assert_array_equal(cm.run(x, num_threads=2)[0], one)
+    assert scaled_error(model, x, "winograd-f2") <= TOLERANCE[2]
+
+
 @pytest.mark.parametrize("x_shape,m", [((2, 3, 10, 7), 2), ((1, 2, 10, 5, 6), 4)])
 def test_fused_groups_with_a_ragged_last_group(monkeypatch, x_shape, m):
     """Groups of 2 tile rows over 5 (2-D, F(2,3): 10 rows) or 3 (3-D, F(4,3): 10 planes)

@@ -3,9 +3,9 @@
 // where its iterations write disjoint memory and the nest does at least 32768 innermost
 // iterations; the host runs such a loop on libgomp's threads, the emulated targets serially.
 // A safe loop that is not outermost is permuted to the front; a tiled matmul whose tile loops
-// have fewer than 4 iterations gets its column tile cut to ceil(ceil(N / 4) / strip) * strip
-// columns (strip: the micro-kernel's 2 vectors, 16 at simd 8), or where N is one strip, its
-// row tile to ceil(ceil(M / 4) / 6) * 6 rows.
+// have fewer than 4 iterations gets its column tile cut to floor(N / 4 / strip) * strip
+// columns, at least one strip (strip: the micro-kernel's 2 vectors, 16 at simd 8), or where N
+// is one strip, its row tile to ceil(ceil(M / 4) / 6) * 6 rows.
 // The first pieces are hand-written krnl.parallel ops the verifier refuses (errors are
 // printed as they happen, the modules at the end: hence `not` and this order).
 
@@ -248,7 +248,7 @@ builtin.module {
   }
 }
 // tile-matmul's schedule (j_o, k_o, i_o) of a 256^3 product has 2 column tiles and 1 row
-// tile: the column tile is cut to 64 columns (ceil(ceil(256 / 4) / 16) * 16), giving 4 column
+// tile: the column tile is cut to 64 columns (floor(256 / 4 / 16) * 16), giving 4 column
 // tiles, and j_o, already in front, runs in parallel: each thread packs only its own columns
 // of B (row tiles would each pack all of B).
 // CHECK-LABEL: func.func @matmul_column_tiles
