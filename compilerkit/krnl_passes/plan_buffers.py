@@ -92,9 +92,10 @@ def _copy_buffers(nest, block):
     return src.owner, dst.owner
 
 
-def _erase_nest(nest, block):
+def _erase_nest(nest, block, position):
     """Remove a top-level nest and the loop handles only it used (define_loops, block,
-    permute, unroll, parallel ops), users first."""
+    permute, unroll, parallel ops), users first. `position`: {top-level op: its index in
+    `block`} (the order of what is left does not change)."""
     handles = list(nest.loops)
     nest.detach()
     nest.erase()
@@ -106,7 +107,7 @@ def _erase_nest(nest, block):
         dead.add(op)
         for r in op.results:
             todo.extend(u.operation for u in r.uses)
-    for op in reversed([op for op in block.ops if op in dead]):
+    for op in sorted(dead, key=position.__getitem__, reverse=True):
         op.detach()
         op.erase()
 
@@ -159,7 +160,7 @@ def _slabs(block) -> dict:
         if first < 0 or first + n_src > n_dst:
             continue
         inside[src] = (dst, first * krnl.elem_bytes(src.res.type))
-        _erase_nest(nest, block)
+        _erase_nest(nest, block, position)
     return inside
 
 
