@@ -159,7 +159,12 @@ def split_cols(it: krnl.IterateOp) -> bool:
     cols = it.original[1]
     blocks = [h.owner for h in it.emitted if isinstance(h.owner, krnl.BlockOp)
               and h is h.owner.outer and h.owner.loop is cols]
-    n = krnl.ints_of(mm.sizes)[1]
+    m, n = krnl.ints_of(mm.sizes)[:2]
+    if m == 1:
+        # a row times B (x @ W): the micro-kernel streams B's rows whole (tile_matmul), and
+        # column blocks made it read pieces of them: [1, 1280] x [1280, 1000], 1 thread 0.23
+        # -> 0.31 ms, 2 threads no faster than 1
+        return False
     size = mm.c.type.element_type.bitwidth // 8
     strip = 2 * (mm.simd.value.data if size == 4 else max(1, mm.simd.value.data // 2))
     # whole strips, at least SPLIT_BLOCKS blocks where there are that many strips (N 169:

@@ -310,6 +310,23 @@ def test_a_one_tile_product_is_cut_by_columns():
     np.testing.assert_allclose(out[0], ort_run(model, [x])[0], rtol=1e-4, atol=1e-4)
 
 
+def test_a_row_times_a_matrix_is_not_cut():
+    """x @ W with one row (a classifier's last MatMul): the micro-kernel streams W's rows
+    whole, and column blocks made it read pieces of them (slower at 1 thread, no faster at
+    2), so split_cols leaves it one tile, and split_rows has no rows to cut."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((1, 1280)).astype(np.float32)
+    w = rng.standard_normal((1280, 1000)).astype(np.float32)
+    model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], [("x", x)], ["y"],
+                       [("w", w)])
+    cm = ck.compile(model, asm=False)
+    (mm,) = [op for op in cm.provenance.modules["kernel-ir"].walk()
+             if isinstance(op, krnl.MatMulOp)]
+    assert krnl.ints_of(mm.tile)[:2] == [1, 1000]
+    out = same_at_every_thread_count(cm, [x])
+    np.testing.assert_allclose(out[0], ort_run(model, [x])[0], rtol=1e-4, atol=1e-3)
+
+
 def test_hand_schedule_replaces_the_parallel_mark():
     """Rescheduling a nest by hand (notebooks 10 and 11 do) drops the mark the parallelize pass
     left on the old outermost loop; `parallel(it)` marks the new outermost loop, and the
