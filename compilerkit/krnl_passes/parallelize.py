@@ -141,6 +141,32 @@ def _one_matmul(it: krnl.IterateOp) -> bool:
     return len(ops) == 1 and isinstance(ops[0], krnl.MatMulOp)
 
 
+def _blocked_matmul(it: krnl.IterateOp, axis: int):
+    """(the nest's krnl.matmul, the krnl.block of its rows (axis 0) or columns (axis 1)) where
+    the nest's body is that one matmul, the loop is blocked once and gives the matmul's i or
+    j; else None."""
+    ops = list(it.body.block.ops)
+    if len(ops) != 1 or not isinstance(ops[0], krnl.MatMulOp) or len(it.original) <= axis:
+        return None
+    mm, loop = ops[0], it.original[axis]
+    blocks = [h.owner for h in it.emitted if isinstance(h.owner, krnl.BlockOp)
+              and h is h.owner.outer and h.owner.loop is loop]
+    if len(blocks) != 1 or (mm.i, mm.j)[axis] is not it.body.block.args[axis]:
+        return None
+    return mm, blocks[0]
+
+
+def _retile(mm, block, axis: int, size: int) -> bool:
+    """The block's tile and the matmul's tile on `axis` set to `size`, if smaller."""
+    if size >= block.tile.value.data:
+        return False
+    block.attributes["tile"] = IntegerAttr(size, i64)
+    tile = krnl.ints_of(mm.tile)
+    tile[axis] = size
+    mm.attributes["tile"] = ArrayAttr([IntegerAttr(t, i64) for t in tile])
+    return True
+
+
 def split_cols(it: krnl.IterateOp) -> bool:
     """Cut the column tile of a matmul nest into SPLIT_BLOCKS or more column blocks, each a
     whole number of the micro-kernel's column strips (2 vectors); returns whether it did
@@ -152,13 +178,10 @@ def split_cols(it: krnl.IterateOp) -> bool:
     `_take_chunk`: 12.8), 1 thread 15.3 -> 17.3 (more, narrower tiles); in the models, 1
     thread as fast or faster (ResNet-50 73.2 -> 69.8 ms, SqueezeNet 7.13 -> 6.89, best of
     30, with the other changes of that commit)."""
-    ops = list(it.body.block.ops)
-    if len(ops) != 1 or not isinstance(ops[0], krnl.MatMulOp) or len(it.original) < 2:
+    found = _blocked_matmul(it, 1)
+    if found is None:
         return False
-    mm = ops[0]
-    cols = it.original[1]
-    blocks = [h.owner for h in it.emitted if isinstance(h.owner, krnl.BlockOp)
-              and h is h.owner.outer and h.owner.loop is cols]
+    mm, block = found
     m, n = krnl.ints_of(mm.sizes)[:2]
     if m == 1:
         # a row times B (x @ W): the micro-kernel streams B's rows whole (tile_matmul), and
@@ -170,40 +193,23 @@ def split_cols(it: krnl.IterateOp) -> bool:
     # whole strips, at least SPLIT_BLOCKS blocks where there are that many strips (N 169:
     # blocks of 32, 6 of them, not 64 x 3: two threads then share them evenly)
     tn = max(strip, n // SPLIT_BLOCKS // strip * strip)
-    if len(blocks) != 1 or mm.j is not it.body.block.args[1] or -(-n // tn) < 2:
-        return False
-    if tn >= blocks[0].tile.value.data:
-        return False
-    blocks[0].attributes["tile"] = IntegerAttr(tn, i64)
-    tile = krnl.ints_of(mm.tile)
-    mm.attributes["tile"] = ArrayAttr([IntegerAttr(t, i64) for t in [tile[0], tn, tile[2]]])
-    return True
+    return -(-n // tn) >= 2 and _retile(mm, block, 1, tn)
 
 
 def split_rows(it: krnl.IterateOp) -> bool:
     """Cut the row tile of a matmul nest into about SPLIT_BLOCKS row blocks (see the module
     docstring); returns whether it did."""
-    ops = list(it.body.block.ops)
-    if len(ops) != 1 or not isinstance(ops[0], krnl.MatMulOp):
+    found = _blocked_matmul(it, 0)
+    if found is None:
         return False
-    mm = ops[0]
-    rows = it.original[0]
-    blocks = [h.owner for h in it.emitted if isinstance(h.owner, krnl.BlockOp)
-              and h is h.owner.outer and h.owner.loop is rows]
+    mm, block = found
     m = krnl.ints_of(mm.sizes)[0]
     # the micro-kernel's register rows for this matmul (8 with AVX-512's vectors, else 6)
     rows = krnl.matmul_block_rows(mm.simd.value.data,
                                   mm.c.type.element_type.bitwidth // 8)
     per = -(-m // SPLIT_BLOCKS)  # rows per block for SPLIT_BLOCKS blocks, rounded up
     tm = max(MIN_BLOCKS * rows, -(-per // rows) * rows)
-    if len(blocks) != 1 or mm.i is not it.body.block.args[0] or -(-m // tm) < 2:
-        return False
-    if tm >= blocks[0].tile.value.data:
-        return False
-    blocks[0].attributes["tile"] = IntegerAttr(tm, i64)
-    tile = krnl.ints_of(mm.tile)
-    mm.attributes["tile"] = ArrayAttr([IntegerAttr(t, i64) for t in [tm, *tile[1:]]])
-    return True
+    return -(-m // tm) >= 2 and _retile(mm, block, 0, tm)
 
 
 def _nests(block):

@@ -292,39 +292,30 @@ def test_dynamic_hand_out_covers_every_iteration_once(tile, threads):
             assert np.array_equal(cm.run(x, num_threads=n)[0], ref), f"{n} threads"
 
 
-def test_a_one_tile_product_is_cut_by_columns():
-    """A 1x1 Conv whose product is one tile-matmul tile (32 -> 32 channels at 32 x 32: M 32,
-    N 1024) gets its column tile cut (parallelize.split_cols), not its rows: the threads take
-    column blocks, each packing only its own columns of B. Same bits at every thread count,
-    onnxruntime's answer."""
+@pytest.mark.parametrize("x_shape, w_shape, op, tile", [
+    # a 1x1 Conv whose product is one tile-matmul tile (32 -> 32 channels at 32 x 32: M 32,
+    # N 1024): its column tile is cut (parallelize.split_cols), not its rows, so that each
+    # thread packs only its own columns of B
+    ((1, 32, 32, 32), (32, 32, 1, 1), "Conv", [32, 256]),
+    # x @ W with one row (a classifier's last MatMul): the micro-kernel streams W's rows
+    # whole, and column blocks made it read pieces of them (slower at 1 thread, no faster at
+    # 2): one tile, and split_rows has no rows to cut
+    ((1, 1280), (1280, 1000), "MatMul", [1, 1000]),
+])
+def test_one_tile_products_for_the_threads(x_shape, w_shape, op, tile):
+    """How a product that is one tile is shared by threads; same bits at every thread
+    count, onnxruntime's answer."""
     rng = np.random.default_rng(11)
-    x = rng.standard_normal((1, 32, 32, 32)).astype(np.float32)
-    w = (rng.standard_normal((32, 32, 1, 1)) * 0.2).astype(np.float32)
-    model = make_model([helper.make_node("Conv", ["x", "w"], ["y"])], [("x", x)], ["y"],
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal(w_shape) * 0.2).astype(np.float32)
+    model = make_model([helper.make_node(op, ["x", "w"], ["y"])], [("x", x)], ["y"],
                        [("w", w)])
     cm = ck.compile(model, asm=False)
-    (mm,) = [op for op in cm.provenance.modules["kernel-ir"].walk()
-             if isinstance(op, krnl.MatMulOp)]
-    assert krnl.ints_of(mm.tile)[:2] == [32, 256]
+    (mm,) = [o for o in cm.provenance.modules["kernel-ir"].walk()
+             if isinstance(o, krnl.MatMulOp)]
+    assert krnl.ints_of(mm.tile)[:2] == tile
     out = same_at_every_thread_count(cm, [x])
     np.testing.assert_allclose(out[0], ort_run(model, [x])[0], rtol=1e-4, atol=1e-4)
-
-
-def test_a_row_times_a_matrix_is_not_cut():
-    """x @ W with one row (a classifier's last MatMul): the micro-kernel streams W's rows
-    whole, and column blocks made it read pieces of them (slower at 1 thread, no faster at
-    2), so split_cols leaves it one tile, and split_rows has no rows to cut."""
-    rng = np.random.default_rng(12)
-    x = rng.standard_normal((1, 1280)).astype(np.float32)
-    w = rng.standard_normal((1280, 1000)).astype(np.float32)
-    model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], [("x", x)], ["y"],
-                       [("w", w)])
-    cm = ck.compile(model, asm=False)
-    (mm,) = [op for op in cm.provenance.modules["kernel-ir"].walk()
-             if isinstance(op, krnl.MatMulOp)]
-    assert krnl.ints_of(mm.tile)[:2] == [1, 1000]
-    out = same_at_every_thread_count(cm, [x])
-    np.testing.assert_allclose(out[0], ort_run(model, [x])[0], rtol=1e-4, atol=1e-3)
 
 
 def test_hand_schedule_replaces_the_parallel_mark():
