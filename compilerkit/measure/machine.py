@@ -35,8 +35,9 @@ def to_layer(spec) -> rl.Layer:
     return rl.Layer(c, k, (hw,) * rank, ks)
 
 
-def conv_model(c_in, c_out, hw, rank=2, kernel=3, seed=0):
-    """ONNX: x [1, c_in, hw...] -> Relu(Conv(x, w, b)), 'same' pads, random weights."""
+def conv_model(c_in, c_out, hw, rank=2, kernel=3, seed=0, stride=1):
+    """ONNX: x [1, c_in, hw...] -> Relu(Conv(x, w, b)), pads kernel // 2 ('same' at stride
+    1), `stride` on every axis, random weights."""
     from onnx import helper, numpy_helper
 
     rng = np.random.default_rng(seed)
@@ -44,7 +45,9 @@ def conv_model(c_in, c_out, hw, rank=2, kernel=3, seed=0):
          / math.sqrt(kernel ** rank * c_in)).astype(np.float32)
     inits = [numpy_helper.from_array(w, "w"),
              numpy_helper.from_array(rng.standard_normal(c_out).astype(np.float32), "b")]
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[kernel // 2] * (2 * rank)),
+    strides = {"strides": [stride] * rank} if stride != 1 else {}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[kernel // 2] * (2 * rank),
+                              **strides),
              helper.make_node("Relu", ["y"], ["z"])]
     g = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info(
         "x", 1, [1, c_in] + [hw] * rank)], [helper.make_tensor_value_info("z", 1, None)], inits)

@@ -24,15 +24,22 @@ import numpy as np
 from compilerkit.measure.machine import conv_model
 from compilerkit.measure.timing import best_of
 
-# (C in, C out, spatial size, rank): 3x3(x3) Convs, pad 1, where the tap schedule takes them
+# (C in, C out, spatial size, rank[, stride]): 3x3(x3) Convs, pad 1, where the tap schedule
+# takes them; at stride 2 it reads the input split by phase (conv_taps._phase_planes)
 LAYERS = [(16, 64, 55, 2), (64, 64, 56, 2), (128, 32, 56, 2), (128, 128, 28, 2),
-          (256, 256, 14, 2), (32, 32, 32, 3), (64, 32, 32, 3)]
-SMOKE_LAYERS = [(8, 16, 20, 2), (4, 16, 28, 3)]
+          (256, 256, 14, 2), (64, 64, 56, 2, 2), (128, 128, 56, 2, 2), (32, 32, 32, 3),
+          (64, 32, 32, 3)]
+SMOKE_LAYERS = [(8, 16, 20, 2), (16, 16, 24, 2, 2), (4, 16, 28, 3)]
+
+
+def _spec(spec) -> tuple[int, int, int, int, int]:
+    c, k, hw, rank, *rest = spec
+    return c, k, hw, rank, (rest[0] if rest else 1)
 
 
 def layer_name(spec) -> str:
-    c, k, hw, rank = spec
-    return f"{rank}d {c}->{k}@{hw}"
+    c, k, hw, rank, stride = _spec(spec)
+    return f"{rank}d {c}->{k}@{hw}" + (f"/{stride}" if stride > 1 else "")
 
 
 def _compile(model, taps: bool):
@@ -65,11 +72,12 @@ def tap_table(channels: int = 4, size: int = 14) -> dict:
 
 def measure_layer(spec, repeat: int = 7) -> dict:
     """One layer compiled with the tap schedule and with im2col (1 thread), both checked
-    against onnxruntime, timed beside it; each one's arena (its buffers) in bytes."""
+    against onnxruntime, timed beside it; each one's arena (its buffers) in bytes; whether
+    the tap schedule took the layer (`taken`: conv_taps.taps_pay, else both are im2col)."""
     from compilerkit.oracle import ort_session
 
-    c, k, hw, rank = spec
-    m = conv_model(c, k, hw, rank, 3)
+    c, k, hw, rank, stride = _spec(spec)
+    m = conv_model(c, k, hw, rank, 3, stride=stride)
     x = np.random.default_rng(1).standard_normal((1, c) + (hw,) * rank).astype(np.float32)
     sess = ort_session(m.SerializeToString())
     ref = sess.run(None, {"x": x})[0]
@@ -81,6 +89,9 @@ def measure_layer(spec, repeat: int = 7) -> dict:
         outs[name] = cm.run(x, num_threads=1)[0]
         row["error"][name] = float(np.abs(outs[name] - ref).max() / np.abs(ref).max())
         row["arena_bytes"][name] = int(cm.arena_bytes)
+        if taps:
+            row["taken"] = any(getattr(op, "taps", None) for op in
+                               cm.provenance.modules["kernel-ir"].walk())
         fns[name] = lambda cm=cm: cm.run(x, num_threads=1)
     row["same_bits"] = bool(np.array_equal(outs["taps"], outs["im2col"]))
     row["ms"] = {a: s * 1e3 for a, s in best_of(fns, repeat, "thread", shuffle=0).items()}
