@@ -86,7 +86,7 @@ from compilerkit.lowering.conv_common import (
 from compilerkit.lowering.conv_panels import gemm
 from compilerkit.lowering.depthwise import direct_2d
 from compilerkit.lowering.elementwise import activation
-from compilerkit.lowering.matmul import emit_strip_matmul, fill, in_strips
+from compilerkit.lowering.matmul import emit_matmul, emit_strip_matmul, fill, in_strips
 from compilerkit.lowering.winograd import weights_array
 from compilerkit.onnx_passes.fuse_conv import fused_activation
 from compilerkit.onnx_passes.single_node import node_label
@@ -325,11 +325,14 @@ def _transposed_gemm(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
     scratch = None if direct else _scratch(b, conv)
     ov = b.view(out, [conv.n, conv.oc, p])
     zero = b.index(0)
+    whole = width == conv.oc  # whole strips: one loop over them does everything (below)
     with b.nest([conv.n]) as (nn,):
-        with b.nest([p, conv.oc]) as (q, o):
-            v = b.load(conv.bias, [o]) if conv.bias is not None else b.const(0.0, conv.elem)
-            b.store(v, t, [q, o])
-        if width > conv.oc:  # the padded columns: computed (zero weights), never read
+        if not whole:
+            with b.nest([p, conv.oc]) as (q, o):
+                v = (b.load(conv.bias, [o]) if conv.bias is not None
+                     else b.const(0.0, conv.elem))
+                b.store(v, t, [q, o])
+            # the padded columns: computed (zero weights), never read
             with b.nest([p, (conv.oc, width)]) as (q, o):
                 b.store(b.const(0.0, conv.elem), t, [q, o])
         if direct:
@@ -343,9 +346,31 @@ def _transposed_gemm(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
                       for d, (o, k) in enumerate(zip(os_, ks, strict=True))]
                 b.store(_tap(b, conv, scratch, nn, zero, c, at), col, ivs)
             src, a_off, a_strides = col, zero, (kdim, 1)
+        if whole:
+            _strip_by_strip(b, conv, src, wt, t, ov, nn, p, kdim, a_off, a_strides, strip)
+            return
         emit_strip_matmul(b, src, wt, t, p, width, kdim, [a_off, zero, zero], a_strides,
                           width + 16, strip)
         with b.nest([conv.oc, p]) as (o, q):
+            b.store(_finish(b, conv, b.load(t, [q, o])), ov, [nn, o, q])
+
+
+def _strip_by_strip(b: KernelBuilder, conv: _Conv, src, wt, t, ov, nn, p: int, kdim: int,
+                    a_off, a_strides, strip: int):
+    """`_transposed_gemm` for output channels in whole strips: one loop over the strips, each
+    iteration its columns of t set to the bias, its product, and its channels written out
+    through the activation. The loop is the Conv's one parallel loop (threads take strips);
+    bias and epilogue nests of their own were too small to be shared (below the parallelize
+    pass's MIN_WORK: ran on one thread) and their strips' t went cold in between."""
+    with b.nest([conv.oc // strip]) as (s,):
+        with b.nest([p, strip]) as (q, j):
+            o = b.affine([(s, strip), (j, 1)])
+            v = b.load(conv.bias, [o]) if conv.bias is not None else b.const(0.0, conv.elem)
+            b.store(v, t, [q, o])
+        at = [a_off, b.affine([(s, kdim * strip)]), b.affine([(s, strip)])]
+        emit_matmul(b, src, wt, t, p, strip, kdim, at, a_strides, strip, conv.oc + 16)
+        with b.nest([strip, p]) as (j, q):
+            o = b.affine([(s, strip), (j, 1)])
             b.store(_finish(b, conv, b.load(t, [q, o])), ov, [nn, o, q])
 
 

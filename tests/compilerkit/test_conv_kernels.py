@@ -238,6 +238,29 @@ def test_transposed_schedule(x_shape, w_shape, attrs):
     check(model, [x])
 
 
+def test_transposed_schedule_in_whole_strips_is_one_loop():
+    """Output channels in whole strips (192 = 6 x 32 on AVX-512, 12 x 16 on AVX2): one loop
+    over the strips holds each strip's bias, product and epilogue, and it is the Conv's
+    parallel loop; 1 and 2 threads give the same bits, onnxruntime's answer."""
+    from compilerkit.dialects import krnl
+
+    x = arr((1, 48, 13, 13), 1)
+    model = make_model([N("Conv", ["x", "w", "b"], ["y"]), N("Relu", ["y"], ["z"])],
+                       [("x", x)], ["z"], [("w", arr((192, 48, 1, 1), 2, 0.3)),
+                                           ("b", arr((192,), 3))], opset=17)
+    kir = compile_to("kernel-ir", model, conv_algorithm="classic")
+    strips = [op for op in kir.walk() if isinstance(op, krnl.IterateOp)
+              and krnl.parallel_loop(op) is not None]
+    assert len(strips) == 1
+    inner = [op for op in strips[0].body.block.ops if isinstance(op, krnl.IterateOp)]
+    assert len(inner) == 3  # bias, product, epilogue
+    assert any(isinstance(op, krnl.MatMulOp) for op in strips[0].walk())
+    cm = ck.compile(model, asm=False, conv_algorithm="classic")
+    one = cm.run(x, num_threads=1)[0]
+    np.testing.assert_array_equal(one, cm.run(x, num_threads=2)[0])
+    check(model, [x])
+
+
 @settings(max_examples=12, deadline=None)
 @given(c=st.integers(1, 40), oc=st.integers(64, 100), size=st.integers(2, 9),
        k=st.sampled_from([1, 3]), stride=st.integers(1, 2), pad=st.integers(0, 1),
