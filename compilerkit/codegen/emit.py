@@ -826,9 +826,10 @@ class Emitter:
                           ir.Constant(I64, 1), grain)
         grain = bb.select(bb.icmp_signed("<=", threads, ir.Constant(I64, 1)), total, grain)
         self.bind(seen, params, [bb.load(field(bb, ctx, k + 4)) for k in range(len(params))])
-        first, last, done = self._take_chunk(bb, field(bb, ctx, 2), field(bb, ctx, 3), grain)
+        first, last, take, done = self._take_chunk(bb, field(bb, ctx, 2), field(bb, ctx, 3),
+                                                   grain)
         self.iterate(op, outer_range=(first, last))
-        self.b.branch(self._take_block)
+        self.b.branch(take)
         body.blocks.remove(done)  # after the nest's blocks, so the text reads in order
         body.blocks.append(done)
         self.b.position_at_end(done)
@@ -862,9 +863,9 @@ class Emitter:
         job) takes chunks of `grain` iterations from the front of the loop, later ones from
         its back, until the two ends meet. `span` holds the iterations not yet taken, [front,
         back) as back << 32 | front (one compare-and-swap per chunk); `arrived` counts the
-        threads. Returns (first, last, done): the chunk's iterations, emitted in the block
-        `bb` is left at, and the block to continue in when none is left. `self._take_block`
-        is the block to branch back to after a chunk.
+        threads. Returns (first, last, take, done): the chunk's iterations, emitted in the
+        block `bb` is left at; the block to branch back to after the chunk; the block to
+        continue in when none is left.
 
         Why two ends: a model's consecutive loops mostly cut their outer loop alike (a 1x1
         Conv's output positions, then the next one's), and with the caller at the front and
@@ -900,8 +901,7 @@ class Emitter:
         cur.add_incoming(bb.extract_value(got, 0), claim)
         bb.cbranch(bb.extract_value(got, 1), work, check)
         bb.position_at_end(work)
-        self._take_block = take
-        return first, bb.add(first, size), done
+        return first, bb.add(first, size), take, done
 
     def _omp(self, name, ret, args):
         """A libgomp function, declared once."""

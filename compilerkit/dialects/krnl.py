@@ -700,7 +700,7 @@ def _loop_arg(it: IterateOp, pos: int):
     return it.body.block.args[original.index(h)], tile
 
 
-def _root(v):
+def root_buffer(v):
     """The buffer a memref value views (through krnl.reshape)."""
     while isinstance(v.owner, ReshapeOp):
         v = v.owner.source
@@ -771,7 +771,7 @@ def nest_accesses(it: IterateOp) -> tuple[str | None, list]:
         if isinstance(op, CheckOp) or op.name in ("arith.divsi", "arith.remsi"):
             return op.name, []
         if isinstance(op, LoadOp | StoreOp):
-            out.append(("element", _root(op.memref), op.memref, list(op.indices),
+            out.append(("element", root_buffer(op.memref), op.memref, list(op.indices),
                         int(isinstance(op, StoreOp))))
         elif isinstance(op, MatMulOp):
             out.append(("tile", op, _fixed(op.c_off, it)))
@@ -820,12 +820,12 @@ def parallel_conflict(it: IterateOp, pos: int, accesses=None) -> str | None:
             dim, tile_ok = None, False
         if not c_fixed:
             tile_ok = False
-        uses_of.setdefault(_root(op.c), []).append((op.c, dim, 1))
-        uses_of.setdefault(_root(op.a), []).append((op.a, None, 0))
-        uses_of.setdefault(_root(op.b), []).append((op.b, None, 0))
-        flat.setdefault(_root(op.c), []).append(("tile", op.c_off, m, ldc, n, 1))
-        flat.setdefault(_root(op.a), []).append(("tile", op.a_off, m, sa, k, sk))
-        flat.setdefault(_root(op.b), []).append(("tile", op.b_off, k, ldb, n, 1))
+        uses_of.setdefault(root_buffer(op.c), []).append((op.c, dim, 1))
+        uses_of.setdefault(root_buffer(op.a), []).append((op.a, None, 0))
+        uses_of.setdefault(root_buffer(op.b), []).append((op.b, None, 0))
+        flat.setdefault(root_buffer(op.c), []).append(("tile", op.c_off, m, ldc, n, 1))
+        flat.setdefault(root_buffer(op.a), []).append(("tile", op.a_off, m, sa, k, sk))
+        flat.setdefault(root_buffer(op.b), []).append(("tile", op.b_off, k, ldb, n, 1))
     fixed = lambda v: _fixed(v, it)  # noqa: E731
     for buf, uses in uses_of.items():
         if not any(w for _, _, w in uses):

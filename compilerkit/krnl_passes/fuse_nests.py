@@ -127,12 +127,12 @@ def _fusible(p: krnl.IterateOp, c: krnl.IterateOp):
         return None
     p_loads, store = pb
     c_loads, c_store = cb
-    buffer = krnl._root(store.memref)
+    buffer = krnl.root_buffer(store.memref)
     where = _element(store, p)
     if not isinstance(buffer.owner, krnl.AllocOp) or where is None:
         return None
     # C reads, in each iteration, the element P wrote in the same iteration (bounds equal).
-    reads = [ld for ld in c_loads if krnl._root(ld.memref) is buffer]
+    reads = [ld for ld in c_loads if krnl.root_buffer(ld.memref) is buffer]
     if not reads or any(ld.memref.type != store.memref.type or _element(ld, c) != where
                         for ld in reads):
         return None
@@ -143,7 +143,7 @@ def _fusible(p: krnl.IterateOp, c: krnl.IterateOp):
             if not isinstance(u.operation, krnl.ReshapeOp) and u.operation not in allowed:
                 return None
     # C must not write what P reads (P's values move to C's iterations).
-    if krnl._root(c_store.memref) in {krnl._root(ld.memref) for ld in p_loads}:
+    if krnl.root_buffer(c_store.memref) in {krnl.root_buffer(ld.memref) for ld in p_loads}:
         return None
     return buffer, reads
 

@@ -73,18 +73,12 @@ class Mapping:
         return "serial"
 
 
-def _root(mem):
-    while isinstance(mem.owner, krnl.ReshapeOp):
-        mem = mem.owner.source
-    return mem
-
-
 def _accesses(it):
     """memref root -> (memref values seen, [index lists of stores+loads]); and the written roots."""
     seen, written = {}, set()
     for op in it.walk():
         if isinstance(op, (krnl.StoreOp, krnl.LoadOp)):
-            r = _root(op.memref)
+            r = krnl.root_buffer(op.memref)
             mems, idx = seen.setdefault(r, (set(), []))
             mems.add(op.memref)
             idx.append(list(op.indices))
@@ -92,10 +86,10 @@ def _accesses(it):
                 written.add(r)
         elif isinstance(op, krnl.MatMulOp):
             for m in (op.a, op.b, op.c):
-                mems, idx = seen.setdefault(_root(m), (set(), []))
+                mems, idx = seen.setdefault(krnl.root_buffer(m), (set(), []))
                 mems.add(m)
                 idx.append(None)  # flat offset arithmetic: handled by the matmul mapping
-            written.add(_root(op.c))
+            written.add(krnl.root_buffer(op.c))
     return seen, written
 
 

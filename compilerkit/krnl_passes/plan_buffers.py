@@ -112,12 +112,6 @@ def _erase_nest(nest, block, position):
         op.erase()
 
 
-def _root(memref):
-    while isinstance(memref.owner, krnl.ReshapeOp):
-        memref = memref.owner.source
-    return memref
-
-
 def _writers(block) -> dict:
     """{buffer (a view's root): the top-level ops that write it, in order}."""
     out = {}
@@ -126,7 +120,7 @@ def _writers(block) -> dict:
             mem = op.memref if isinstance(op, krnl.StoreOp) else (
                 op.c if isinstance(op, krnl.MatMulOp) else None)
             if mem is not None:
-                ops = out.setdefault(_root(mem), [])
+                ops = out.setdefault(krnl.root_buffer(mem), [])
                 if not ops or ops[-1] is not top:
                     ops.append(top)
     return out

@@ -72,6 +72,7 @@ from compilerkit.lowering.builder import KernelBuilder, shape
 from compilerkit.lowering.conv_algorithm import choose, lower_chosen
 from compilerkit.lowering.conv_common import (
     MIN_PANEL,
+    _bias_at,
     _bias_rows,
     _Conv,
     _copy_in,
@@ -328,13 +329,7 @@ def _transposed_gemm(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
     whole = width == conv.oc  # whole strips: one loop over them does everything (below)
     with b.nest([conv.n]) as (nn,):
         if not whole:
-            with b.nest([p, conv.oc]) as (q, o):
-                v = (b.load(conv.bias, [o]) if conv.bias is not None
-                     else b.const(0.0, conv.elem))
-                b.store(v, t, [q, o])
-            # the padded columns: computed (zero weights), never read
-            with b.nest([p, (conv.oc, width)]) as (q, o):
-                b.store(b.const(0.0, conv.elem), t, [q, o])
+            _bias_rows(b, conv, t, None, p, width)
         if direct:
             src, a_off, a_strides = conv.x, b.affine([(nn, conv.c_in * hw)]), (1, hw)
         else:
@@ -365,8 +360,7 @@ def _strip_by_strip(b: KernelBuilder, conv: _Conv, src, wt, t, ov, nn, p: int, k
     with b.nest([conv.oc // strip]) as (s,):
         with b.nest([p, strip]) as (q, j):
             o = b.affine([(s, strip), (j, 1)])
-            v = b.load(conv.bias, [o]) if conv.bias is not None else b.const(0.0, conv.elem)
-            b.store(v, t, [q, o])
+            b.store(_bias_at(b, conv, o), t, [q, o])
         at = [a_off, b.affine([(s, kdim * strip)]), b.affine([(s, strip)])]
         emit_matmul(b, src, wt, t, p, strip, kdim, at, a_strides, strip, conv.oc + 16)
         with b.nest([strip, p]) as (j, q):

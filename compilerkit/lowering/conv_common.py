@@ -50,16 +50,21 @@ def _finish(b, conv, v):
     return activation(b, v, *conv.act) if conv.act is not None else v
 
 
+def _bias_at(b: KernelBuilder, conv: _Conv, o):
+    """Output channel o's start value: its bias, or 0 without one."""
+    return b.load(conv.bias, [o]) if conv.bias is not None else b.const(0.0, conv.elem)
+
+
 def _bias_rows(b: KernelBuilder, conv: _Conv, t, slot, positions: int, width: int):
-    """The start of a transposed product (out^T in t[slot, positions, width + ...]): every
-    row the bias (0 without one), and 0 in the columns past the output channels (computed
-    with zero weights, never read)."""
+    """The start of a transposed product (out^T in t[slot, positions, width + ...], or in
+    t[positions, width + ...] with `slot` None): every row the bias (0 without one), and 0
+    in the columns past the output channels (computed with zero weights, never read)."""
+    at = [] if slot is None else [slot]
     with b.nest([positions, conv.oc]) as (q, o):
-        v = b.load(conv.bias, [o]) if conv.bias is not None else b.const(0.0, conv.elem)
-        b.store(v, t, [slot, q, o])
+        b.store(_bias_at(b, conv, o), t, at + [q, o])
     if width > conv.oc:
         with b.nest([positions, (conv.oc, width)]) as (q, o):
-            b.store(b.const(0.0, conv.elem), t, [slot, q, o])
+            b.store(b.const(0.0, conv.elem), t, at + [q, o])
 
 
 def _clamp(conv) -> tuple[float | None, float | None] | None:
