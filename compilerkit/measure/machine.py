@@ -45,6 +45,8 @@ def conv_model(c_in, c_out, hw, rank=2, kernel=3, seed=0, stride=1):
          / math.sqrt(kernel ** rank * c_in)).astype(np.float32)
     inits = [numpy_helper.from_array(w, "w"),
              numpy_helper.from_array(rng.standard_normal(c_out).astype(np.float32), "b")]
+    if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
+        raise ValueError(f"conv_model: stride must be a whole number >= 1, got {stride!r}")
     strides = {"strides": [stride] * rank} if stride != 1 else {}
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[kernel // 2] * (2 * rank),
                               **strides),

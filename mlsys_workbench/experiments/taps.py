@@ -33,7 +33,14 @@ SMOKE_LAYERS = [(8, 16, 20, 2), (16, 16, 24, 2, 2), (4, 16, 28, 3)]
 
 
 def _spec(spec) -> tuple[int, int, int, int, int]:
-    c, k, hw, rank, *rest = spec
+    """(C in, C out, size, rank, stride) of a layer spec; a ValueError naming the spec where it
+    is not 4 or 5 positive whole numbers."""
+    values = tuple(spec)
+    if len(values) not in (4, 5) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+        raise ValueError(f"tap-schedule layer {spec!r}: expected (C in, C out, size, rank"
+                         "[, stride]), positive whole numbers")
+    c, k, hw, rank, *rest = values
     return c, k, hw, rank, (rest[0] if rest else 1)
 
 

@@ -30,3 +30,10 @@ def test_figure_has_titles():
     fig = tp.figure(rows)
     assert fig.layout.title.text
     assert fig.layout.yaxis.title.text and fig.layout.yaxis2.title.text
+
+
+@pytest.mark.parametrize("spec", [(8, 16, 20), (8, 16, 20, 2, 0), (8, 16, -20, 2),
+                                  (8, 16, 20, 2, 1.5)])
+def test_bad_layer_specs_are_refused_by_name(spec):
+    with pytest.raises(ValueError, match="tap-schedule layer"):
+        tp.measure_layer(spec, repeat=1)
