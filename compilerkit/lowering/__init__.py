@@ -54,6 +54,7 @@ from compilerkit.lowering.builder import KernelBuilder, memref_type, shape
 from compilerkit.lowering.conv_algorithm import DEFAULT as DEFAULT_CONV_ALGORITHM
 from compilerkit.lowering.conv_algorithm import check_algorithm
 from compilerkit.lowering.guards import RegionGuards, lower_unexpanded
+from compilerkit.onnx_passes.fuse_conv import summed_conv, summing_add
 from compilerkit.onnx_passes.single_node import main_func
 from compilerkit.onnx_passes.validate_onnx import check_result_types, validate_op
 from mlsys_viz.units import human_bytes
@@ -317,16 +318,31 @@ def lower_to_krnl(module: ModuleOp, conv_algorithm: str = DEFAULT_CONV_ALGORITHM
         check_result_types(op, module)
         if opset is None:
             opset = opset_of(op)
+        if kind == "Conv" and summing_add(op) is not None:
+            values[op.results[0]] = None  # computed where its Add stands (below)
+            continue
+        summed = summed_conv(op) if kind == "Add" else None
         ins = [values[v] for v in op.operands]
-        while ins and ins[-1] is None:
+        while ins and ins[-1] is None and summed is None:
             ins.pop()
         quant.check_unsigned(op)  # uint8/uint16 only where a lowering widens them
         first_new = block.last_op
+        label = _label(op)
         try:
-            outs = LOWERINGS[kind](b, op, ins, module, opset)
+            if summed is not None:
+                # fuse-conv's residual sum: the Conv here, the Add in its epilogue
+                # (conv.lower_conv), the nests under the Conv's name as onnxruntime's FusedConv
+                cv, k = summed
+                label = _label(cv)
+                conv_ins = [values[v] for v in cv.operands]
+                while conv_ins and conv_ins[-1] is None:
+                    conv_ins.pop()
+                outs = conv.lower_conv(b, cv, conv_ins, sum_with=(op, k, ins[1 - k]))
+            else:
+                outs = LOWERINGS[kind](b, op, ins, module, opset)
         except NotImplementedError as e:
             raise UnsupportedOpError(f"node {_label(op)!r}: op {kind!r}: {e}") from None
-        _tag_nests(block, first_new, _label(op))
+        _tag_nests(block, first_new, label)
         region_guards.lowered(op, ins, block, first_new)
         for k, res in enumerate(op.results[len(outs):], start=len(outs)):
             if res.uses:

@@ -84,9 +84,9 @@ from compilerkit.lowering.conv_common import (
     _scratch,
     _tap,
 )
-from compilerkit.lowering.conv_panels import gemm
+from compilerkit.lowering.conv_panels import gemm, sum_pays
 from compilerkit.lowering.depthwise import direct_2d
-from compilerkit.lowering.elementwise import activation
+from compilerkit.lowering.elementwise import activation, lower_binary
 from compilerkit.lowering.matmul import emit_matmul, emit_strip_matmul, fill, in_strips
 from compilerkit.lowering.winograd import weights_array
 from compilerkit.onnx_passes.fuse_conv import fused_activation
@@ -166,7 +166,14 @@ def conv_geometry(op, in_spatial, k_spatial, out_spatial, transpose=False):
     return list(st), list(dil), list(pads[:r])
 
 
-def lower_conv(b: KernelBuilder, op, ins):
+def lower_conv(b: KernelBuilder, op, ins, sum_with=None):
+    """The Conv's output buffer, in a list. `sum_with`: (the Add that fuse-conv marked to sum
+    into this Conv's epilogue, the Conv's operand index in it, the other operand's buffer s):
+    the result is then act(conv + s), act the Add's activation. The tap and transposed
+    schedules add s in their epilogues, on each output tile while it is in cache (same value
+    and bits as the Add after it: conv + s is one rounding either way), the GEMM panels where
+    that pays (conv_panels.sum_pays); the others compute the Add after the Conv, as if
+    unmarked."""
     x, w = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
     xs, ws = shape(x), shape(w)
@@ -175,24 +182,45 @@ def lower_conv(b: KernelBuilder, op, ins):
     groups = onnx_d.get_attr(op, "group", 1)
     st, dil, pads = conv_geometry(op, in_sp, k_sp, out_sp)
     if math.prod(out_dims) == 0 or xs[1] == 0:
-        return [_empty_conv(b, op, out_dims, bias)]
+        return _sum_after(b, _empty_conv(b, op, out_dims, bias), sum_with)
     algo = choose(op, b.conv_algorithm, b.lanes, b.taps)  # lower-to-krnl{conv_algorithm=...}
     if algo not in ("classic", "direct", "im2col"):
-        return [lower_chosen(b, op, ins, algo, pads)]
+        return _sum_after(b, lower_chosen(b, op, ins, algo, pads), sum_with)
     conv = _Conv(x, w, bias, out_dims, groups, st, dil, pads, fused_activation(op))
     out = b.alloc(out_dims, op.results[0].type.element_type)
     if algo == "direct" or (algo == "classic" and groups > 1 and conv.cg <= DIRECT_CHANNELS
                             and conv.cg * math.prod(k_sp) <= MAX_TAPS):
         _direct(b, conv, out)
-    elif (algo == "classic" and b.taps and weights_array(op)[0] is not None
-          and conv_taps.taps_pay(conv, b.lanes)):
-        conv_taps.tap_panels(b, conv, out, *_stored_wt(b, conv, op))
-    elif (how := _transposed_pays(conv, op, b.lanes)) is not None:
-        (_transposed_gemm if how == "image" else _transposed_panels)(b, conv, out,
-                                                                     *_stored_wt(b, conv, op))
+        return _sum_after(b, out, sum_with)
+    if (algo == "classic" and b.taps and weights_array(op)[0] is not None
+            and conv_taps.taps_pay(conv, b.lanes)):
+        schedule = "taps"
     else:
+        schedule = _transposed_pays(conv, op, b.lanes) or "gemm"
+    if sum_with is not None and (schedule != "gemm" or sum_pays(conv, b.lanes)):
+        # the schedule's epilogue adds s (conv_common._finish), then the Add's activation
+        add, _, s = sum_with
+        conv.act = fused_activation(add)
+        conv.summand = b.view(s, [conv.n, conv.oc, math.prod(out_sp)])
+        sum_with = None
+    if schedule == "taps":
+        conv_taps.tap_panels(b, conv, out, *_stored_wt(b, conv, op))
+    elif schedule == "gemm":
         gemm(b, conv, out)
-    return [out]
+    else:
+        (_transposed_gemm if schedule == "image" else _transposed_panels)(
+            b, conv, out, *_stored_wt(b, conv, op))
+    return _sum_after(b, out, sum_with)
+
+
+def _sum_after(b: KernelBuilder, out, sum_with):
+    """[out], or, for a Conv whose schedule has no epilogue to add s in, [the marked Add
+    computed after it] (elementwise.lower_binary: s + out in the Add's operand order, then
+    its activation)."""
+    if sum_with is None:
+        return [out]
+    add, k, s = sum_with
+    return lower_binary(b, add, [out, s] if k == 0 else [s, out])
 
 
 def _stored_wt(b: KernelBuilder, conv: _Conv, op):
@@ -347,7 +375,7 @@ def _transposed_gemm(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
         emit_strip_matmul(b, src, wt, t, p, width, kdim, [a_off, zero, zero], a_strides,
                           width + 16, strip)
         with b.nest([conv.oc, p]) as (o, q):
-            b.store(_finish(b, conv, b.load(t, [q, o])), ov, [nn, o, q])
+            b.store(_finish(b, conv, b.load(t, [q, o]), [nn, o, q]), ov, [nn, o, q])
 
 
 def _strip_by_strip(b: KernelBuilder, conv: _Conv, src, wt, t, ov, nn, p: int, kdim: int,
@@ -365,7 +393,7 @@ def _strip_by_strip(b: KernelBuilder, conv: _Conv, src, wt, t, ov, nn, p: int, k
         emit_matmul(b, src, wt, t, p, strip, kdim, at, a_strides, strip, conv.oc + 16)
         with b.nest([strip, p]) as (j, q):
             o = b.affine([(s, strip), (j, 1)])
-            b.store(_finish(b, conv, b.load(t, [q, o])), ov, [nn, o, q])
+            b.store(_finish(b, conv, b.load(t, [q, o]), [nn, o, q]), ov, [nn, o, q])
 
 
 def _transposed_panel_rows(conv: _Conv, kdim: int) -> tuple[int, int]:
@@ -425,7 +453,7 @@ def _transposed_panels(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
                               (kdim, 1), ldt, strip)
             q0 = b.affine([(jp, pw)])
             with b.nest([conv.oc, pw]) as (o, q):
-                v = _finish(b, conv, b.load(t, [jc, q, o]))
-                b.store(v, ov, [nn, o, b.affine([(q0, 1), (q, 1)])])
+                at = [nn, o, b.affine([(q0, 1), (q, 1)])]
+                b.store(_finish(b, conv, b.load(t, [jc, q, o]), at), ov, at)
 
 

@@ -1,9 +1,9 @@
 """What conv.py's schedules and the GEMM panels (conv_panels.py) share: a Conv's geometry
-(`_Conv`), its epilogue (`_finish`: the fused activation; `_clamp`: the same as a product's
-clamp), the zero-bordered scratch planes
-and the taps read from them (`_scratch`, `_copy_in`, `_phase_scratch`, `_copy_phases`,
-`_tap`), and the panel sizes (`_even_panels`, PANEL_BYTES, COL_BYTES). Kept apart so that
-conv.py can dispatch to conv_panels.py and both build on these without an import cycle.
+(`_Conv`), its epilogue (`_finish`: the residual sum and the fused activation; `_clamp`: the
+activation as a product's clamp), the zero-bordered scratch planes and the taps read from
+them (`_scratch`, `_copy_in`, `_phase_scratch`, `_copy_phases`, `_tap`), and the panel
+sizes (`_even_panels`, PANEL_BYTES, COL_BYTES). Kept apart so that conv.py can dispatch
+to conv_panels.py and both build on these without an import cycle.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ class _Conv:
     def __init__(self, x, w, bias, out_dims, groups, st, dil, pads, act):
         xs, ws = shape(x), shape(w)
         self.x, self.w, self.bias, self.act = x, w, bias, act
+        # fuse-conv's residual sum: s viewed [N, OC, positions], added by `_finish`
+        self.summand = None
         self.n, self.c_in, self.in_sp = xs[0], xs[1], list(xs[2:])
         self.oc, self.cg, self.k_sp = ws[0], ws[1], list(ws[2:])
         self.out_sp = list(out_dims[2:])
@@ -45,8 +47,11 @@ class _Conv:
         return self.pads[d] > 0 or self.reach(d) - self.pads[d] > self.in_sp[d]
 
 
-def _finish(b, conv, v):
-    """The epilogue of one output value: the fused activation, if any."""
+def _finish(b, conv, v, at=None):
+    """The epilogue of one output value: plus the summand at `at` ([batch entry, channel,
+    flat position]) when the Conv has one, then the fused activation, if any."""
+    if conv.summand is not None:
+        v = b.add_(v, b.load(conv.summand, at))
     return activation(b, v, *conv.act) if conv.act is not None else v
 
 
@@ -70,8 +75,9 @@ def _bias_rows(b: KernelBuilder, conv: _Conv, t, slot, positions: int, width: in
 def _clamp(conv) -> tuple[float | None, float | None] | None:
     """The fused activation as krnl.matmul's clamp (lo, hi; None where unbounded) when it is
     one: Relu, or Clip with bounds that are numbers (an infinite bound on its own side
-    clamps nothing: `activation` skips it too). None otherwise (an epilogue applies it)."""
-    if conv.act is None:
+    clamps nothing: `activation` skips it too). None otherwise (an epilogue applies it), and
+    always with a summand (the activation comes after the sum)."""
+    if conv.act is None or conv.summand is not None:
         return None
     name, params = conv.act
     if name == "Relu":

@@ -173,7 +173,7 @@ def tap_panels(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
                 at = b.affine([(jp, height * (p // rows)), (i, p // rows)]
                               + [(v, math.prod(conv.out_sp[d + 2:])) for d, v in
                                  enumerate(inner)])
-                b.store(_finish(b, conv, b.load(t, [jc, q, o])), ov, [nn, o, at])
+                b.store(_finish(b, conv, b.load(t, [jc, q, o]), [nn, o, at]), ov, [nn, o, at])
 
 
 def _tap_positions(k_sp):

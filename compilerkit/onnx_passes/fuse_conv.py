@@ -27,6 +27,17 @@ ConvActivationFusion), so the lowering emits one loop nest where the model has t
   the weights). Lowering (lowering/conv.py) applies it in the Conv nest's epilogue, on each
   output tile right after it is computed. The attributes are not ONNX's: `fused_activation`
   reads them back and refuses a name or parameter count outside this table, naming the node.
+- Conv -> Add(s), s any tensor of the Conv's own shape (ResNet's residual sum, oneDNN's "sum"
+  post-op, onnxruntime's FusedConv input Z), with `sums` on: the Add gets `fused_conv = k`,
+  k the index of its Conv operand. The IR keeps its meaning (the Conv still computes the
+  Conv, the Add the sum, and a consumer that ignores the mark computes the same); lowering
+  (lowering/__init__.py) computes the Conv where the Add stands and adds s in the Conv's
+  epilogue while each output tile is in cache, then the Add's activation (fuse-elementwise
+  puts a Relu after the Add there), instead of writing the Conv's output and reading it back.
+  Only a Conv with no activation of its own (act(conv) + s is another sum) whose result is
+  used by the Add alone; of two such Convs under one Add, the later one (the other's output
+  is then ready, and no input lives longer). `summed_conv` reads the mark back and refuses
+  one that does not hold, naming the node.
 
 Only Convs whose weights (and bias, if any) are constants and whose result has no other use
 are touched. Assumes static shapes and constants folded (run after constant-folding); the
@@ -38,7 +49,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from xdsl.dialects.builtin import ArrayAttr, FloatAttr, StringAttr, f32
+from xdsl.dialects.builtin import ArrayAttr, FloatAttr, IntegerAttr, StringAttr, f32
 from xdsl.passes import ModulePass
 
 from compilerkit.dialects import onnx as onnx_d
@@ -47,6 +58,7 @@ from compilerkit.frontend.checks import move_declared
 from compilerkit.onnx_passes.single_node import main_func, node_label, opset_of
 
 # activation name -> number of parameters (see the table above)
+SUM_MARK = "fused_conv"  # on an Add: the index of the Conv operand summed in its epilogue
 ACTIVATIONS = {"Relu": 0, "LeakyRelu": 1, "Clip": 2, "Sigmoid": 0, "Tanh": 0,
                "HardSigmoid": 2, "HardSwish": 0, "Swish": 1}
 
@@ -313,8 +325,64 @@ def absorb_pad(op, pad, pads, block) -> None:
     block.erase_op(pad)
 
 
-def fuse_conv(module) -> int:
-    """Apply the rewrites until none applies; returns how many were made."""
+def _fuse_sum(conv, module, block) -> bool:
+    """Conv -> Add(s): mark the Add (module docstring)."""
+    if not _fusable(conv, module):
+        return False
+    y = conv.results[0]
+    add = _only_use(y)
+    if not _is(add, "Add") or SUM_MARK in add.attributes:
+        return False
+    k = 0 if add.operands[0] is y else 1
+    s = add.operands[1 - k]
+    if s is y or s.type != y.type or add.results[0].type != y.type:
+        return False
+    if conv.attributes.get("onnx_guards") != add.attributes.get("onnx_guards"):
+        return False  # run-time guards (lowering/guards.py) are per node: keep them apart
+    other = getattr(s, "owner", None)
+    if (_is(other, "Conv") and _fusable(other, module) and _only_use(s) is add
+            and conv.is_before_in_block(other)):
+        return False  # the later Conv takes the Add
+    add.attributes[SUM_MARK] = IntegerAttr(k, 64)
+    return True
+
+
+def summed_conv(add):
+    """(the Conv, its operand index k) when `add` is an Add that fuse-conv marked to sum into
+    a Conv's epilogue (`fused_conv = k`), else None; a ModelError naming the node when the mark
+    does not hold: no Conv there, the Conv's result used elsewhere or carrying an activation,
+    or the other operand's shape not the Conv's."""
+    if SUM_MARK not in add.attributes:
+        return None
+    label = f"node {node_label(add)!r} ({onnx_d.op_type(add)})"
+    k = add.attributes[SUM_MARK]
+    if not _is(add, "Add") or not isinstance(k, IntegerAttr) or k.value.data not in (0, 1):
+        raise ModelError(f"{label}: {SUM_MARK} must be 0 or 1 on an Add, got {k}")
+    y = add.operands[k.value.data]
+    conv = getattr(y, "owner", None)
+    if not _is(conv, "Conv"):
+        raise ModelError(f"{label}: {SUM_MARK} = {k.value.data} names an operand that no Conv "
+                         "computes")
+    if _only_use(y) is not add or "activation" in conv.attributes:
+        raise ModelError(f"{label}: {SUM_MARK}: Conv {node_label(conv)!r}'s result has other "
+                         "uses or an activation of its own")
+    s = add.operands[1 - k.value.data]
+    if s.type != y.type or add.results[0].type != y.type:
+        raise ModelError(f"{label}: {SUM_MARK}: the summand's type {s.type} is not Conv "
+                         f"{node_label(conv)!r}'s {y.type}")
+    return conv, k.value.data
+
+
+def summing_add(conv):
+    """The Add that sums into `conv`'s epilogue (`summed_conv`), or None."""
+    add = _only_use(conv.results[0])
+    return add if _is(add, "Add") and SUM_MARK in add.attributes and (
+        summed_conv(add)[0] is conv) else None
+
+
+def fuse_conv(module, sums: bool = True) -> int:
+    """Apply the rewrites until none applies (the residual sum only with `sums`); returns how
+    many were made."""
     block = main_func(module).body.block
     count = 0
     changed = True
@@ -326,7 +394,7 @@ def fuse_conv(module) -> int:
             while _fold_pad(op, module, block) or _fold_scale_shift(op, module, block):
                 count += 1
                 changed = True
-            if _fuse_activation(op, module, block):
+            if _fuse_activation(op, module, block) or (sums and _fuse_sum(op, module, block)):
                 count += 1
                 changed = True
     return count
@@ -334,12 +402,17 @@ def fuse_conv(module) -> int:
 
 @dataclass(frozen=True)
 class FuseConvPass(ModulePass):
-    """`fuse-conv`: Pad, per-channel Mul/Add and an activation into the Conv next to them."""
+    """`fuse-conv`: Pad, per-channel Mul/Add and an activation into the Conv next to them;
+    with `sums`, the residual Add after a Conv into its epilogue."""
 
     name = "fuse-conv"
+    sums: bool = True
 
     def apply(self, ctx, op) -> None:
-        fuse_conv(op)
+        if not isinstance(self.sums, bool):
+            raise ValueError(f"fuse-conv: sums={self.sums!r} is not true or false")
+        fuse_conv(op, self.sums)
 
 
-__all__ = ["FuseConvPass", "fuse_conv", "fused_activation", "ACTIVATIONS"]
+__all__ = ["FuseConvPass", "fuse_conv", "fused_activation", "summed_conv", "summing_add",
+           "ACTIVATIONS", "SUM_MARK"]

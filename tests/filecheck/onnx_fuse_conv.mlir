@@ -104,3 +104,45 @@ builtin.module {
 // CHECK:         "onnx.Pad"{{.*}}mode = "reflect"
 // CHECK:         "onnx.Conv"(%xp,
 // CHECK-NOT:     activation
+
+// -----
+// ResNet's residual sum: Conv -> Add(block input) -> Relu. The Add is marked `fused_conv = k`
+// (k: its Conv operand) and keeps its meaning; lowering computes it in the Conv's epilogue.
+// The Relu after the Add is fuse-elementwise's (not in this pipeline), so it stays here. The
+// shortcut Conv and the main Conv both feed the second Add: the later one (operand 1) takes it.
+builtin.module {
+  func.func @residual(%x: tensor<1x2x3x3xf32>) -> (tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>) attributes {input_names = ["x"], output_names = ["y", "z"], onnx_opset = 17 : i64} {
+    %w = "onnx.Constant"() {value = dense<1.0> : tensor<2x2x1x1xf32>} : () -> tensor<2x2x1x1xf32>
+    %none = "onnx.NoValue"() : () -> none
+    %c = "onnx.Conv"(%x, %w, %none) {onnx_node_name = "main"} : (tensor<1x2x3x3xf32>, tensor<2x2x1x1xf32>, none) -> tensor<1x2x3x3xf32>
+    %a = "onnx.Add"(%x, %c) {onnx_node_name = "sum"} : (tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+    %y = "onnx.Relu"(%a) {onnx_node_name = "relu"} : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+    %s = "onnx.Conv"(%y, %w, %none) {onnx_node_name = "shortcut"} : (tensor<1x2x3x3xf32>, tensor<2x2x1x1xf32>, none) -> tensor<1x2x3x3xf32>
+    %m = "onnx.Conv"(%y, %w, %none) {onnx_node_name = "main2"} : (tensor<1x2x3x3xf32>, tensor<2x2x1x1xf32>, none) -> tensor<1x2x3x3xf32>
+    %z = "onnx.Add"(%s, %m) {onnx_node_name = "sum2"} : (tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+    func.return %y, %z : tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>
+  }
+}
+// CHECK-LABEL: func.func @residual
+// CHECK:         %[[C:.*]] = "onnx.Conv"(%x, %{{.*}}, %{{.*}}) {onnx_node_name = "main"}
+// CHECK-NEXT:    %[[A:.*]] = "onnx.Add"(%x, %[[C]]) {onnx_node_name = "sum", fused_conv = 1 : i64}
+// CHECK-NEXT:    %[[Y:.*]] = "onnx.Relu"(%[[A]])
+// CHECK-NEXT:    %[[S:.*]] = "onnx.Conv"(%[[Y]], {{.*}}onnx_node_name = "shortcut"}
+// CHECK-NEXT:    %[[M:.*]] = "onnx.Conv"(%[[Y]], {{.*}}onnx_node_name = "main2"}
+// CHECK-NEXT:    "onnx.Add"(%[[S]], %[[M]]) {onnx_node_name = "sum2", fused_conv = 1 : i64}
+
+// -----
+// With `sums` off, no Add is marked.
+// RUN: python -m compilerkit.opt --split-input-file -p 'fuse-conv{sums=false}' %s | filecheck %s --check-prefix=OFF
+builtin.module {
+  func.func @residual_off(%x: tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 17 : i64} {
+    %w = "onnx.Constant"() {value = dense<1.0> : tensor<2x2x1x1xf32>} : () -> tensor<2x2x1x1xf32>
+    %none = "onnx.NoValue"() : () -> none
+    %c = "onnx.Conv"(%x, %w, %none) {onnx_node_name = "main"} : (tensor<1x2x3x3xf32>, tensor<2x2x1x1xf32>, none) -> tensor<1x2x3x3xf32>
+    %a = "onnx.Add"(%c, %x) {onnx_node_name = "sum"} : (tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+    func.return %a : tensor<1x2x3x3xf32>
+  }
+}
+// CHECK-LABEL: func.func @residual_off
+// CHECK:         "onnx.Add"(%{{.*}}, %x) {onnx_node_name = "sum", fused_conv = 0 : i64}
+// OFF-NOT:       fused_conv
