@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from compilerkit.frontend import (
+    ConvAccuracyWarning,
     DeclaredShapeWarning,
     ModelError,
     OpsetUpgradeWarning,
@@ -77,6 +78,7 @@ __all__ = ["compile", "compile_kernel", "compile_to", "import_onnx", "optimize_o
            "to_llvm", "CompiledModel",
            "ModelError", "UnsupportedOpError", "OptionError", "InputError", "RunError",
            "DeclaredShapeWarning", "OpsetUpgradeWarning", "SpecializationWarning",
+           "ConvAccuracyWarning",
            "SpecializedModel",
            "SUPPORTED", "print_ir",
            "parse_ir", "Target", "get_backend"]

@@ -49,6 +49,7 @@ from compilerkit.frontend.arguments import (
 )
 from compilerkit.frontend.checks import (
     DEFAULT_MAX_BYTES,
+    ConvAccuracyWarning,
     DeclaredShapeWarning,
     ModelError,
     OpsetUpgradeWarning,
@@ -74,7 +75,7 @@ from compilerkit.frontend.sequences import rewrite as rewrite_sequences
 from compilerkit.frontend.tensors import sparse_to_dense, to_array
 
 __all__ = ["ModelError", "UnsupportedOpError", "OptionError", "DeclaredShapeWarning",
-           "OpsetUpgradeWarning",
+           "OpsetUpgradeWarning", "ConvAccuracyWarning",
            "load_model", "import_model", "to_array", "MIN_OPSET", "MAX_OPSET"]
 
 

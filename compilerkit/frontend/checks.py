@@ -49,6 +49,15 @@ class DeclaredShapeWarning(UserWarning):
     it. `warnings.simplefilter("error", DeclaredShapeWarning)` makes it a refusal."""
 
 
+class ConvAccuracyWarning(UserWarning):
+    """A Conv lowered by a Winograd or FFT algorithm asked for by name, on weights outside
+    the bound "auto" keeps to (lowering/conv_algorithm.py `well_scaled`): its rounding error
+    in every output of a tile scales with the largest weight, so outputs small beside it can
+    lose most of their digits. The model is compiled as asked; "classic" or "auto" sums each
+    output's own terms. `warnings.simplefilter("error", ConvAccuracyWarning)` refuses such
+    models."""
+
+
 class OpsetUpgradeWarning(UserWarning):
     """A model of a default-domain opset older than compilerkit compiles was upgraded with
     `onnx.version_converter` on import (the ONNX IR's func records both opsets). Silence it

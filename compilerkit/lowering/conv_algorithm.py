@@ -55,12 +55,13 @@ The option is the `conv_algorithm` option of the `lower-to-krnl` pass
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
 from compilerkit.conv_tiles import FFT_TILES, fft_variant, winograd_variant
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.frontend import ModelError
+from compilerkit.frontend import ConvAccuracyWarning, ModelError
 from compilerkit.lowering import blocked3d, conv_taps, fft, winograd
 from compilerkit.onnx_passes.single_node import node_label
 
@@ -123,14 +124,28 @@ def choose(op, asked: str = DEFAULT, lanes: int = 16, taps: bool = True) -> str:
     if name in AUTO_TILES:
         return auto_choice(op, AUTO_TILES[name], taps) if lanes > 1 else "classic"
     if name.startswith("winograd"):
-        return name if winograd.applies(op) is None else "classic"
+        return _asked(op, name) if winograd.applies(op) is None else "classic"
     if name.startswith("fft"):
-        return name if fft.applies(op, fft_variant(name)[0]) is None else "classic"
+        return _asked(op, name) if fft.applies(op, fft_variant(name)[0]) is None else "classic"
     if name == "pznet":
         return name if blocked3d.applies(op) is None else auto_choice(op)
     if name == "direct":
         taps = math.prod(onnx_d.shape_of(op.operands[1])[1:])
         return name if taps <= DIRECT_MAX_TAPS else "classic"
+    return name
+
+
+def _asked(op, name: str) -> str:
+    """`name` (a Winograd or FFT algorithm the Conv was given by name, which applies), with a
+    ConvAccuracyWarning naming the node when its weights are constants and not
+    `well_scaled`."""
+    if winograd.weights_array(op)[0] is not None and not well_scaled(op):
+        spread = weight_spread(op)
+        warnings.warn(ConvAccuracyWarning(
+            f"node {node_label(op)!r}: conv_algorithm {name!r} on weights whose max |w| is "
+            f"{spread:.3g} times their median (above {AUTO_MAX_RANGE:g}, or not finite): its "
+            f"rounding error in every output of a tile scales with the largest weight; "
+            f"'classic' or 'auto' keeps each output's error to its own terms"), stacklevel=2)
     return name
 
 

@@ -300,6 +300,30 @@ def test_auto_keeps_winograd_away_from_badly_scaled_weights(outlier, expected):
     assert choose(conv, "auto-f4") == expected.replace("f2", "f4")
 
 
+@pytest.mark.parametrize("algo", ["winograd-f2", "winograd-f4-fused", "fft"])
+def test_asking_by_name_on_badly_scaled_weights_warns_naming_the_node(algo):
+    """What "auto" avoids, asked for by name, is compiled as asked with a ConvAccuracyWarning
+    naming the node and the spread; "error" turns it into a refusal. Well-scaled weights and
+    "auto" say nothing."""
+    import warnings
+
+    wt = np.random.default_rng(5).standard_normal((8, 8, 3, 3) if algo != "fft"
+                                                  else (8, 8, 5, 5)).astype(np.float32)
+    good, x = conv_model((1, 8, 12, 12), wt, pads=[1, 1, 1, 1])
+    wt = wt.copy()
+    wt[3, 2, 1, 1] = 1e5
+    bad, _ = conv_model((1, 8, 12, 12), wt, pads=[1, 1, 1, 1])
+    with pytest.warns(ck.ConvAccuracyWarning, match=rf"node '.+'.*'{algo}'.*times their median"):
+        cm = ck.compile(bad, asm=False, conv_algorithm=algo)
+    assert cm.run(x)[0].shape[1] == 8
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ck.ConvAccuracyWarning)
+        ck.compile(good, asm=False, conv_algorithm=algo)
+        ck.compile(bad, asm=False, conv_algorithm="auto")
+        with pytest.raises(ck.ConvAccuracyWarning):
+            ck.compile(bad, asm=False, conv_algorithm=algo)
+
+
 def test_threads_give_the_same_answer():
     """The parallelize pass may share the Winograd nests among threads: the answer is the same
     at every thread count."""

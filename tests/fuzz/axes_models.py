@@ -5,7 +5,8 @@ one onnxruntime comparison, but widen what goes in.
                        INT_MAX, 0, -1 (integers) mixed into ordinary values
     integer graphs     int32/int64 Add/Sub/Mul/Div/Mod/MatMul and Cast float <-> int, with
                        constants at the type's limits
-    conv graphs        1-D to 3-D Convs (strides, pads, dilations, groups, an activation after)
+    conv graphs        1-D to 3-D Convs (strides, pads, dilations, groups, a residual Add
+                       and an activation after)
                        under every `conv_algorithm` and both code generators
     schedule options   `compile(..., schedule=...)` strings, valid ones and mutated ones
                        (simd=0 / 3 / 1e8 / -4 / garbage, unknown passes and arguments)
@@ -182,17 +183,26 @@ def _conv_graph(rng: random.Random, small: bool):
     nodes = [helper.make_node("Conv", ins, ["c"], **attrs)]
     last = "c"
     act = rng.choice([None, None, "Relu", "Sigmoid", "LeakyRelu"])
-    if act:
-        nodes.append(helper.make_node(act, ["c"], ["y"]))
-        last = "y"
     out_sp = [(side + pads[i] + pads[i + nd] - dil * (k - 1) - 1) // stride + 1
               for i in range(nd)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)]
+    # a residual sum (fuse-conv's `sums`: the Add in the Conv's epilogue), s a second input
+    residual = rng.random() < 0.3 and min(out_sp) > 0
+    if residual:
+        inputs.append(helper.make_tensor_value_info("s", TensorProto.FLOAT, [n, m] + out_sp))
+        nodes.append(helper.make_node("Add", ["c", "s"] if rng.random() < 0.5 else ["s", "c"],
+                                      ["r"]))
+        last = "r"
+    if act:
+        nodes.append(helper.make_node(act, [last], ["y"]))
+        last = "y"
     graph = helper.make_graph(
-        nodes, "fuzz_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        nodes, "fuzz_conv", inputs,
         [helper.make_tensor_value_info(last, TensorProto.FLOAT, [n, m] + out_sp)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     desc = (f"Conv{nd}d x{x_shape} w{list(w.shape)} s{stride} d{dil} g{group} p{pads}"
-            + (f" +{act}" if act else "") + (" outlier-weight" if np.abs(w).max() > 10 else ""))
+            + (" +residual" if residual else "") + (f" +{act}" if act else "")
+            + (" outlier-weight" if np.abs(w).max() > 10 else ""))
     return model, desc
 
 

@@ -83,7 +83,8 @@ REPO = HERE.parents[1]
 if str(HERE) not in sys.path:  # the axes modules beside this one, however it was imported
     sys.path.insert(0, str(HERE))
 CLASSES = ("refused", "declined", "match", "accepted", "undefined", "ort_refuses", "ort_death",
-           "ort_differs", "death", "hang", "wrong", "unclear", "false_refusal", "overwrite", "leak")
+           "ort_differs", "warned", "death", "hang", "wrong", "unclear", "false_refusal",
+           "overwrite", "leak")
 FAILURES = ("death", "hang", "wrong", "unclear", "false_refusal", "overwrite", "leak")
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MEMORY_GIB = 6.0
@@ -863,6 +864,7 @@ def summarize(results, examples: int = 5) -> dict:
            "onnxruntime_deaths": counts["ort_death"],
            "undefined_casts": counts["undefined"],
            "onnxruntime_differs_from_reference": counts["ort_differs"],
+           "inexact_as_warned": counts["warned"],
            "by_source": {s: dict(Counter(r["result"] for r in results if r["source"] == s))
                          for s in sorted({r["source"] for r in results})},
            "by_codegen": {g: dict(Counter(r["result"] for r in results

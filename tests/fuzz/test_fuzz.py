@@ -237,3 +237,30 @@ def compile_model(model: bytes):
     import compilerkit as ck
 
     return ck.compile(model, asm=False)
+
+
+def test_a_difference_after_a_conv_accuracy_warning_is_warned_not_silent():
+    """Winograd asked for by name on a layer with one outlier weight, a Sigmoid after it: the
+    tile's rounding (relative to the outlier) shows in the squashed outputs. compilerkit said so
+    when it compiled (a ConvAccuracyWarning), so the difference is "warned", not "wrong"; the
+    same model under "classic" matches."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    import compilerkit as ck
+
+    w = (np.random.default_rng(0).standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32)
+    w[5, 1, 0, 2] = -1e4
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 0, 1]),
+                           helper.make_node("Sigmoid", ["c"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 10, 10])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    case = {"model": model, "input_shapes": None, "opt_level": 2, "seed": 804764043,
+            "conv_algorithm": "winograd-f2"}
+    say = lambda **_: None  # noqa: E731
+    r = classify.model_case(case, ck, ort, say)
+    assert r["result"] == "warned" and "ConvAccuracyWarning" in r["detail"]
+    r = classify.model_case(dict(case, conv_algorithm="classic"), ck, ort, say)
+    assert r["result"] == "match"
