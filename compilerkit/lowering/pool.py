@@ -55,7 +55,8 @@ output positions with the running value in the output buffer.
 GlobalAveragePool / GlobalMaxPool reduce each (batch entry, channel) plane, read as one flat
 axis, in order: a chunk of up to MAX_TAPS consecutive elements is summed unrolled into a value
 (the whole plane at once for ResNet's 7 x 7), chunks accumulate in the output. Planes of at
-least LANE_MIN elements are folded into LANES running values instead, so the loop vectorises
+least LANE_MIN elements, and planes whose chunks would be shorter than MIN_CHUNK (SqueezeNet's
+13 x 13: chunks of 13), are folded into LANES running values instead, so the loop vectorises
 (`_global_pool_lanes`).
 """
 
@@ -76,6 +77,12 @@ from compilerkit.lowering.matmul import fill
 
 LANES = 16  # running values of a global pool over a large plane (two AVX2 vectors)
 LANE_MIN = 256  # planes at least this large use them (14 x 14 = 196 measured faster without)
+# ... and so do smaller planes whose largest chunk (a divisor of the plane, at most MAX_TAPS)
+# is below this: many short chunks each load and store the running value. 1 thread, 1000
+# channels of 13 x 13 (chunks of 13; SqueezeNet's last pool): 61-70 -> 32-35 us (onnxruntime
+# 20-29), 512 of 11 x 11 29 -> 18 us; 12 x 12 (chunks of 48) stays chunked: 31 us, 36 with
+# lanes; 9 x 9 (chunks of 27) even either way.
+MIN_CHUNK = 16
 # Positions per vector block of a row (`_row_pieces`): LLVM's vectoriser takes 16 as two 8-lane
 # iterations with no remainder (a loop of 8 it leaves scalar, as depthwise.TAIL says).
 TAIL = 16
@@ -450,7 +457,7 @@ def lower_global_pool(b: KernelBuilder, op, ins):
         with b.nest([n, c]) as ivs:
             b.store(finish(fold_chunk(ivs, None, b.const(identity, elem))), res, ivs)
         return [out]
-    if size >= LANE_MIN:
+    if size >= LANE_MIN or (size >= 2 * LANES and chunk < MIN_CHUNK):
         return _global_pool_lanes(b, flat, res, out, fold, identity, finish)
     fill(b, res, identity)
     with b.nest([n, c, size // chunk]) as ivs:

@@ -89,6 +89,22 @@ def test_global_pool_matches_onnxruntime(kind, spatial, n, c, seed):
     _compare(kind, _model(kind, {}, x), x)
 
 
+@pytest.mark.parametrize("kind", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("plane", [[7, 7], [12, 12], [13, 13], [11, 11], [9, 9], [17, 17],
+                                   [5, 7], [2, 31]])
+def test_global_pool_on_every_path(kind, plane):
+    """Each path of lower_global_pool: the whole plane unrolled (7 x 7), chunks (12 x 12 in 48s,
+    9 x 9 in 27s), running lanes for large planes (17 x 17) and for planes whose chunks would
+    be short (13 x 13: chunks of 13; 11 x 11; 2 x 31), against onnxruntime and a float64 sum."""
+    x = np.random.default_rng(7).standard_normal([2, 5] + plane).astype(np.float32)
+    x[1, 3].flat[-1] = 40.0  # the last element lands in a lane of its own
+    _compare(kind, _model(kind, {}, x), x)
+    y = ck.compile(_model(kind, {}, x), asm=False).run(x)[0].reshape(2, 5)
+    ref = (x.astype(np.float64).mean(axis=(2, 3)) if kind == "GlobalAveragePool"
+           else x.max(axis=(2, 3)))
+    np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-6)
+
+
 def test_strided_padded_maxpool_reads_the_padding_as_minus_infinity():
     """The column-phase copy (_phase_split): a 3x3 stride-2 window with pads 1 over all-negative
     input must never see a 0 from the padding; ResNet's stem pool on a small plane."""
