@@ -114,3 +114,25 @@ def test_steady_calls_each_engine_once_more_before_each_timed_call(bench, steady
     if steady:  # each timed call follows an untimed one of the same engine
         rounds = log[2:]
         assert all(rounds[i] == rounds[i + 1] for i in range(0, len(rounds), 2))
+
+
+@pytest.mark.slow
+def test_peer_profile_quick_run_writes_the_promised_shape(tmp_path):
+    """benchmarks/peer_profile_bench.py --quick: every engine's total and op totals, and the
+    compilerkit / OpenVINO node pairs (largest gap first) for the one small model."""
+    out = tmp_path / "profile.json"
+    script = ROOT / "benchmarks" / "peer_profile_bench.py"
+    r = subprocess.run([sys.executable, str(script), "--quick", "--repeat", "2", "--out",
+                        str(out)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    (entry,) = doc["models"].values()
+    assert "compilerkit" in entry["total_s"] and "compilerkit" in entry["op_totals"]
+    assert set(entry["total_s"]) | set(doc["absent"]) >= {"compilerkit", "openvino",
+                                                           "onnxruntime"}
+    gaps = [n["gap_s"] for n in entry["nodes"]]
+    assert gaps == sorted(gaps, reverse=True) and entry["nodes"]
+    assert any(n["op_type"] == "Conv" for n in entry["nodes"])
+    bad = subprocess.run([sys.executable, str(script), "--models", "nope", "--out",
+                          str(out)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert bad.returncode != 0 and "unknown model 'nope'" in bad.stderr

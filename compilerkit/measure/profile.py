@@ -1,4 +1,5 @@
-"""Where a compiled model's time goes, per ONNX node, next to onnxruntime's own profiler.
+"""Where a compiled model's time goes, per ONNX node, next to onnxruntime's and OpenVINO's own
+profilers.
 
 compilerkit side (`profile_nodes`): the model is compiled once more with `ProfilingEmitter`,
 the LLVM code generator with a clock around each node. Code generation already makes the nests
@@ -13,6 +14,9 @@ node's nest are counted under the node the nest is tagged with; the clock itself
 per node. The rows hold the median over `repeat` runs (after one untimed run) of each node's
 seconds, and a last row for the rest of the run (the whole call minus its nodes, median over
 the runs: argument checks, the call from Python, ops outside any node's function).
+
+OpenVINO side (`ov_profile_nodes`, a benchmark-only dependency): its CPU plugin's performance
+counters per layer, after its own fusions (a Conv with its bias, activation and residual sum).
 
 onnxruntime side (`ort_profile_nodes`): `SessionOptions.enable_profiling`; the JSON trace's
 `Node` events named `<node>_kernel_time` are the kernels' times. onnxruntime runs its graph
@@ -241,6 +245,58 @@ def parse_ort_profile(events, skip_runs: int = 1) -> list[dict]:
     for name, ts in times.items():
         ts = ts[skip_runs:] or ts
         rows.append({"node": name, "op_type": ops[name], "seconds": statistics.median(ts)})
+    total = sum(r["seconds"] for r in rows)
+    for r in rows:
+        r["share"] = r["seconds"] / total if total else 0.0
+    return rows
+
+
+def ov_profile_nodes(model, feeds, num_threads: int = 1, repeat: int = 5) -> list[dict]:
+    """Per-layer seconds of OpenVINO (CPU plugin, `num_threads` inference threads, f32, one
+    stream, latency hint, its pinning off: peer_bench's settings) from its performance
+    counters (`PERF_COUNT`): rows as `parse_ov_profile` gives them. OpenVINO is a
+    benchmark-only dependency (the `peers` extra): without it, an ImportError saying so."""
+    try:
+        import openvino as ov
+    except ImportError as e:
+        raise ImportError("ov_profile_nodes needs OpenVINO, a benchmark-only dependency: "
+                          "pip install -e '.[peers]'") from e
+    proto = _load_model(model)
+    core = ov.Core()
+    compiled = core.compile_model(
+        core.read_model(proto.SerializeToString(), b""), "CPU",
+        {"INFERENCE_NUM_THREADS": num_threads, "INFERENCE_PRECISION_HINT": "f32",
+         "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1, "ENABLE_CPU_PINNING": False,
+         "PERF_COUNT": True})
+    request = compiled.create_infer_request()
+    arrays = [a for _, a in feeds]
+    runs = []
+    for _ in range(repeat + 1):
+        request.infer(arrays)
+        runs.append([{"node": p.node_name, "op_type": p.node_type, "exec_type": p.exec_type,
+                      "seconds": p.real_time.total_seconds(), "status": p.status.name}
+                     for p in request.get_profiling_info()])
+    return parse_ov_profile(runs, skip_runs=1)
+
+
+def parse_ov_profile(runs, skip_runs: int = 1) -> list[dict]:
+    """Rows {"node", "op_type" (OpenVINO's layer type), "exec_type" (its kernel, e.g.
+    brgconv_avx512_1x1_f32), "seconds" (median over the runs after the first `skip_runs`),
+    "share"} from one list of counter records per run ({"node", "op_type", "exec_type",
+    "seconds", "status"}), in the order of the first run; layers not EXECUTED (folded,
+    optimised out) are left out. OpenVINO fuses a Conv's bias, activation and residual sum
+    into it and names the layer `<Conv node>/WithoutBiases`: `node` is the ONNX node's name
+    again with that suffix dropped."""
+    times, kinds = defaultdict(list), {}
+    for run in runs[skip_runs:] or runs:
+        for r in run:
+            if r["status"] != "EXECUTED":
+                continue
+            name = r["node"].removesuffix("/WithoutBiases")
+            times[name].append(r["seconds"])
+            kinds.setdefault(name, (r["op_type"], r["exec_type"]))
+    rows = [{"node": n, "op_type": kinds[n][0], "exec_type": kinds[n][1],
+             "seconds": statistics.median(ts)} for n, ts in times.items()]
     total = sum(r["seconds"] for r in rows)
     for r in rows:
         r["share"] = r["seconds"] / total if total else 0.0

@@ -109,6 +109,34 @@ def test_parse_ort_profile_hand_worked():
     assert rows[0]["share"] == pytest.approx(40 / 43)
 
 
+def test_parse_ov_profile_hand_worked():
+    """Three runs (the first warm-up): medians of the last two; a fused Conv's layer name loses
+    its /WithoutBiases; layers OpenVINO did not execute are left out."""
+    def run(conv, pool):
+        return [{"node": "conv1/WithoutBiases", "op_type": "Convolution",
+                 "exec_type": "brgconv_avx512_1x1_f32", "seconds": conv, "status": "EXECUTED"},
+                {"node": "relu1", "op_type": "Relu", "exec_type": "undef", "seconds": 0.0,
+                 "status": "OPTIMIZED_OUT"},
+                {"node": "pool", "op_type": "MaxPool", "exec_type": "jit_avx512_f32",
+                 "seconds": pool, "status": "EXECUTED"}]
+    rows = prof.parse_ov_profile([run(9.0, 9.0), run(3.0, 1.0), run(5.0, 2.0)], skip_runs=1)
+    assert [(r["node"], r["op_type"], r["exec_type"]) for r in rows] == [
+        ("conv1", "Convolution", "brgconv_avx512_1x1_f32"), ("pool", "MaxPool",
+                                                            "jit_avx512_f32")]
+    assert rows[0]["seconds"] == pytest.approx(4.0) and rows[1]["seconds"] == pytest.approx(1.5)
+    assert rows[0]["share"] == pytest.approx(4 / 5.5)
+
+
+def test_openvino_profile_rows_keep_the_onnx_node_names():
+    pytest.importorskip("openvino")
+    model = small_model()
+    x = np.random.default_rng(1).standard_normal((N, N)).astype(np.float32)
+    rows = prof.ov_profile_nodes(model, [("X", x)], num_threads=1, repeat=2)
+    assert rows and all(r["seconds"] >= 0 for r in rows)
+    names = {n.name for n in model.graph.node}
+    assert any(r["node"] in names for r in rows)
+
+
 def test_op_totals_and_top_nodes_hand_worked():
     rows = [{"node": "a", "op_type": "Conv", "seconds": 2.0},
             {"node": "b", "op_type": "Relu", "seconds": 0.5},
