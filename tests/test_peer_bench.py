@@ -131,8 +131,12 @@ def test_peer_profile_quick_run_writes_the_promised_shape(tmp_path):
     assert set(entry["total_s"]) | set(doc["absent"]) >= {"compilerkit", "openvino",
                                                            "onnxruntime"}
     gaps = [n["gap_s"] for n in entry["nodes"]]
-    assert gaps == sorted(gaps, reverse=True) and entry["nodes"]
-    assert any(n["op_type"] == "Conv" for n in entry["nodes"])
+    assert gaps == sorted(gaps, reverse=True)
+    if "openvino" in doc["absent"]:  # the peers extra is not installed: nothing to pair
+        assert "pip install" in doc["absent"]["openvino"] and not entry["nodes"]
+        assert entry["compilerkit_unmatched_s"] == pytest.approx(entry["total_s"]["compilerkit"])
+    else:
+        assert any(n["op_type"] == "Conv" for n in entry["nodes"])
     bad = subprocess.run([sys.executable, str(script), "--models", "nope", "--out",
                           str(out)], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert bad.returncode != 0 and "unknown model 'nope'" in bad.stderr
