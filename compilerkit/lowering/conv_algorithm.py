@@ -139,8 +139,10 @@ def _asked(op, name: str) -> str:
     """`name` (a Winograd or FFT algorithm the Conv was given by name, which applies), with a
     ConvAccuracyWarning naming the node when its weights are constants and not
     `well_scaled`."""
-    if winograd.weights_array(op)[0] is not None and not well_scaled(op):
-        spread = weight_spread(op)
+    if winograd.weights_array(op)[0] is None:
+        return name
+    spread = weight_spread(op)  # one median of the weights (`well_scaled`'s test, once)
+    if spread > AUTO_MAX_RANGE:
         warnings.warn(ConvAccuracyWarning(
             f"node {node_label(op)!r}: conv_algorithm {name!r} on weights whose max |w| is "
             f"{spread:.3g} times their median (above {AUTO_MAX_RANGE:g}, or not finite): its "
