@@ -80,6 +80,7 @@ from compilerkit.lowering.conv_algorithm import ALGORITHMS
 from compilerkit.lowering.conv_algorithm import DEFAULT as DEFAULT_CONV_ALGORITHM
 from compilerkit.onnx_passes.single_node import main_func
 from compilerkit.passes import kernel_pipeline, onnx_pipeline, parse_pipeline, run_passes
+from compilerkit.runtime import check_num_threads
 from compilerkit.stages import Stages, verify_ir, verify_level
 
 # In pipeline order. "asm" stands for the target's machine-code stage ("ptx" on the GPU).
@@ -696,11 +697,11 @@ class CompiledModel:
         call takes its own arena from a pool (see runtime.Session); emulated and GPU runs of
         one model take turns. `num_threads` overrides `.num_threads` for this call (the
         answer is the same for every count; the GPU and the emulated targets ignore it)."""
-        from compilerkit.runtime import check_num_threads
-
-        n = check_num_threads(self.num_threads if num_threads is None else num_threads)
+        if num_threads is None:
+            num_threads = self.num_threads
         if getattr(self.session, "takes_num_threads", False):
-            return self.session.run(*arrays, num_threads=n)
+            return self.session.run(*arrays, num_threads=num_threads)  # it checks the count
+        check_num_threads(num_threads)
         return self.session.run(*arrays)
 
     __call__ = run

@@ -68,6 +68,37 @@ def test_noncontiguous_and_big_endian_inputs_are_fine():
     np.testing.assert_array_equal(cm.run(big)[0], np.maximum(a.T, 0))
 
 
+def test_every_kind_of_array_is_checked_alike():
+    """A call takes arrays that already match the signature as they are and checks and
+    converts anything else: every form gives the same answer, a bad one the same error."""
+    cm = ck.compile(relu_model((2, 3)), asm=False)
+    a = np.arange(-3, 3, dtype=np.float32).reshape(2, 3)
+    want = np.maximum(a, 0)
+    big_c = a.astype(">f4")  # C-contiguous, but not native byte order
+    assert big_c.flags.c_contiguous
+    readonly = a.copy()
+    readonly.flags.writeable = False
+    for form in (a, big_c, readonly, np.asfortranarray(a), a.view(np.recarray),
+                 np.ma.masked_array(a), np.repeat(a, 2, axis=1)[:, ::2]):
+        got = cm.run(form, num_threads=1)[0]
+        np.testing.assert_array_equal(got, want, err_msg=type(form).__name__)
+        assert type(got) is np.ndarray and got.dtype == np.float32 and got.flags.c_contiguous
+    for bad, match in ((a.astype(np.float64), "float32"), (a.reshape(3, 2), r"\[2, 3\]"),
+                       (a.astype(np.int32), "float32"), (a[None], r"\[2, 3\]"),
+                       (a.tolist(), "got float64")):  # Python floats are float64
+        with pytest.raises(ck.InputError, match=match):
+            cm.run(bad, num_threads=1)
+    for threads in (0, -1, 1.0, True, "2", 10**6):
+        with pytest.raises(ValueError, match="num_threads"):
+            cm.run(a, num_threads=threads)
+    np.testing.assert_array_equal(cm.run(a, num_threads=np.int64(2))[0], want)
+    outs = [cm.run(a)[0] for _ in range(3)]  # a new output array per call
+    assert len({o.ctypes.data for o in outs}) == 3
+    cm.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        cm.run(a)
+
+
 def _external_model(tmp_path, location):
     w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
     w.ClearField("raw_data")
