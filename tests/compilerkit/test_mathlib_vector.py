@@ -155,6 +155,18 @@ def test_optimised_ir_has_vector_exp(model):
     assert "@ck_expf" not in ir_text  # inlined everywhere, no scalar calls left
 
 
+def test_loops_take_the_hosts_full_vector_width():
+    """On an AVX-512 host the loops LLVM vectorises itself are 16 lanes wide, as the
+    micro-kernels are (the host target turns off LLVM's preference for 256-bit vectors);
+    the answer is the same bits either way (no fast-math: each lane computes as scalar code)."""
+    target = ck.get_backend("host").target
+    if target.vector_width != 16:
+        pytest.skip("host has no AVX-512")
+    assert "-prefer-256-bit" in target.features.split(",")
+    asm = ck.compile(_unary("Sigmoid", (1, 32, 14, 14))).stages["asm"]
+    assert re.search(r"\bzmm\d+", asm), "the Sigmoid loop is not 512-bit code"
+
+
 # ---- merging short trailing dims (lowering/elementwise.py) --------------------------------------
 
 def test_merged_dims_hand_worked():
