@@ -57,9 +57,17 @@ def lower_softmax(b: KernelBuilder, op, ins, opset=13):
             shifted = b.binary("sub", b.load(xv, [o, k, i]), b.load(mx, [o, i]))
             v = b.binary("sub", shifted, b.unary("log", b.load(total, [o, i])))
         else:
-            v = b.binary("div", b.load(ov, [o, k, i]), b.load(total, [o, i]))
+            v = b.binary("mul", b.load(ov, [o, k, i]), _reciprocal(b, b.load(total, [o, i])))
         b.store(v, ov, [o, k, i])
     return [out]
+
+
+def _reciprocal(b: KernelBuilder, total):
+    """1 / total, which the normalising loop multiplies by: the same in every iteration, so
+    LLVM computes it once per row. A divide per element (vdivps) cost 4 x 10 cycles of a
+    64-wide row's 210 on AVX-512; onnxruntime (MLAS) scales by the reciprocal too. Within
+    1 ulp of the quotient."""
+    return b.binary("div", b.const(1.0, total.type), total)
 
 
 # Partials per row (over_row): a fixed count, not the target's lanes, so every target with
@@ -129,7 +137,7 @@ def _softmax_rows(b: KernelBuilder, x, out, log: bool, width: int):
                 shifted = b.binary("sub", b.load(x, [o, k]), b.load(top, [o, zero]))
                 v = b.binary("sub", shifted, b.unary("log", b.load(den, [o, zero])))
             else:
-                v = b.binary("div", b.load(out, [o, k]), b.load(den, [o, zero]))
+                v = b.binary("mul", b.load(out, [o, k]), _reciprocal(b, b.load(den, [o, zero])))
             b.store(v, out, [o, k])
 
 

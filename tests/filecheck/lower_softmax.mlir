@@ -1,7 +1,8 @@
 // RUN: python -m compilerkit.opt --split-input-file -p lower-to-krnl %s | filecheck %s
 // Softmax and LogSoftmax (lowering/norm.py) on an [outer, D, inner] view of x and y
 // (krnl.reshape, no copy): three nests. (1) m[o, i] = max over d of x, from -inf; (2)
-// e = exp(x - m) stored in y and summed into s[o, i] from 0; (3) y = e / s, or for LogSoftmax
+// e = exp(x - m) stored in y and summed into s[o, i] from 0; (3) y = e * (1 / s) (the
+// reciprocal is loop-invariant: LLVM computes it once per row), or for LogSoftmax
 // y = (x - m) - log(s). Subtracting the max first keeps exp from overflowing. Opset 13
 // normalises along one axis (default -1); before 13 the input is flattened to 2-D at `axis`
 // (default 1).
@@ -47,7 +48,9 @@ func.func @softmax_last_axis(%x: tensor<2x5xf32>) -> tensor<2x5xf32> attributes 
 // CHECK:         ^bb0([[O3:%[0-9]+]]: index, [[K3:%[0-9]+]]: index, [[I3:%[0-9]+]]: index):
 // CHECK-NEXT:      [[E3:%[0-9]+]] = "krnl.load"([[YV]], [[O3]], [[K3]], [[I3]])
 // CHECK-NEXT:      [[S3:%[0-9]+]] = "krnl.load"([[SUM]], [[O3]], [[I3]])
-// CHECK-NEXT:      [[R:%[0-9]+]] = arith.divf [[E3]], [[S3]] : f32
+// CHECK-NEXT:      [[ONE:%[0-9]+]] = arith.constant 1.000000e+00 : f32
+// CHECK-NEXT:      [[INV:%[0-9]+]] = arith.divf [[ONE]], [[S3]] : f32
+// CHECK-NEXT:      [[R:%[0-9]+]] = arith.mulf [[E3]], [[INV]] : f32
 // CHECK-NEXT:      "krnl.store"([[R]], [[YV]], [[O3]], [[K3]], [[I3]])
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 5 : i64], [0 : i64, 1 : i64]]
 // CHECK-NEXT:    func.return
@@ -89,7 +92,9 @@ func.func @softmax_middle_axis(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> attri
 // CHECK:         ^bb0([[O3:%[0-9]+]]: index, [[K3:%[0-9]+]]: index, [[I3:%[0-9]+]]: index):
 // CHECK-NEXT:      [[E3:%[0-9]+]] = "krnl.load"([[Y]], [[O3]], [[K3]], [[I3]])
 // CHECK-NEXT:      [[S3:%[0-9]+]] = "krnl.load"([[SUM]], [[O3]], [[I3]])
-// CHECK-NEXT:      [[R:%[0-9]+]] = arith.divf [[E3]], [[S3]] : f32
+// CHECK-NEXT:      [[ONE:%[0-9]+]] = arith.constant 1.000000e+00 : f32
+// CHECK-NEXT:      [[INV:%[0-9]+]] = arith.divf [[ONE]], [[S3]] : f32
+// CHECK-NEXT:      [[R:%[0-9]+]] = arith.mulf [[E3]], [[INV]] : f32
 // CHECK-NEXT:      "krnl.store"([[R]], [[Y]], [[O3]], [[K3]], [[I3]])
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 3 : i64], [0 : i64, 4 : i64]]
 // CHECK-NEXT:    func.return
@@ -126,7 +131,9 @@ func.func @softmax_opset11_flatten(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> a
 // CHECK:         ^bb0([[O3:%[0-9]+]]: index, [[K3:%[0-9]+]]: index, [[I3:%[0-9]+]]: index):
 // CHECK-NEXT:      [[E3:%[0-9]+]] = "krnl.load"([[YV]], [[O3]], [[K3]], [[I3]])
 // CHECK-NEXT:      [[S3:%[0-9]+]] = "krnl.load"([[SUM]], [[O3]], [[I3]])
-// CHECK-NEXT:      [[R:%[0-9]+]] = arith.divf [[E3]], [[S3]] : f32
+// CHECK-NEXT:      [[ONE:%[0-9]+]] = arith.constant 1.000000e+00 : f32
+// CHECK-NEXT:      [[INV:%[0-9]+]] = arith.divf [[ONE]], [[S3]] : f32
+// CHECK-NEXT:      [[R:%[0-9]+]] = arith.mulf [[E3]], [[INV]] : f32
 // CHECK-NEXT:      "krnl.store"([[R]], [[YV]], [[O3]], [[K3]], [[I3]])
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 12 : i64], [0 : i64, 1 : i64]]
 // CHECK-NEXT:    func.return
