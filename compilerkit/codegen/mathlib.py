@@ -215,6 +215,8 @@ class MathLib:
         t = args[0].type
         if name == "copysign":  # exact in every precision
             return b.call(copysign(self.module, t), args)
+        if name == "fma":  # one rounding in every precision (math.fma)
+            return _fma(b, *args)
         if name == "powf":
             wide = [a if a.type == F64 else b.fpext(a, F64) for a in args]
             y = b.call(self.get(name), wide)

@@ -122,6 +122,11 @@ class KernelBuilder:
     def mul(self, a, b):
         return self.binary("mul", a, b)
 
+    def fma(self, a, x, y):
+        """a * x + y rounded once (math.fma: llvm.fma on every target, as the micro-kernel's
+        products are)."""
+        return self.add(math.FmaOp(a, x, y))
+
     def cmpf(self, pred: str, a, b):
         return self.add(arith.CmpfOp(a, b, pred))
 
