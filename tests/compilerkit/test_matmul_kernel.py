@@ -281,3 +281,40 @@ def test_a_kernel_is_built_once_and_printed_from_its_kept_text(monkeypatch):
     third, rebuilt = build()
     assert not any(isinstance(f, mk._PrintedFunction) for f in rebuilt)
     assert str(third) != str(first)  # the unit variant's register block changed
+
+
+@pytest.mark.parametrize("trans", [0, 1])
+def test_k_taken_several_at_a_time_changes_no_bit(monkeypatch, trans):
+    """Full register blocks run k K_UNROLL at a time, the rest one at a time: the same chain
+    of fused multiply-adds in k order, so the same bits as K_UNROLL = 1, for every remainder
+    of k, in the general variant (trans 0) and the unit one (trans 1), and across k pieces
+    (k past the tile's TK)."""
+    from compilerkit.backends import split
+    from compilerkit.codegen import microkernel as mk
+
+    assert mk.K_UNROLL > 1
+    rng = np.random.default_rng(11 + trans)
+    cases = [(m, n, k) for m, n, k in ((29, 64, 1), (29, 64, 3), (40, 33, 4), (17, 64, 5),
+                                       (64, 70, 9), (48, 96, 255), (30, 40, 258), (50, 64, 517))]
+    got, kernels = {}, set()
+    for unroll in (mk.K_UNROLL, 1):
+        monkeypatch.setattr(mk, "K_UNROLL", unroll)
+        monkeypatch.setattr(mk, "_BODIES", {})  # build the kernel afresh with this unroll
+        monkeypatch.setattr(split, "HELPER_OBJECTS", {})
+        for m, n, k in cases:
+            a = rng.standard_normal((m, k)).astype(np.float32) if unroll > 1 else got[
+                (m, n, k)][1]
+            b = rng.standard_normal((k, n)).astype(np.float32) if unroll > 1 else got[
+                (m, n, k)][2]
+            ins = [("a", a.T.copy() if trans else a)]
+            model = make_model([helper.make_node("Gemm", ["a", "b"], ["y"], transA=trans)],
+                               ins, ["y"], [("b", b)])
+            cm = ck.compile(model, asm=False)
+            kernels |= _kernels(cm)
+            y = cm.run(ins[0][1])[0]
+            if unroll > 1:
+                close(y, a, b, np.float32)
+                got[(m, n, k)] = (y, a, b)
+            else:
+                assert np.array_equal(got[(m, n, k)][0], y), (m, n, k)
+    assert any(name.endswith("_unit") == bool(trans) for name in kernels)
