@@ -194,3 +194,19 @@ def conv_act_model(x, w_shape, bias=True, act=None, **attrs):
         nodes.append(helper.make_node("Clip", ["y", "lo", "hi"], ["z"]))
         inits += [("lo", np.float32(-0.5)), ("hi", np.float32(0.75))]
     return make_model(nodes, [("x", x)], ["z"], inits, opset=17)
+
+
+def lowering_refusal(module, op_name: str, attrs: dict, match: str) -> str:
+    """Set `attrs` on the first `op_name` op of an ONNX IR module, lower it, and return the
+    ModelError's text (pytest fails unless lowering raises one matching `match`): a hand-made
+    bad attribute must be refused naming its node, never lowered."""
+    from compilerkit.dialects import onnx as onnx_d
+    from compilerkit.frontend import ModelError
+    from compilerkit.lowering import lower_to_krnl
+
+    op = next(o for o in module.walk() if o.name == op_name)
+    for key, value in attrs.items():
+        op.attributes[key] = onnx_d.to_mlir_attr(value)
+    with pytest.raises(ModelError, match=match) as e:
+        lower_to_krnl(module)
+    return str(e.value)
