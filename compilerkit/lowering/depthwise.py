@@ -3,12 +3,14 @@ every 2-D direct Conv (groups with at most DIRECT_CHANNELS input channels: Mobil
 EfficientNet's k x k depthwise layers, any stride, pads, dilation) with `direct_2d`.
 
 Assumes `conv` is conv.py's `_Conv` of a 2-D Conv (r == 2) with at least one output. The
-schedule, per (batch entry, block of groups): the loop threads share. Each block owns its
-scratch planes and its output channels, so iterations write disjoint memory.
+schedule, per (batch entry, block of groups): the blocks are dealt out in chunks, the loop
+threads share (`_chunks`). Each chunk owns a slot of scratch planes, which its blocks fill
+one after another while it is in cache, and each block its output channels, so chunks write
+disjoint memory.
 
-1. Phase planes. The block's input planes are copied into a scratch buffer
-   [blocks, groups per block * C/g, sh * sw, L], split by the stride's row and column phase:
-   input (r, c) goes to plane (r % sh, c % sw) at row r // sh, column c // sw (stride 1: one
+1. Phase planes. The block's input planes are copied into its chunk's slot of a scratch
+   buffer [chunks, groups per block * C/g, sh * sw, L], split by the stride's row and column
+   phase: input (r, c) goes to plane (r % sh, c % sw) at row r // sh, column c // sw (stride 1: one
    plane, the input itself). Planes are row-major with pitch P = max(plane width, OW), after
    `lead` elements and `top` rows of zeros, with zero rows below: the vertical padding is
    stored zeros. Where no tap reads padding (stride 1, unpadded), the planes are x's own and
@@ -74,6 +76,10 @@ ROW_COPY = 16
 # GROUP_BLOCK_BYTES of planes.
 GROUP_BLOCK = 4
 GROUP_BLOCK_BYTES = 1536
+# Most chunks of blocks the threads take (`_chunks`). MobileNetV2 at 1 and 2 threads, best of
+# 50 calls, ms, at 2 / 4 / 8 / 16: 6.99 / 7.01 / 7.03 / 6.99 and 4.63 / 4.42 / 4.46 / 4.43
+# (2 left the threads' shares uneven); EfficientNet-B0 the same within 2%.
+MAX_CHUNKS = 8
 
 
 class _Planes:
@@ -130,8 +136,9 @@ def direct_2d(b: KernelBuilder, conv, out):
     pl = _Planes(conv)
     per = _groups_per_block(conv, pl)
     blocks, planes, outs = conv.groups // per, per * conv.cg, per * conv.ocg
+    chunks = _chunks(blocks)
     xf = b.view(conv.x, [conv.n, conv.c_in, pl.h * pl.w])  # x's planes, flat
-    scratch = None if pl.in_place else b.alloc([blocks, planes, pl.phases, pl.length],
+    scratch = None if pl.in_place else b.alloc([chunks, planes, pl.phases, pl.length],
                                                conv.elem)
     masked = any(pl.column_range(kw) is not None for kw in range(pl.kw))
     col = _column_table(b, pl, conv.elem) if masked else None
@@ -139,11 +146,12 @@ def direct_2d(b: KernelBuilder, conv, out):
     if direct:
         dst = b.view(out, [conv.n, blocks, outs, pl.oh * pl.ow])
     else:
-        dst = b.alloc([blocks, outs, pl.span], conv.elem)  # the row buffer
+        dst = b.alloc([chunks, outs, pl.span], conv.elem)  # the row buffer
         og = b.view(out, [conv.n, blocks, outs, pl.oh, pl.ow])
-    with b.nest([conv.n, blocks]) as (nn, gb):
+    with b.nest([conv.n, chunks, blocks // chunks]) as (nn, jc, ji):
+        gb = b.affine([(jc, blocks // chunks), (ji, 1)])  # this block of groups
         if scratch is not None:
-            _fill_planes(b, conv, pl, scratch, xf, nn, gb, planes)
+            _fill_planes(b, conv, pl, scratch, xf, nn, jc, gb, planes)
         with b.nest([per, conv.ocg]) as (j, o):
             och = b.affine([(j, conv.ocg), (o, 1)])  # output channel within the block
             oc = b.affine([(gb, outs), (och, 1)])
@@ -155,17 +163,32 @@ def direct_2d(b: KernelBuilder, conv, out):
                     ch = b.affine([(gb, planes), (j, conv.cg)], c)
                     return b.load(xf, [nn, ch, at])
                 plane = b.affine([(j, conv.cg)], c)  # among the block's planes
-                return b.load(scratch, [gb, plane, b.index(phase), at])
+                return b.load(scratch, [jc, plane, b.index(phase), at])
 
             def output(q):
                 v = _sum(b, conv, pl, tap, col, bias, w, q)
-                b.store(v, dst, [nn, gb, och, q] if direct else [gb, och, q])
+                b.store(v, dst, [nn, gb, och, q] if direct else [jc, och, q])
 
             flat_loop(b, pl.span, output)
         if not direct:
             with b.nest([outs, pl.oh, pl.ow]) as (o, i, jj):
-                v = b.load(dst, [gb, o, b.affine([(i, pl.pitch), (jj, 1)])])
+                v = b.load(dst, [jc, o, b.affine([(i, pl.pitch), (jj, 1)])])
                 b.store(v, og, [nn, gb, o, i, jj])
+
+
+def _chunks(blocks: int) -> int:
+    """How many chunks of blocks the threads' loop hands out: each chunk has one slot of
+    phase planes (and row buffer), which its blocks reuse one after another while it is in
+    cache. A slot per block (the whole input copied into a scratch as large, 4.9 MB for
+    MobileNetV2's 96 x 112 x 112 stride-2 layer) wrote every plane to memory first. The
+    largest divisor of `blocks` up to MAX_CHUNKS, an even one if there is one (two threads
+    share an even count evenly). 1 thread, AVX-512, 3x3 + Clip, us, a slot per block -> per
+    chunk: 96 x 112 x 112 stride 2 480 -> 385, 144 x 56 x 56 stride 2 223 -> 128, 192 x 28 x
+    28 stride 2 57 -> 37, 144 x 56 x 56 244 -> 220; MobileNetV2 1.05-1.07x, EfficientNet-B0
+    1.02-1.04x (2 threads: 1.03-1.04x)."""
+    divisors = [d for d in range(1, min(blocks, MAX_CHUNKS) + 1) if blocks % d == 0]
+    even = [d for d in divisors if d % 2 == 0]
+    return max(even or divisors)
 
 
 def _groups_per_block(conv, pl: _Planes) -> int:
@@ -200,11 +223,13 @@ def _column_table(b: KernelBuilder, pl: _Planes, elem):
     return col
 
 
-def _fill_planes(b: KernelBuilder, conv, pl: _Planes, scratch, xf, nn, gb, planes: int):
-    """Block gb's phase planes for batch entry nn (module docstring, 1.): zeros above, the input,
-    then zeros below (after the row copies, whose last spill lands there). Rewritten every call:
-    the arena is shared with other buffers. Columns between a phase's width and the pitch are
-    only ever read by masked-out taps and stay as they are."""
+def _fill_planes(b: KernelBuilder, conv, pl: _Planes, scratch, xf, nn, slot, gb,
+                 planes: int):
+    """Block gb's phase planes for batch entry nn, into the scratch's `slot` (module
+    docstring, 1.): zeros above, the input, then zeros below (after the row copies, whose last
+    spill lands there). Rewritten for every block: the slot is its chunk's, and the arena is
+    shared with other buffers. Columns between a phase's width and the pitch are only ever
+    read by masked-out taps and stay as they are."""
     zero = b.const(0.0, conv.elem)
 
     def zeros(phase: int, lo: int, hi: int):
@@ -212,7 +237,7 @@ def _fill_planes(b: KernelBuilder, conv, pl: _Planes, scratch, xf, nn, gb, plane
             with b.nest([planes]) as (c,):
                 at = b.index(phase)
                 flat_loop(b, hi - lo, lambda q: b.store(
-                    zero, scratch, [gb, c, at, b.affine([(q, 1)], lo)]))
+                    zero, scratch, [slot, c, at, b.affine([(q, 1)], lo)]))
 
     for phase in range(pl.phases):
         zeros(phase, 0, pl.start)
@@ -221,14 +246,15 @@ def _fill_planes(b: KernelBuilder, conv, pl: _Planes, scratch, xf, nn, gb, plane
             ch = b.affine([(gb, planes), (c, 1)])
             at = b.index(0)
             flat_loop(b, pl.h * pl.w, lambda q: b.store(
-                b.load(xf, [nn, ch, q]), scratch, [gb, c, at, b.affine([(q, 1)], pl.start)]))
+                b.load(xf, [nn, ch, q]), scratch, [slot, c, at, b.affine([(q, 1)], pl.start)]))
     else:
-        _copy_rows(b, conv, pl, scratch, xf, nn, gb, planes)
+        _copy_rows(b, conv, pl, scratch, xf, nn, slot, gb, planes)
     for a, bb in itertools.product(range(pl.sh), range(pl.sw)):
         zeros(a * pl.sw + bb, pl.data_end[a], pl.length)
 
 
-def _copy_rows(b: KernelBuilder, conv, pl: _Planes, scratch, xf, nn, gb, planes: int):
+def _copy_rows(b: KernelBuilder, conv, pl: _Planes, scratch, xf, nn, slot, gb,
+               planes: int):
     """The input rows into their phase planes: `width` (a multiple of ROW_COPY) columns per
     row for the first rows of every row phase, in one nest (input row i * sh + a, column
     j * sw + b to plane (a, b), row i, column j: the excess of a row lands in the next row's
@@ -243,7 +269,7 @@ def _copy_rows(b: KernelBuilder, conv, pl: _Planes, scratch, xf, nn, gb, planes:
             for bb in range(pl.sw):
                 v = b.load(xf, [nn, ch, b.affine([(i, pl.sh * pl.w), (a, pl.w), (j, pl.sw)],
                                                  bb)])
-                b.store(v, scratch, [gb, c, b.affine([(a, pl.sw)], bb), at])
+                b.store(v, scratch, [slot, c, b.affine([(a, pl.sw)], bb), at])
     for a in range(pl.sh):
         if wide >= pl.hq[a]:
             continue
@@ -254,7 +280,7 @@ def _copy_rows(b: KernelBuilder, conv, pl: _Planes, scratch, xf, nn, gb, planes:
                 at = b.affine([(i, pl.pitch), (j, 1)], pl.start)
                 for bb in phases:
                     v = b.load(conv.x, [nn, ch, row, b.affine([(j, pl.sw)], bb)])
-                    b.store(v, scratch, [gb, c, b.index(a * pl.sw + bb), at])
+                    b.store(v, scratch, [slot, c, b.index(a * pl.sw + bb), at])
 
 
 def _wide_rows(pl: _Planes, a: int, width: int) -> int:

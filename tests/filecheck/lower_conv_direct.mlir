@@ -2,9 +2,10 @@
 // Grouped and depthwise 2-D Conv (groups > 1, C/g <= DIRECT_CHANNELS = 4 and C/g * prod(kernel)
 // <= MAX_TAPS = 64) take lowering/depthwise.py's direct schedule (`direct_2d`). Before the
 // threads' loop, a column table col[q] = q mod P (P: the planes' pitch) is written when some
-// kernel column reaches into the padding. Then one nest over (batch entry n, block of groups
-// gb) (a block: GROUP_BLOCK groups on tiny planes) writes the block's phase planes into a
-// scratch buffer [blocks, planes of the block, sh * sw phases, L] (none when no tap reads
+// kernel column reaches into the padding. Then one nest over (batch entry n, chunk jc, block
+// of the chunk ji) (a block: GROUP_BLOCK groups on tiny planes; block gb = jc * blocks per
+// chunk + ji) writes the block's phase planes into its chunk's slot of a scratch buffer
+// [chunks, planes of the block, sh * sw phases, L] (none when no tap reads
 // padding: the taps then read x): zeros at [0, start) (a lead of elements and rows above the
 // input), the input (stride 1 and rows as wide as P: one contiguous copy at +start; else rows,
 // split by row and column phase), zeros from the end of the input rows to L. Then per (group in the
@@ -42,16 +43,18 @@ builtin.module {
 // CHECK-NEXT:  [[YV:%[0-9]+]] = "krnl.reshape"([[Y]]) {onnx_node = "dw"} : (memref<1x2x4x4xf32>) -> memref<1x1x2x16xf32>
 // CHECK-NOT:   krnl.alloc
 // CHECK-NOT:   krnl.matmul
-// CHECK:       ^bb0([[N:%[0-9]+]]: index, [[GB:%[0-9]+]]: index):
+// One chunk of one block: block gb = jc + ji; the planes in slot jc.
+// CHECK:       ^bb0([[N:%[0-9]+]]: index, [[JC:%[0-9]+]]: index, [[JI:%[0-9]+]]: index):
+// CHECK-NEXT:    [[GB:%[0-9]+]] = arith.addi [[JC]], [[JI]] : index
 // Zeros at [0, 5) of both planes.
-// CHECK:           "krnl.store"(%{{[0-9]+}}, [[PL]], [[GB]], %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}})
+// CHECK:           "krnl.store"(%{{[0-9]+}}, [[PL]], [[JC]], %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}})
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 5 : i64]]
 // CHECK-NEXT:  }) {bounds = {{\[\[}}0 : i64, 2 : i64]]
 // The input, one contiguous copy of 16 per plane, at +5.
 // CHECK:           [[XL:%[0-9]+]] = "krnl.load"([[XV]], [[N]], %{{[0-9]+}}, [[Q0:%[0-9]+]])
 // CHECK-NEXT:      [[C5:%[0-9]+]] = arith.constant 5 : index
 // CHECK-NEXT:      [[AT:%[0-9]+]] = arith.addi [[Q0]], [[C5]] : index
-// CHECK-NEXT:      "krnl.store"([[XL]], [[PL]], [[GB]], %{{[0-9]+}}, %{{[0-9]+}}, [[AT]])
+// CHECK-NEXT:      "krnl.store"([[XL]], [[PL]], [[JC]], %{{[0-9]+}}, %{{[0-9]+}}, [[AT]])
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 16 : i64]]
 // Zeros at [21, 26).
 // CHECK:           arith.constant 21 : index
@@ -62,7 +65,7 @@ builtin.module {
 // CHECK:           [[BIAS:%[0-9]+]] = "krnl.load"([[B]], [[OC:%[0-9]+]])
 // CHECK-COUNT-9:   "krnl.load"([[W]], [[OC]],
 // CHECK:           ^bb0([[Q:%[0-9]+]]: index):
-// CHECK:             "krnl.load"([[PL]], [[GB]], %{{[0-9]+}}, %{{[0-9]+}}, [[Q]])
+// CHECK:             "krnl.load"([[PL]], [[JC]], %{{[0-9]+}}, %{{[0-9]+}}, [[Q]])
 // CHECK:             arith.constant 4 : index
 // CHECK:             arith.constant 8 : index
 // CHECK:             [[CQ:%[0-9]+]] = "krnl.load"([[COL]], [[Q]]) : (memref<16xf32>, index) -> f32
@@ -86,13 +89,13 @@ builtin.module {
 // CHECK-NEXT:        "krnl.store"([[MN]], [[YV]], [[N]], [[GB]], %{{[0-9]+}}, [[Q]]) : (f32, memref<1x1x2x16xf32>, index, index, index, index) -> ()
 // CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 16 : i64]]
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 1 : i64]]
-// CHECK-NEXT:  }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64]], n_original = 2 : i64, onnx_node = "dw"}
+// CHECK-NEXT:  }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64], [0 : i64, 1 : i64]], n_original = 3 : i64, onnx_node = "dw"}
 
 // -----
 // Stride 2, channel multiplier 2 (group 2, C 2, OC 4), no padding: x [1, 2, 5, 5], 3x3 -> out
 // 2 x 2. Phase planes: input (r, c) to plane (r % 2) * 2 + c % 2; row phase 0 has rows 0, 2, 4
 // (3), phase 1 rows 1, 3 (2); likewise columns, so P = max(3, 2) = 3 > OW = 2: a row buffer
-// [blocks, 4, span = (2 - 1) * 3 + 2 = 5] and a copy-out. No column is padding: no
+// [chunks, 4, span = (2 - 1) * 3 + 2 = 5] and a copy-out. No column is padding: no
 // column table, no select. Rows are copied exactly (16-wide
 // row copies would read past the 25 input pixels), one nest per row phase for the columns
 // both column phases have (0, 1) and one for the column only phase 0 has (2). Scratch
