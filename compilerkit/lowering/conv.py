@@ -102,6 +102,18 @@ DIRECT_CHANNELS = 4
 # (`_transposed_gemm`): output channels become the micro-kernel's vector axis, and W^T is
 # stored in strips (matmul.strip_width) that the micro-kernel reads unpacked
 TRANSPOSE_MAX_POSITIONS = 256
+# ... but from this many positions on, only with sums deeper than TRANSPOSE_DEEP products per
+# output (C/g x taps): the transposed product's epilogue writes t back to NCHW column by column
+# (about a cycle per output), a cost the shallow sums do not hide, where the plain GEMM
+# (y = W . X, its columns the positions) stores its output in place and wastes at most a
+# vector's lanes per row. 1 thread, AVX-512, 1x1 at 14 x 14 and 13 x 13, ms transposed ->
+# GEMM: 96 -> 576 0.172 -> 0.146, 192 -> 1152 0.648 -> 0.536, 256 -> 1024 0.721 -> 0.636,
+# 64 -> 256 (13 x 13) 0.051 -> 0.043, 256 -> 256 (13 x 13) 0.143 -> 0.132 (2 threads
+# 1.03-1.20x); deeper sums stay transposed: 576 -> 96 0.142 / 0.147, 512 -> 1000 at 13 x 13
+# 1.04 / 1.06; and 7 x 7 planes (49 positions in 64 lanes) at any depth: 160 -> 960 0.121 /
+# 0.125, 320 -> 1280 0.318 / 0.347.
+TRANSPOSE_FEW_POSITIONS = 128
+TRANSPOSE_DEEP = 256
 # ... and so do Convs with at most this many strips of output channels, on any plane, panel by
 # panel (`_transposed_panels`; the measurements are at `_transposed_pays`) ...
 TRANSPOSE_FEW_STRIPS = 3
@@ -196,7 +208,7 @@ def lower_conv(b: KernelBuilder, op, ins, sum_with=None):
             and conv_taps.taps_pay(conv, b.lanes)):
         schedule = "taps"
     else:
-        schedule = _transposed_pays(conv, op, b.lanes) or "gemm"
+        schedule = _transposed_pays(conv, op, b.lanes, sum_with is not None) or "gemm"
     if sum_with is not None and (schedule != "gemm" or sum_pays(conv, b.lanes)):
         # the schedule's epilogue adds s (conv_common._finish), then the Add's activation
         add, _, s = sum_with
@@ -289,7 +301,7 @@ def _direct(b: KernelBuilder, conv: _Conv, out):
 
 # ---- out^T = X^T W^T: output channels on the vector axis ---------------------------------------
 
-def _transposed_pays(conv: _Conv, op, lanes: int) -> str | None:
+def _transposed_pays(conv: _Conv, op, lanes: int, summed: bool = False) -> str | None:
     """Which transposed schedule takes the Conv: "image" (`_transposed_gemm`), "panels"
     (`_transposed_panels`) or None (the GEMM panels). Both need one group and constant
     weights (W^T is stored in strips at compile time); grouped Convs keep the panels (each
@@ -297,7 +309,10 @@ def _transposed_pays(conv: _Conv, op, lanes: int) -> str | None:
 
     - "image": few output positions (ResNet-50's 7 x 7 and 14 x 14 stages): the
       micro-kernel's vector axis is the GEMM's columns, and 49 positions fill 49 of 64 lanes
-      (AVX-512: two strips of 32) where 512 or 2048 output channels fill them all.
+      (AVX-512: two strips of 32) where 512 or 2048 output channels fill them all. From
+      TRANSPOSE_FEW_POSITIONS positions on, only deep sums (TRANSPOSE_DEEP) or a Conv with
+      a residual sum (`summed`: the epilogue adds it, where the GEMM adds it panel by panel;
+      ResNet-50's 256 -> 1024 1x1s at 14 x 14 made the model 1.6% slower as GEMMs).
     - "panels": whole strips of output channels, at most TRANSPOSE_FEW_STRIPS of them, more
       than one kernel tap and at least TRANSPOSE_MIN_DEPTH products per output, on any plane
       (DenseNet-121's 128 -> 32 3x3 Convs): as the GEMM's rows, 32 channels are a few
@@ -315,7 +330,9 @@ def _transposed_pays(conv: _Conv, op, lanes: int) -> str | None:
       the GEMM panels."""
     if conv.groups != 1 or weights_array(op)[0] is None:
         return None
-    if math.prod(conv.out_sp) <= TRANSPOSE_MAX_POSITIONS and conv.oc >= 64:
+    positions, depth = math.prod(conv.out_sp), conv.cg * math.prod(conv.k_sp)
+    if (positions <= TRANSPOSE_MAX_POSITIONS and conv.oc >= 64
+            and (positions < TRANSPOSE_FEW_POSITIONS or depth > TRANSPOSE_DEEP or summed)):
         return "image"
     strip = matmul.strip_width(conv.oc, lanes)
     if (lanes > 1 and math.prod(conv.k_sp) > 1 and conv.oc % strip == 0

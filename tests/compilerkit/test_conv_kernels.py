@@ -219,7 +219,8 @@ def test_tap_schedule_on_small_planes(monkeypatch, x_shape, w_shape, attrs):
 ])
 def test_transposed_schedule(x_shape, w_shape, attrs):
     """out^T = X^T W^T, taken by Convs of at most TRANSPOSE_MAX_POSITIONS outputs per image
-    and 64+ output channels (ResNet-50's 7 x 7 and 14 x 14 stages), against onnxruntime."""
+    and 64+ output channels (ResNet-50's 7 x 7 and 14 x 14 stages; from
+    TRANSPOSE_FEW_POSITIONS outputs on, deep sums only), against onnxruntime."""
     x = arr(x_shape, 1)
     model = make_model([N("Conv", ["x", "w", "b"], ["y"], **attrs), N("Relu", ["y"], ["z"])],
                        [("x", x)], ["z"], [("w", arr(w_shape, 2, 0.3)),
@@ -229,13 +230,32 @@ def test_transposed_schedule(x_shape, w_shape, attrs):
     check(model, [x])
 
 
+@pytest.mark.parametrize("cin, oc, residual, transposed", [
+    (96, 576, False, False), (576, 96, False, True), (96, 576, True, True)])
+def test_shallow_sums_on_mid_planes_take_the_plain_gemm(cin, oc, residual, transposed):
+    """At 14 x 14 (from TRANSPOSE_FEW_POSITIONS outputs on), a 1x1 Conv summing at most
+    TRANSPOSE_DEEP products per output takes the GEMM that stores its output in place; a
+    deeper one, or one with a residual sum (+ s, then Relu) for its epilogue to add, keeps
+    out^T = X^T W^T (its W^T constant, `wt_`). All onnxruntime's answer."""
+    x, s = arr((1, cin, 14, 14), 1), arr((1, oc, 14, 14), 4)
+    nodes = [N("Conv", ["x", "w", "b"], ["y"])]
+    if residual:
+        nodes += [N("Add", ["y", "s"], ["t"]), N("Relu", ["t"], ["z"])]
+    model = make_model(nodes, [("x", x), ("s", s)] if residual else [("x", x)],
+                       ["z" if residual else "y"],
+                       [("w", arr((oc, cin, 1, 1), 2, 0.3)), ("b", arr((oc,), 3))], opset=17)
+    text = str(compile_to("kernel-ir", model, conv_algorithm="classic"))
+    assert ("wt_" in text) == transposed
+    check(model, [x, s] if residual else [x])
+
+
 def test_transposed_schedule_in_whole_strips_is_one_loop():
     """Output channels in whole strips (192 = 6 x 32 on AVX-512, 12 x 16 on AVX2): one loop
     over the strips holds each strip's bias, product and epilogue, and it is the Conv's
     parallel loop; 1 and 2 threads give the same bits, onnxruntime's answer."""
     from compilerkit.dialects import krnl
 
-    x = arr((1, 48, 13, 13), 1)
+    x = arr((1, 48, 11, 11), 1)
     model = make_model([N("Conv", ["x", "w", "b"], ["y"]), N("Relu", ["y"], ["z"])],
                        [("x", x)], ["z"], [("w", arr((192, 48, 1, 1), 2, 0.3)),
                                            ("b", arr((192,), 3))], opset=17)

@@ -36,7 +36,7 @@ class Schedules:
 
     def compile(self, model, strips: bool, **patches):
         with self.monkeypatch.context() as m:
-            m.setattr(conv_lowering, "_transposed_pays", lambda conv, op, lanes: None)
+            m.setattr(conv_lowering, "_transposed_pays", lambda conv, op, lanes, summed=False: None)
             m.setattr(conv_lowering.conv_taps, "taps_pay", lambda conv, lanes: False)
             m.setattr(conv_panels, "_strips_pay", lambda conv, lanes: strips)
             for name, value in patches.items():

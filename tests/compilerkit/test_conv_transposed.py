@@ -34,7 +34,7 @@ class Schedules:
         monkeypatch.setattr(conv_lowering, "_transposed_panels", counted)
 
     def run(self, model, x, how):
-        def forced(conv, op, lanes):
+        def forced(conv, op, lanes, summed=False):
             if how is not None and conv.groups == 1:
                 return how if conv_lowering.weights_array(op)[0] is not None else None
             return None
@@ -102,7 +102,8 @@ def test_threads_give_the_same_bits(schedules):
     x = arr((1, 32, 28, 28), 1)
     model = conv_model(x, (32, 32, 3, 3), True, "Relu", pads=[1, 1, 1, 1])
     with schedules.monkeypatch.context() as m:
-        m.setattr(conv_lowering, "_transposed_pays", lambda conv, op, lanes: "panels")
+        m.setattr(conv_lowering, "_transposed_pays",
+                  lambda conv, op, lanes, summed=False: "panels")
         m.setattr(conv_lowering.conv_taps, "taps_pay", lambda conv, lanes: False)
         cm = ck.compile(model, asm=False, conv_algorithm="classic")
     one, two = cm.run(x, num_threads=1)[0], cm.run(x, num_threads=2)[0]
