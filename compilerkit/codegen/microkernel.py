@@ -47,9 +47,9 @@ The body follows onnxruntime's MLAS SGEMM (sgemm.cpp, SgemmKernelFma3.S):
   row stride: rows are addressed in groups of three off one pointer each (MLAS's
   addressing), and more rows (beside B's, k's and the bounds) overflowed the 16 general
   registers; LLVM then spilled (a 64-channel 3x3 Conv ran 1.35x slower). Rows one element
-  apart (the "unit" variant) hang off one pointer, so their block has WIDE_ROWS = 14 rows
-  (28 accumulators). Row blocks walk the whole panel (A's rows stay in L1, the panel in L2),
-  leftover rows take 8- (after 14), 4-, 2- and 1-row blocks; a narrow column strip works on
+  apart (the "unit" variant) hang off one pointer, so their block has WIDE_ROWS = 13 rows
+  (26 accumulators). Row blocks walk the whole panel (A's rows stay in L1, the panel in L2),
+  leftover rows take 8- (after 13), 4-, 2- and 1-row blocks; a narrow column strip works on
   a copy of C's corner.
 - a full register block over a packed strip runs k K_UNROLL at a time (as MLAS's
   ComputeBlockLoop does by 4), the rest of k one at a time;
@@ -83,8 +83,14 @@ MR, NV = 6, 2  # accumulator block: MR rows x NV vectors (MLAS's FMA3 kernel: 6 
 ROW_TAILS = (4, 2, 1)  # blocks for the rows left over after the full row blocks
 # Rows of the register block when A's rows are one element apart (sa_r == 1) on a target with
 # 32 vector registers (512-bit vectors): all rows hang off one pointer (no general registers
-# per row), so 14 rows x 2 vectors = 28 accumulators, beside B's 2 vectors and a broadcast.
-WIDE_ROWS = 14
+# per row), so 13 rows x 2 vectors = 26 accumulators, beside B's vectors and a broadcast.
+# 14 rows (28 accumulators) left too few registers once k went K_UNROLL at a time (LLVM loads
+# the B vectors of two k ahead): two accumulators were spilled to the stack and reloaded at
+# every k. 1 thread, AVX-512, in one process, 14 -> 13 rows: 1x1 576 -> 96 at 14 x 14 0.161 ->
+# 0.137 ms, 320 -> 1280 at 7 x 7 0.309 -> 0.277, the tap schedule's 16 -> 64 3x3 at 55 x 55
+# 0.437 -> 0.407; models 1.03-1.07x (DenseNet-121 1.05x, ResNet-50 1.00-1.02x). 12 rows ran
+# as fast as 13.
+WIDE_ROWS = 13
 PANEL = 32768  # packed-B elements on the stack (128 KiB of f32, 256 KiB of f64)
 KMAX = 2048  # longest k run packed at once (and at most PANEL / NR)
 DOT_LANES = 32  # bytes of A and B per vector in the N = 1 dot products (fixed: see dot_rows)
@@ -715,7 +721,7 @@ class _Body:
         # Rows one element apart (the "unit" variant: the tap schedule's and the transposed
         # GEMMs' output positions) all hang off one pointer at fixed displacements, and their
         # columns come from the table, one entry per k (the tap schedule's 128 -> 32 3x3 Conv
-        # at 56 x 56: 1.86 -> 1.45 ms with its 14-row blocks).
+        # at 56 x 56: 1.86 -> 1.45 ms with its wide row blocks).
         b_at = self.alloca(bptr.type)
         b.store(bptr, b_at)
         # a full register block over a packed strip takes k K_UNROLL at a time
