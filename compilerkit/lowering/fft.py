@@ -29,8 +29,9 @@ lowering/winograd.py but complex, written as real ones on [re | im] halves:
   to half-spectrum), C innermost so LLVM vectorises over channels, the axis itself unrolled
   as a radix-2 decimation-in-time FFT (`fft`): twiddles inlined, multiplications by 0 and
   +-1 dropped, the last pass writing V[p, tile, re | im, c];
-- product: M zeroed, one krnl.matmul nest per p (winograd.batched_products: the micro-kernel
-  at -O3, U in strips it reads unpacked when 2K is whole strips: matmul.strip_width);
+- product: one krnl.matmul nest per p, each from zero (winograd.batched_products: the
+  micro-kernel at -O3, U in strips it reads unpacked when 2K is whole strips:
+  matmul.strip_width);
 - output: per tile the inverse the same way, complex axes first, the half-spectrum axis last
   (complex to real: the missing half is the conjugate of the kept one), adding the bias,
   applying the activation and storing into out (or a whole-tile buffer when tiles hang over
@@ -68,7 +69,6 @@ from compilerkit.lowering.winograd import (
     _at,
     _bands,
     _tile_index,
-    _zero,
     batched_products,
     batched_weights,
     copy_channels_last,
@@ -291,7 +291,6 @@ def lower_fft(b: KernelBuilder, op, ins, pads, t: int | None = None, fused: bool
                 row0 = b.affine([(jb, height)], first)
                 g = height * p.inner
                 _forward(b, p, xp, v, row0, height, t_in)
-                _zero(b, mm, p.p * g * 2 * p.k, p.elem)
                 batched_products(b, v, u, mm, p.p, g, 2 * p.k, 2 * p.c, width)
                 _inverse(b, p, mm, y, nn, row0, height, t_out)
                 repair_tiles(b, p, scr, y, nn, row0, height, p.need)

@@ -4,8 +4,8 @@
 // U [P, 2C, 2K] (conj of the kernels' DFT / t^r as [[Wr, Wi], [-Wi, Wr]] blocks) as a
 // constant (krnl.global fft_t<t>_<node>), the input copied channels-last into a zero-bordered
 // buffer, then per group of tiles: the forward FFT (one nest per axis, C innermost, the
-// radix-2 butterflies unrolled) into V [P, tiles, re | im, C], M zeroed, one krnl.matmul nest
-// per complex position p (tiles x 2K x 2C), the inverse FFT (K innermost) with the bias and
+// radix-2 butterflies unrolled) into V [P, tiles, re | im, C], one krnl.matmul nest per
+// complex position p (tiles x 2K x 2C) starting from zero, the inverse FFT (K innermost) with the bias and
 // activation into out.
 
 // 1-D, 5 inputs, kernel 3, pads 1, bias, ReLU: out + k - 1 = 7 fits one 8-point tile (m = 6),
@@ -61,9 +61,9 @@ builtin.module {
 // The twiddle e^(-i pi / 4) inlined as a constant.
 // CHECK:             arith.constant 0.707106769 : f32
 // CHECK:           }) {bounds = {{\[\[}}0 : i64, 2 : i64]]
-// M zeroed, then 5 complex products M[p] (1 x 6) += V[p] (1 x 4) . U[p] (4 x 6).
-// CHECK:         }) {bounds = {{\[\[}}0 : i64, 30 : i64]]
-// CHECK:         "krnl.matmul"([[V]], [[U]], [[M]], {{.*}}) {sizes = [1 : i64, 6 : i64, 4 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [4 : i64, 1 : i64, 6 : i64, 6 : i64], simd = 1 : i64}
+// 5 complex products M[p] (1 x 6) = V[p] (1 x 4) . U[p] (4 x 6), each starting from zero.
+// CHECK-NOT:     bounds = {{\[\[}}0 : i64, 30 : i64]]
+// CHECK:         "krnl.matmul"([[V]], [[U]], [[M]], {{.*}}) {sizes = [1 : i64, 6 : i64, 4 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [4 : i64, 1 : i64, 6 : i64, 6 : i64], simd = 1 : i64, start = "zero"}
 // CHECK:         }) {bounds = {{\[\[}}0 : i64, 5 : i64]]
 // The inverse over output channels: 10 loads (re and im of 5 frequencies), bias loaded
 // once, then ReLU and a store into y for each of the 5 outputs, and no more.

@@ -5,8 +5,8 @@
 // strips [alpha^2, K / 32, C, 32] when K is a multiple of 32) as a
 // constant (krnl.global named winograd_f<m>_<node>), the input copied channels-last into a
 // zero-bordered buffer [tiles * m + 2 per axis, C], then per group of tiles: the input
-// transform (one nest per axis, C innermost) into V [alpha^2, tiles, C], M zeroed, one
-// krnl.matmul nest per transformed position t (tiles x K x C), the output transform (one
+// transform (one nest per axis, C innermost) into V [alpha^2, tiles, C], one krnl.matmul
+// nest per transformed position t (tiles x K x C) starting from zero, the output transform (one
 // nest per axis, K innermost) with the bias and activation, into out (or a whole-tile buffer
 // copied out when tiles hang over the output's end).
 
@@ -60,9 +60,10 @@ builtin.module {
 // CHECK:             "krnl.store"({{%[0-9]+}}, [[V]], {{%[0-9]+}})
 // CHECK:           }) {bounds = {{\[\[}}0 : i64, 4 : i64], [0 : i64, 2 : i64]]
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 3 : i64], [0 : i64, 3 : i64]]
-// M zeroed, then 16 products M[t] (9 x 3) += V[t] (9 x 2) . U[t] (2 x 3).
-// CHECK:         }) {bounds = {{\[\[}}0 : i64, 432 : i64]]
-// CHECK:         "krnl.matmul"([[V]], [[U]], [[M]], {{.*}}) {sizes = [9 : i64, 3 : i64, 2 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [2 : i64, 1 : i64, 3 : i64, 3 : i64], simd = 1 : i64}
+// 16 products M[t] (9 x 3) = V[t] (9 x 2) . U[t] (2 x 3), each starting from zero (no pass
+// zeroes M first).
+// CHECK-NOT:     bounds = {{\[\[}}0 : i64, 432 : i64]]
+// CHECK:         "krnl.matmul"([[V]], [[U]], [[M]], {{.*}}) {sizes = [9 : i64, 3 : i64, 2 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [2 : i64, 1 : i64, 3 : i64, 3 : i64], simd = 1 : i64, start = "zero"}
 // CHECK:         }) {bounds = {{\[\[}}0 : i64, 16 : i64]]
 // The output transform's last pass adds bias[k], loaded once, and applies the ReLU before
 // each store into the whole-tile buffer.
