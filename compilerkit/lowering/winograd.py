@@ -75,6 +75,7 @@ from compilerkit.conv_tiles import WINOGRAD_DEFAULT_M, fused_band, winograd_matr
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering import matmul
 from compilerkit.lowering.builder import KernelBuilder, is_float, shape
+from compilerkit.lowering.depthwise import chunk_count
 from compilerkit.lowering.elementwise import activation
 from compilerkit.lowering.matmul import emit_matmul, emit_strip_matmul, fill, in_strips
 from compilerkit.onnx_passes.fuse_conv import fused_activation
@@ -95,6 +96,15 @@ SCREEN_RANGE = 1000.0
 # Output channels per iteration of the output transform's outer loop (`_channel_blocks`): one
 # AVX-512 vector of f32 (the same on every target: the loop order must not depend on lanes).
 CHANNEL_BLOCK = 16
+# Most chunks of tile-row groups the threads take (`depthwise.chunk_count`): each chunk has its
+# slot of V, M and temps and works through its groups in turn. Shared buffers kept the group
+# loop serial, and the threads could only share each group's small products and output
+# transform: the L3-fused 64 -> 64 3x3 at 56 x 56 (28 groups) ran as fast on 2 threads as on 1.
+MAX_BAND_CHUNKS = 8
+# ... and fewest groups per chunk: a slot filled by one group only is written cold each call
+# (F(4,3)'s 7 groups of 64 channels at 56 x 56 as 7 chunks: 1 thread 0.735 -> 0.811 ms), so
+# such a count keeps one slot and the serial group loop.
+BAND_REUSE = 2
 
 
 def weights_array(op):
@@ -297,12 +307,13 @@ class Screen:
     transformed weights rather than a number in the code: layers of the same shape then
     have the same code, which the code generator emits once (codegen/emit.py `outline`)."""
 
-    def __init__(self, b: KernelBuilder, p, bound: float, module, hint: str):
+    def __init__(self, b: KernelBuilder, p, bound: float, module, hint: str, slots: int = 1):
         self.bound = b.constant(np.array([bound], onnx_d.numpy_dtype(p.elem)), module, hint,
                                 p.elem)
         self.s = b.alloc(list(p.ext), p.elem)
         self.thr = b.alloc([1], p.elem)
-        self.acc = b.alloc([2], p.elem)
+        # two per slot: `repair_tiles` of the threads' chunks of tile rows each use their own
+        self.acc = b.alloc([2 * slots], p.elem)
 
 
 def screen_input(b: KernelBuilder, p, scr: Screen, nn) -> None:
@@ -334,28 +345,30 @@ def screen_input(b: KernelBuilder, p, scr: Screen, nn) -> None:
     b.store(b.binary("min", b.mul(mean, b.const(SCREEN_RANGE, p.elem)), bound), scr.thr, zero)
 
 
-def repair_tiles(b: KernelBuilder, p, scr: Screen, y, nn, row0, height, need) -> None:
+def repair_tiles(b: KernelBuilder, p, scr: Screen, y, nn, row0, height, need,
+                 slot=None) -> None:
     """For each tile of the group whose input window (the screen's positions its outputs
     read) holds a value above the threshold, NaN or inf: recompute its outputs by a direct
     sum over (c, taps) from the padded channels-last input, with the bias and activation,
     over what the transforms wrote. `need[d]`: outputs per tile along axis d (its origin is
     the tile index times p.ms[d]); reads past the padded extent are zeros (fft's single-tile
-    axes, whose end pads the FFT supplies)."""
-    zero = [b.index(0)]
+    axes, whose end pads the FFT supplies). `slot`: the chunk whose accumulator it uses
+    (scr.acc[2 * slot]; None: the first)."""
+    acc = [b.index(0) if slot is None else b.affine([(slot, 2)])]
     reach = [n + k - 1 for n, k in zip(need, p.k_sp, strict=True)]
     guard = any(t == 1 and r > e for r, e, t in zip(reach, p.ext, p.tiles, strict=True))
     win = [min(r, e) if t == 1 else r for r, e, t in zip(reach, p.ext, p.tiles, strict=True)]
     with b.nest([height] + p.tiles[1:]) as ts:
         origin = [b.affine([(row0, p.ms[0]), (ts[0], p.ms[0])])] + [
             b.affine([(t, p.ms[d])]) for d, t in enumerate(ts[1:], start=1)]
-        b.store(b.const(0.0, p.elem), scr.acc, zero)
+        b.store(b.const(0.0, p.elem), scr.acc, acc)
         with b.nest(win) as ws:
             at = [b.affine([(o, 1), (w, 1)]) for o, w in zip(origin, ws, strict=True)]
-            b.store(b.binary("max", b.load(scr.acc, zero), b.load(scr.s, at)), scr.acc, zero)
-        bad = b.cmpf("ugt", b.load(scr.acc, zero), b.load(scr.thr, zero))
+            b.store(b.binary("max", b.load(scr.acc, acc), b.load(scr.s, at)), scr.acc, acc)
+        bad = b.cmpf("ugt", b.load(scr.acc, acc), b.load(scr.thr, [b.index(0)]))
         with b.if_then(bad), b.nest([p.k] + list(need)) as ivs:
             k, pos = ivs[0], ivs[1:]
-            b.store(b.const(0.0, p.elem), scr.acc, zero)
+            b.store(b.const(0.0, p.elem), scr.acc, acc)
             with b.nest([p.c] + p.k_sp) as jvs:
                 c, taps = jvs[0], jvs[1:]
                 at = [b.affine([(o, 1), (i, 1), (t, 1)])
@@ -363,8 +376,8 @@ def repair_tiles(b: KernelBuilder, p, scr: Screen, y, nn, row0, height, need) ->
                 xv = (b.guarded_load(p.xp, at + [c], 0.0) if guard
                       else b.load(p.xp, at + [c]))
                 term = b.mul(b.load(p.w, [k, c] + taps), xv)
-                b.store(b.add_(b.load(scr.acc, zero), term), scr.acc, zero)
-            value = b.load(scr.acc, zero)
+                b.store(b.add_(b.load(scr.acc, acc), term), scr.acc, acc)
+            value = b.load(scr.acc, acc)
             if p.bias is not None:
                 value = b.add_(value, b.load(p.bias, [k]))
             if p.act is not None:
@@ -398,14 +411,18 @@ def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = WINOGRAD_DEFAULT_M,
     y = out if whole == p.out_sp else b.alloc([p.k] + whole, p.elem)
     xp = b.alloc(p.ext + [p.c], p.elem)  # zero-bordered, channels last
     rows = p.band * p.inner  # tiles of the largest group
-    # V [A, tiles, C] and M [A, tiles, K] of a group, flat: a smaller group uses the front
-    v = b.alloc([p.a * rows * p.c], p.elem)
-    mm = b.alloc([p.a * rows * p.k], p.elem)
-    t_in = _temps(b, p, [mat[2] for mat in p.mats], p.c)
-    t_out = _temps(b, p, [mat[0] for mat in p.mats], p.k)
+    bands = _bands(p)
+    slots = max(chunk_count(count, MAX_BAND_CHUNKS, BAND_REUSE) for count, _, _ in bands)
+    # V [A, tiles, C] and M [A, tiles, K] of a group, flat, a slot per chunk of groups (below):
+    # a smaller group uses the front of its slot
+    v_size, m_size = p.a * rows * p.c, p.a * rows * p.k
+    v = b.alloc([slots * v_size], p.elem)
+    mm = b.alloc([slots * m_size], p.elem)
+    t_in = _temps(b, p, [mat[2] for mat in p.mats], p.c, slots)
+    t_out = _temps(b, p, [mat[0] for mat in p.mats], p.k, slots)
     p.xp = xp
     scr = Screen(b, p, overflow_bound(_winograd_growth(p, u_np), p.elem), module,
-                 f"screen_bound_{node_label(op)}")
+                 f"screen_bound_{node_label(op)}", slots)
     # zeros around the input (pads, and reads of partial tiles), written on every call (the
     # arena is shared with other buffers); the batch entries overwrite only the inside
     if p.ext != p.in_sp:
@@ -413,14 +430,18 @@ def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = WINOGRAD_DEFAULT_M,
     with b.nest([p.n]) as (nn,):
         copy_channels_last(b, p, xp, nn)
         screen_input(b, p, scr, nn)
-        for count, height, first in _bands(p):
-            with b.nest([count]) as (jb,):
-                row0 = b.affine([(jb, height)], first)
-                _input_transform(b, p, xp, v, row0, height, t_in)
+        for count, height, first in bands:
+            # the threads take chunks of groups, each chunk with its slot of V, M, temps and
+            # repair accumulator (`chunk_count`), its groups one after another
+            chunks = chunk_count(count, MAX_BAND_CHUNKS, BAND_REUSE)
+            with b.nest([chunks, count // chunks]) as (jc, ji):
+                row0 = b.affine([(jc, (count // chunks) * height), (ji, height)], first)
+                _input_transform(b, p, xp, v, row0, height, t_in, jc, v_size)
                 g = height * p.inner
-                batched_products(b, v, u, mm, p.a, g, p.k, p.c, width)
-                _output_transform(b, p, mm, y, nn, row0, height, t_out)
-                repair_tiles(b, p, scr, y, nn, row0, height, p.ms)
+                batched_products(b, v, u, mm, p.a, g, p.k, p.c, width,
+                                 (b.affine([(jc, v_size)]), b.affine([(jc, m_size)])))
+                _output_transform(b, p, mm, y, nn, row0, height, t_out, jc, m_size)
+                repair_tiles(b, p, scr, y, nn, row0, height, p.ms, jc)
         if y is not out:
             with b.nest([p.k] + p.out_sp) as ivs:
                 b.store(b.load(y, ivs), out, [nn] + ivs)
@@ -440,17 +461,20 @@ def batched_weights(u: np.ndarray, lanes: int) -> tuple[np.ndarray, int | None]:
 
 
 def batched_products(b: KernelBuilder, v, u, mm, count: int, rows: int, cols: int,
-                     depth: int, width: int | None) -> None:
+                     depth: int, width: int | None, at=None) -> None:
     """M[t] = V[t] U[t] for t < count, on flat buffers: V[t] [rows, depth], M[t] [rows,
     cols], U from `batched_weights` (in strips of `width`, or [count, depth, cols] when
     None). One krnl.matmul nest per t (matmul.py): at -O3 tile_matmul blocks it onto the
     micro-kernel, whose vector axis is then the columns (output channels), however few rows
     (tiles) a group has. Each product starts from zero (krnl.matmul's start): M is written,
     never read before (a pass zeroing M first wrote 0.8 MB per call and the products read it
-    back, on SqueezeNet's 64 -> 256 3x3 at 13 x 13)."""
+    back, on SqueezeNet's 64 -> 256 3x3 at 13 x 13). `at`: (V's, M's) first element (a
+    chunk's slot), index values; None: 0."""
+    v0, m0 = at if at is not None else (None, None)
     with b.nest([count]) as (t,):
-        offs = [b.affine([(t, rows * depth)]), b.affine([(t, depth * cols)]),
-                b.affine([(t, rows * cols)])]
+        offs = [b.affine([(t, rows * depth)] + ([(v0, 1)] if v0 is not None else [])),
+                b.affine([(t, depth * cols)]),
+                b.affine([(t, rows * cols)] + ([(m0, 1)] if m0 is not None else []))]
         if width:
             emit_strip_matmul(b, v, u, mm, rows, cols, depth, offs, (depth, 1), cols, width,
                               start="zero")
@@ -479,7 +503,8 @@ def _at(b: KernelBuilder, coords, strides, terms=(), const=0):
     return b.affine(terms, const)
 
 
-def _passes(b: KernelBuilder, p: _Plan, mats, inner, load, store, temps, block=None):
+def _passes(b: KernelBuilder, p: _Plan, mats, inner, load, store, temps, block=None,
+            slot=None):
     """The separable transform of one tile: mats[d] ([out_d, in_d]) applied along each axis d,
     last axis first, each as its own nest over the other axes' positions and the innermost
     dimension `inner` (C or K, the vector loop), with the axis itself unrolled (axes of
@@ -488,9 +513,12 @@ def _passes(b: KernelBuilder, p: _Plan, mats, inner, load, store, temps, block=N
     store(coords, c, value) writes the result, temps[k] holds the values between passes k
     and k + 1. Unrolling one axis at a time keeps each body small (alpha loads, alpha
     outputs): unrolling the whole tile made compile times grow with alpha^r. `block` = (cb,
-    width): only channels cb * width ... + width - 1 (`_channel_blocks`)."""
+    width): only channels cb * width ... + width - 1 (`_channel_blocks`). `slot`: the temps'
+    slot (their first index: a chunk's, `_temps`)."""
+    first = [slot if slot is not None else b.index(0)]
+
     def co_idx(coords):
-        return [b.index(x) if isinstance(x, int) else x for x in coords]
+        return first + [b.index(x) if isinstance(x, int) else x for x in coords]
 
     sizes = [mat.shape[1] for mat in mats]
     order = _pass_axes(mats)
@@ -520,18 +548,20 @@ def _pass_axes(mats):
     return [d for d in reversed(range(len(mats))) if mats[d].shape != (1, 1)]
 
 
-def _temps(b: KernelBuilder, p: _Plan, mats, inner):
-    """The buffers between the passes of `_passes` (one tile's values, [sizes..., inner])."""
+def _temps(b: KernelBuilder, p: _Plan, mats, inner, slots: int = 1):
+    """The buffers between the passes of `_passes` (one tile's values, [slots, sizes...,
+    inner]: a slot per chunk of tile-row groups)."""
     sizes = [mat.shape[1] for mat in mats]
     out = []
     for d in _pass_axes(mats)[:-1]:
         sizes[d] = mats[d].shape[0]
-        out.append(b.alloc(list(sizes) + [inner], p.elem))
+        out.append(b.alloc([slots] + list(sizes) + [inner], p.elem))
     return out
 
 
-def _input_transform(b: KernelBuilder, p: _Plan, xp, v, row0, height, temps):
-    """V[t, tile, c] = (B^T d B)[t] for the group's tiles (C innermost)."""
+def _input_transform(b: KernelBuilder, p: _Plan, xp, v, row0, height, temps, slot, size):
+    """V[t, tile, c] = (B^T d B)[t] for the group's tiles (C innermost), in V's and the
+    temps' `slot` (V's slot: `size` elements)."""
     g = height * p.inner
     a_strides = [math.prod(p.alphas[d + 1:]) * g * p.c for d in range(p.r)]
     with b.nest([height] + p.tiles[1:]) as ts:
@@ -544,9 +574,9 @@ def _input_transform(b: KernelBuilder, p: _Plan, xp, v, row0, height, temps):
                 coords, origin, strict=True)] + [c])
 
         def store(coords, c, value):
-            b.store(value, v, [_at(b, coords, a_strides, [(tile, p.c), (c, 1)])])
+            b.store(value, v, [_at(b, coords, a_strides, [(tile, p.c), (c, 1), (slot, size)])])
 
-        _passes(b, p, [mat[2] for mat in p.mats], p.c, load, store, temps)
+        _passes(b, p, [mat[2] for mat in p.mats], p.c, load, store, temps, slot=slot)
 
 
 def _channel_blocks(n: int) -> int:
@@ -555,12 +585,14 @@ def _channel_blocks(n: int) -> int:
     return n // CHANNEL_BLOCK if n % CHANNEL_BLOCK == 0 and n >= 2 * CHANNEL_BLOCK else 1
 
 
-def _output_transform(b: KernelBuilder, p: _Plan, mm, y, nn, row0, height, temps):
+def _output_transform(b: KernelBuilder, p: _Plan, mm, y, nn, row0, height, temps, slot,
+                      size):
     """y[k, tile origin + i] = act(bias[k] + (A^T M A)[i]) for the group's tiles (K
     innermost); y is out[nn] itself, or the whole-tile buffer when tiles hang over its end.
     The outer loop walks blocks of output channels (`_channel_blocks`), all tiles in each:
     threads then write whole planes of their own channels (tile rows of a small plane share
-    cache lines between threads) and each temps element belongs to one block."""
+    cache lines between threads) and each temps element belongs to one block. M and the
+    temps are read from `slot` (M's slot: `size` elements)."""
     g = height * p.inner
     a_strides = [math.prod(p.alphas[d + 1:]) * g * p.k for d in range(p.r)]
     blocks = _channel_blocks(p.k)
@@ -570,7 +602,7 @@ def _output_transform(b: KernelBuilder, p: _Plan, mm, y, nn, row0, height, temps
         tile = _tile_index(b, p, ts[0], ts[1:])
 
         def load(coords, k):
-            return b.load(mm, [_at(b, coords, a_strides, [(tile, p.k), (k, 1)])])
+            return b.load(mm, [_at(b, coords, a_strides, [(tile, p.k), (k, 1), (slot, size)])])
 
         bias = {}  # bias[k], loaded once per iteration of the last pass
 
@@ -585,4 +617,4 @@ def _output_transform(b: KernelBuilder, p: _Plan, mm, y, nn, row0, height, temps
             b.store(value, y, ([nn] if y is p.out else []) + [k] + at)
 
         _passes(b, p, [mat[0] for mat in p.mats], p.k, load, store, temps,
-                block=(kb, p.k // blocks) if blocks > 1 else None)
+                block=(kb, p.k // blocks) if blocks > 1 else None, slot=slot)

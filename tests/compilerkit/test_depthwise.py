@@ -154,7 +154,7 @@ def test_one_and_two_threads_give_the_same_bits(c, size, k, stride, pads):
 
 def test_blocks_of_a_chunk_reuse_its_planes():
     """The threads take chunks of blocks, each chunk one slot of phase planes that its blocks
-    fill in turn (`_chunks`): 40 channels at 20 x 20, stride 2, make 8 slots of 5 blocks each,
+    fill in turn (`chunk_count`): 40 channels at 20 x 20, stride 2, make 8 slots of 5 blocks each,
     not 40. Two batch entries, NaN run first (a slot keeping the last block's or the last
     call's values would show), the same bits at 1 and 2 threads, onnxruntime's values."""
     rng = np.random.default_rng(5)
@@ -163,7 +163,7 @@ def test_blocks_of_a_chunk_reuse_its_planes():
     model = make_model([N("Conv", ["x", "w"], ["y"], group=40, kernel_shape=[3, 3],
                           strides=[2, 2], pads=[1, 1, 1, 1])], [("x", x)], ["y"], [("w", wt)],
                        opset=17)
-    assert dw._chunks(40) == 8
+    assert dw.chunk_count(40) == 8
     assert "memref<8x1x4x" in str(compile_to("kernel-ir", model))
     cm = compiled(model)
     one, two = cm.run(x, num_threads=1)[0], cm.run(x, num_threads=2)[0]

@@ -18,7 +18,7 @@ from compilerkit import conv_tiles
 from compilerkit.backends.host import host_target
 from compilerkit.conv_tiles import winograd_variant
 from compilerkit.frontend import ModelError
-from compilerkit.lowering import winograd
+from compilerkit.lowering import depthwise, winograd
 from compilerkit.lowering.conv_algorithm import ALGORITHMS, WINOGRAD
 from compilerkit.pipeline import compile_to
 from compilerkit.winograd_tables import MATRICES
@@ -207,7 +207,9 @@ def test_kernel_ir_is_winograd():
     rows = max(conv_tiles.FUSED_BYTES // (28 * 16 * 128 * 4),
                -(-conv_tiles.MIN_GROUP_TILES // 28), 1)
     assert 1 <= rows < 28
-    assert f"memref<{16 * rows * 28 * 64}xf32>" in fused
+    # V (and M) hold a slot per chunk of groups the threads take (`depthwise.chunk_count`)
+    slots = depthwise.chunk_count(28 // rows, winograd.MAX_BAND_CHUNKS, winograd.BAND_REUSE)
+    assert f"memref<{slots * 16 * rows * 28 * 64}xf32>" in fused
 
 
 @pytest.mark.parametrize("attrs,why", [
@@ -378,6 +380,36 @@ def test_fused_groups_with_a_ragged_last_group(monkeypatch, x_shape, m):
     alpha = (m + 2) ** r
     assert f"memref<{alpha * 2 * inner * x_shape[1]}xf32>" in text  # V of a 2-row group
     assert scaled_error(model, x, f"winograd-f{m}-fused") <= TOLERANCE[m]
+
+
+def test_fused_groups_go_to_threads_in_chunks(monkeypatch):
+    """Groups of one tile row over 8 (F(2,3), 16 x 16 output, 2 batch entries): the threads
+    take chunks of groups (`depthwise.chunk_count`: 4 chunks of 2), each chunk with its slot
+    of V, M, temps and repair accumulator, and the chunk loop is the Conv's parallel loop. A
+    NaN in one tile's window (the screen recomputes that tile directly, with the chunk's
+    accumulator); the same bits at 1, 2 and 3 threads, onnxruntime's answer."""
+    from compilerkit.dialects import krnl
+
+    monkeypatch.setattr(conv_tiles, "FUSED_BYTES", 1)
+    monkeypatch.setattr(conv_tiles, "MIN_GROUP_TILES", 8)
+    wt = np.random.default_rng(8).standard_normal((8, 4, 3, 3)).astype(np.float32)
+    model, x = conv_model((2, 4, 16, 16), wt, np.ones(8, np.float32), [1, 1, 1, 1], "Relu")
+    x[1, 2, 9, 4] = np.nan
+    kir = compile_to("kernel-ir", model, conv_algorithm="winograd-f2-fused")
+    v_size = 16 * 8 * 4  # alpha^2 x a group's 8 tiles x C
+    assert f"memref<{4 * v_size}xf32>" in str(kir)  # V: a slot per chunk
+    chunks = [op for op in kir.walk() if isinstance(op, krnl.IterateOp)
+              and op.bound_list() == [(0, 4), (0, 2)]]
+    assert len(chunks) == 1 and krnl.parallel_loop(chunks[0]) is not None
+    cm = ck.compile(model, asm=False, conv_algorithm="winograd-f2-fused")
+    one = cm.run(x, num_threads=1)[0]
+    for threads in (2, 3):
+        np.testing.assert_array_equal(cm.run(x, num_threads=threads)[0], one)
+    from ckhelpers import ort_run
+
+    ref = ort_run(model, [x])[0]
+    np.testing.assert_array_equal(np.isnan(one), np.isnan(ref))
+    np.testing.assert_allclose(one, ref, rtol=1e-4, atol=1e-4)
 
 
 def test_winograd_error_ratio_hand_worked():

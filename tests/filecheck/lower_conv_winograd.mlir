@@ -29,8 +29,9 @@ builtin.module {
 // CHECK-NEXT:    [[XP:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<8x8x2xf32>
 // CHECK-NEXT:    [[V:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<288xf32>
 // CHECK-NEXT:    [[M:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<432xf32>
-// CHECK-NEXT:    [[TIN:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<4x4x2xf32>
-// CHECK-NEXT:    [[TOUT:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<4x2x3xf32>
+// The temps between passes, one slot (one chunk of tile-row groups).
+// CHECK-NEXT:    [[TIN:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<1x4x4x2xf32>
+// CHECK-NEXT:    [[TOUT:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<1x4x2x3xf32>
 // The padded buffer zeroed whole, once per call, before the batch loop.
 // CHECK:         "krnl.store"({{%[0-9]+}}, [[XP]], {{%[0-9]+}}, {{%[0-9]+}}, {{%[0-9]+}})
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 8 : i64], [0 : i64, 8 : i64], [0 : i64, 2 : i64]]
@@ -102,8 +103,8 @@ builtin.module {
 // CHECK-NEXT:    [[XP:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<58x58x64xf32>
 // CHECK-NEXT:    [[V:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<64512xf32>
 // CHECK-NEXT:    [[M:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<64512xf32>
-// CHECK-NEXT:    "krnl.alloc"() {onnx_node = "c"} : () -> memref<6x6x64xf32>
-// CHECK-NEXT:    "krnl.alloc"() {onnx_node = "c"} : () -> memref<6x4x64xf32>
+// CHECK-NEXT:    "krnl.alloc"() {onnx_node = "c"} : () -> memref<1x6x6x64xf32>
+// CHECK-NEXT:    "krnl.alloc"() {onnx_node = "c"} : () -> memref<1x6x4x64xf32>
 // CHECK:         "krnl.matmul"([[V]], [[U]], [[M]], {{.*}}) {sizes = [28 : i64, 32 : i64, 64 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [64 : i64, 1 : i64, 32 : i64, 64 : i64]
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 28 : i64], [0 : i64, 32 : i64], [0 : i64, 64 : i64]]
 // CHECK-NEXT:  }) {bounds = {{\[\[}}0 : i64, 2 : i64]]
@@ -117,8 +118,9 @@ builtin.module {
 // CHECK-NEXT:    scf.if
 // CHECK:         "krnl.store"({{%[0-9]+}}, [[Y]]
 // CHECK:         }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 14 : i64]]
-// The group loop: 7 groups of 2 tile rows, inside the batch loop.
-// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 7 : i64]]
+// The group loop: 7 groups of 2 tile rows, inside the batch loop, as one chunk (7 chunks of
+// one group would each fill a slot of their own, cold; BAND_REUSE = 2).
+// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 7 : i64]]
 // CHECK-NEXT:  }) {bounds = {{\[\[}}0 : i64, 1 : i64]], n_original = 1 : i64, onnx_node = "c"}
 
 // -----
@@ -145,7 +147,8 @@ builtin.module {
 
 // 3-D 1x3x3 with F(2,3): the depth axis (kernel 1) has m = alpha = 1 and no transform pass,
 // so U is [1 * 4 * 4, C, K] = [16, 2, 3]; 3 x 2 x 2 tiles, the padded input [3, 6, 6, 2],
-// and each transform takes two passes (one temp each, [1, 4, 4, 2] and [1, 4, 2, 3]).
+// and each transform takes two passes (one temp each, [1, 4, 4, 2] and [1, 4, 2, 3], in
+// one slot).
 builtin.module {
   func.func @f2_1x3x3(%x: tensor<1x2x3x4x4xf32>) -> tensor<1x3x3x4x4xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 17 : i64} {
     %w = "onnx.Constant"() {value = dense<0.5> : tensor<3x2x1x3x3xf32>} : () -> tensor<3x2x1x3x3xf32>
@@ -159,8 +162,8 @@ builtin.module {
 // CHECK-NEXT:    "krnl.alloc"() {onnx_node = "v"} : () -> memref<3x6x6x2xf32>
 // CHECK-NEXT:    "krnl.alloc"() {onnx_node = "v"} : () -> memref<384xf32>
 // CHECK-NEXT:    "krnl.alloc"() {onnx_node = "v"} : () -> memref<576xf32>
-// CHECK-NEXT:    "krnl.alloc"() {onnx_node = "v"} : () -> memref<1x4x4x2xf32>
-// CHECK-NEXT:    "krnl.alloc"() {onnx_node = "v"} : () -> memref<1x4x2x3xf32>
+// CHECK-NEXT:    "krnl.alloc"() {onnx_node = "v"} : () -> memref<1x1x4x4x2xf32>
+// CHECK-NEXT:    "krnl.alloc"() {onnx_node = "v"} : () -> memref<1x1x4x2x3xf32>
 // The screen's overflow bound: a constant buffer (it depends on the weights), so that layers of
 // one shape share their code.
 // CHECK-NEXT:    "krnl.global"() {sym_name = "screen_bound_v", value = dense<{{.*}}> : tensor<1xf32>, onnx_node = "v"} : () -> memref<1xf32>
