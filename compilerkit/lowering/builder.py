@@ -50,6 +50,18 @@ def strides(dims) -> list[int]:
     return out[::-1]
 
 
+def chunk_count(blocks: int, most: int, least: int = 1) -> int:
+    """How many chunks the threads' loop over `blocks` iterations hands out, where each chunk
+    has a slot of scratch buffers that its blocks reuse one after another while it is in
+    cache (depthwise.py's phase planes, winograd.py's V, M and temps): the largest divisor of
+    `blocks` up to `most` that leaves at least `least` blocks per chunk (1 if none does), an
+    even one if there is one (two threads share an even count evenly)."""
+    divisors = [d for d in range(1, min(blocks, most) + 1)
+                if blocks % d == 0 and blocks // d >= least] or [1]
+    even = [d for d in divisors if d % 2 == 0]
+    return max(even or divisors)
+
+
 class KernelBuilder:
     """Emits Kernel IR into `block`. `conv_algorithm`, `lanes` and `taps` are the lowering's
     compile choices (the options of the `lower-to-krnl` pass): the Conv algorithm asked for

@@ -4,9 +4,9 @@ EfficientNet's k x k depthwise layers, any stride, pads, dilation) with `direct_
 
 Assumes `conv` is conv.py's `_Conv` of a 2-D Conv (r == 2) with at least one output. The
 schedule, per (batch entry, block of groups): the blocks are dealt out in chunks, the loop
-threads share (`chunk_count`). Each chunk owns a slot of scratch planes, which its blocks fill
-one after another while it is in cache, and each block its output channels, so chunks write
-disjoint memory.
+threads share (builder.chunk_count, MAX_CHUNKS). Each chunk owns a slot of scratch planes,
+which its blocks fill one after another while it is in cache, and each block its output
+channels, so chunks write disjoint memory.
 
 1. Phase planes. The block's input planes are copied into its chunk's slot of a scratch
    buffer [chunks, groups per block * C/g, sh * sw, L], split by the stride's row and column
@@ -51,7 +51,7 @@ import itertools
 from xdsl.dialects.builtin import i64
 
 from compilerkit.dialects import onnx as onnx_d
-from compilerkit.lowering.builder import KernelBuilder
+from compilerkit.lowering.builder import KernelBuilder, chunk_count
 from compilerkit.lowering.elementwise import activation
 
 # The recomputed last block of a flat loop: two 8-lane vectors (LLVM's loop vectoriser takes
@@ -76,9 +76,15 @@ ROW_COPY = 16
 # GROUP_BLOCK_BYTES of planes.
 GROUP_BLOCK = 4
 GROUP_BLOCK_BYTES = 1536
-# Most chunks of blocks the threads take (`chunk_count`). MobileNetV2 at 1 and 2 threads, best of
-# 50 calls, ms, at 2 / 4 / 8 / 16: 6.99 / 7.01 / 7.03 / 6.99 and 4.63 / 4.42 / 4.46 / 4.43
-# (2 left the threads' shares uneven); EfficientNet-B0 the same within 2%.
+# Most chunks of blocks the threads take (builder.chunk_count), each with one slot of phase
+# planes its blocks refill in turn while it is in cache. A slot per block copied the whole
+# input into a scratch as large first (4.9 MB for MobileNetV2's 96 x 112 x 112 stride-2
+# layer). 1 thread, AVX-512, 3x3 + Clip, us, a slot per block -> per chunk: 96 x 112 x 112
+# stride 2 480 -> 385, 144 x 56 x 56 stride 2 223 -> 128, 192 x 28 x 28 stride 2 57 -> 37,
+# 144 x 56 x 56 244 -> 220; MobileNetV2 1.05-1.07x, EfficientNet-B0 1.02-1.04x (2 threads:
+# 1.03-1.04x). MobileNetV2 at 1 and 2 threads, best of 50 calls, ms, at 2 / 4 / 8 / 16
+# chunks: 6.99 / 7.01 / 7.03 / 6.99 and 4.63 / 4.42 / 4.46 / 4.43 (2 left the threads'
+# shares uneven); EfficientNet-B0 the same within 2%.
 MAX_CHUNKS = 8
 
 
@@ -136,7 +142,7 @@ def direct_2d(b: KernelBuilder, conv, out):
     pl = _Planes(conv)
     per = _groups_per_block(conv, pl)
     blocks, planes, outs = conv.groups // per, per * conv.cg, per * conv.ocg
-    chunks = chunk_count(blocks)
+    chunks = chunk_count(blocks, MAX_CHUNKS)
     xf = b.view(conv.x, [conv.n, conv.c_in, pl.h * pl.w])  # x's planes, flat
     scratch = None if pl.in_place else b.alloc([chunks, planes, pl.phases, pl.length],
                                                conv.elem)
@@ -174,24 +180,6 @@ def direct_2d(b: KernelBuilder, conv, out):
             with b.nest([outs, pl.oh, pl.ow]) as (o, i, jj):
                 v = b.load(dst, [jc, o, b.affine([(i, pl.pitch), (jj, 1)])])
                 b.store(v, og, [nn, gb, o, i, jj])
-
-
-def chunk_count(blocks: int, most: int = MAX_CHUNKS, least: int = 1) -> int:
-    """How many chunks of blocks the threads' loop hands out: each chunk has one slot of
-    phase planes (and row buffer), which its blocks reuse one after another while it is in
-    cache (winograd.py gives its chunks of tile-row groups a slot of buffers the same way).
-    A slot per block (the whole input copied into a scratch as large, 4.9 MB for
-    MobileNetV2's 96 x 112 x 112 stride-2 layer) wrote every plane to memory first. The
-    largest divisor of `blocks` up to `most` that leaves at least `least` blocks per chunk
-    (1 if none does), an even one if there is one (two threads share an even count evenly).
-    1 thread, AVX-512, 3x3 + Clip, us, a slot per block -> per chunk: 96 x 112 x 112 stride 2
-    480 -> 385, 144 x 56 x 56 stride 2 223 -> 128, 192 x 28 x 28 stride 2 57 -> 37, 144 x 56
-    x 56 244 -> 220; MobileNetV2 1.05-1.07x, EfficientNet-B0 1.02-1.04x (2 threads:
-    1.03-1.04x)."""
-    divisors = [d for d in range(1, min(blocks, most) + 1)
-                if blocks % d == 0 and blocks // d >= least] or [1]
-    even = [d for d in divisors if d % 2 == 0]
-    return max(even or divisors)
 
 
 def _groups_per_block(conv, pl: _Planes) -> int:

@@ -74,8 +74,7 @@ import numpy as np
 from compilerkit.conv_tiles import WINOGRAD_DEFAULT_M, fused_band, winograd_matrices
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering import matmul
-from compilerkit.lowering.builder import KernelBuilder, is_float, shape
-from compilerkit.lowering.depthwise import chunk_count
+from compilerkit.lowering.builder import KernelBuilder, chunk_count, is_float, shape
 from compilerkit.lowering.elementwise import activation
 from compilerkit.lowering.matmul import emit_matmul, emit_strip_matmul, fill, in_strips
 from compilerkit.onnx_passes.fuse_conv import fused_activation
@@ -96,7 +95,7 @@ SCREEN_RANGE = 1000.0
 # Output channels per iteration of the output transform's outer loop (`_channel_blocks`): one
 # AVX-512 vector of f32 (the same on every target: the loop order must not depend on lanes).
 CHANNEL_BLOCK = 16
-# Most chunks of tile-row groups the threads take (`depthwise.chunk_count`): each chunk has its
+# Most chunks of tile-row groups the threads take (`builder.chunk_count`): each chunk has its
 # slot of V, M and temps and works through its groups in turn. Shared buffers kept the group
 # loop serial, and the threads could only share each group's small products and output
 # transform: the L3-fused 64 -> 64 3x3 at 56 x 56 (28 groups) ran as fast on 2 threads as on 1.
@@ -312,8 +311,8 @@ class Screen:
                                 p.elem)
         self.s = b.alloc(list(p.ext), p.elem)
         self.thr = b.alloc([1], p.elem)
-        # two per slot: `repair_tiles` of the threads' chunks of tile rows each use their own
-        self.acc = b.alloc([2 * slots], p.elem)
+        # screen_input's two accumulators; `repair_tiles` after it, acc[slot] per chunk
+        self.acc = b.alloc([max(2, slots)], p.elem)
 
 
 def screen_input(b: KernelBuilder, p, scr: Screen, nn) -> None:
@@ -353,8 +352,8 @@ def repair_tiles(b: KernelBuilder, p, scr: Screen, y, nn, row0, height, need,
     over what the transforms wrote. `need[d]`: outputs per tile along axis d (its origin is
     the tile index times p.ms[d]); reads past the padded extent are zeros (fft's single-tile
     axes, whose end pads the FFT supplies). `slot`: the chunk whose accumulator it uses
-    (scr.acc[2 * slot]; None: the first)."""
-    acc = [b.index(0) if slot is None else b.affine([(slot, 2)])]
+    (scr.acc[slot]; None: the first)."""
+    acc = [b.index(0) if slot is None else slot]
     reach = [n + k - 1 for n, k in zip(need, p.k_sp, strict=True)]
     guard = any(t == 1 and r > e for r, e, t in zip(reach, p.ext, p.tiles, strict=True))
     win = [min(r, e) if t == 1 else r for r, e, t in zip(reach, p.ext, p.tiles, strict=True)]
@@ -470,11 +469,10 @@ def batched_products(b: KernelBuilder, v, u, mm, count: int, rows: int, cols: in
     never read before (a pass zeroing M first wrote 0.8 MB per call and the products read it
     back, on SqueezeNet's 64 -> 256 3x3 at 13 x 13). `at`: (V's, M's) first element (a
     chunk's slot), index values; None: 0."""
-    v0, m0 = at if at is not None else (None, None)
+    v_at, m_at = ([(at[0], 1)], [(at[1], 1)]) if at is not None else ([], [])
     with b.nest([count]) as (t,):
-        offs = [b.affine([(t, rows * depth)] + ([(v0, 1)] if v0 is not None else [])),
-                b.affine([(t, depth * cols)]),
-                b.affine([(t, rows * cols)] + ([(m0, 1)] if m0 is not None else []))]
+        offs = [b.affine([(t, rows * depth)] + v_at), b.affine([(t, depth * cols)]),
+                b.affine([(t, rows * cols)] + m_at)]
         if width:
             emit_strip_matmul(b, v, u, mm, rows, cols, depth, offs, (depth, 1), cols, width,
                               start="zero")
@@ -503,8 +501,7 @@ def _at(b: KernelBuilder, coords, strides, terms=(), const=0):
     return b.affine(terms, const)
 
 
-def _passes(b: KernelBuilder, p: _Plan, mats, inner, load, store, temps, block=None,
-            slot=None):
+def _passes(b: KernelBuilder, p: _Plan, mats, inner, load, store, temps, slot, block=None):
     """The separable transform of one tile: mats[d] ([out_d, in_d]) applied along each axis d,
     last axis first, each as its own nest over the other axes' positions and the innermost
     dimension `inner` (C or K, the vector loop), with the axis itself unrolled (axes of
@@ -515,10 +512,8 @@ def _passes(b: KernelBuilder, p: _Plan, mats, inner, load, store, temps, block=N
     outputs): unrolling the whole tile made compile times grow with alpha^r. `block` = (cb,
     width): only channels cb * width ... + width - 1 (`_channel_blocks`). `slot`: the temps'
     slot (their first index: a chunk's, `_temps`)."""
-    first = [slot if slot is not None else b.index(0)]
-
     def co_idx(coords):
-        return first + [b.index(x) if isinstance(x, int) else x for x in coords]
+        return [slot] + [b.index(x) if isinstance(x, int) else x for x in coords]
 
     sizes = [mat.shape[1] for mat in mats]
     order = _pass_axes(mats)
@@ -576,7 +571,7 @@ def _input_transform(b: KernelBuilder, p: _Plan, xp, v, row0, height, temps, slo
         def store(coords, c, value):
             b.store(value, v, [_at(b, coords, a_strides, [(tile, p.c), (c, 1), (slot, size)])])
 
-        _passes(b, p, [mat[2] for mat in p.mats], p.c, load, store, temps, slot=slot)
+        _passes(b, p, [mat[2] for mat in p.mats], p.c, load, store, temps, slot)
 
 
 def _channel_blocks(n: int) -> int:
@@ -616,5 +611,5 @@ def _output_transform(b: KernelBuilder, p: _Plan, mm, y, nn, row0, height, temps
             at = [_at(b, [x], [1], [(o, 1)]) for x, o in zip(coords, origin, strict=True)]
             b.store(value, y, ([nn] if y is p.out else []) + [k] + at)
 
-        _passes(b, p, [mat[0] for mat in p.mats], p.k, load, store, temps,
-                block=(kb, p.k // blocks) if blocks > 1 else None, slot=slot)
+        _passes(b, p, [mat[0] for mat in p.mats], p.k, load, store, temps, slot,
+                block=(kb, p.k // blocks) if blocks > 1 else None)

@@ -13,6 +13,7 @@ from onnx import helper
 
 import compilerkit as ck
 from compilerkit.lowering import depthwise as dw
+from compilerkit.lowering.builder import chunk_count
 from compilerkit.pipeline import compile_to
 
 N = helper.make_node
@@ -154,16 +155,17 @@ def test_one_and_two_threads_give_the_same_bits(c, size, k, stride, pads):
 
 def test_blocks_of_a_chunk_reuse_its_planes():
     """The threads take chunks of blocks, each chunk one slot of phase planes that its blocks
-    fill in turn (`chunk_count`): 40 channels at 20 x 20, stride 2, make 8 slots of 5 blocks each,
-    not 40. Two batch entries, NaN run first (a slot keeping the last block's or the last
-    call's values would show), the same bits at 1 and 2 threads, onnxruntime's values."""
+    fill in turn (`builder.chunk_count`): 40 channels at 20 x 20, stride 2, make 8 slots of
+    5 blocks each, not 40. Two batch entries, NaN run first (a slot keeping the last
+    block's or the last call's values would show), the same bits at 1 and 2 threads,
+    onnxruntime's values."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 40, 20, 20)).astype(np.float32)
     wt = rng.standard_normal((40, 1, 3, 3)).astype(np.float32)
     model = make_model([N("Conv", ["x", "w"], ["y"], group=40, kernel_shape=[3, 3],
                           strides=[2, 2], pads=[1, 1, 1, 1])], [("x", x)], ["y"], [("w", wt)],
                        opset=17)
-    assert dw.chunk_count(40) == 8
+    assert chunk_count(40, dw.MAX_CHUNKS) == 8
     assert "memref<8x1x4x" in str(compile_to("kernel-ir", model))
     cm = compiled(model)
     one, two = cm.run(x, num_threads=1)[0], cm.run(x, num_threads=2)[0]

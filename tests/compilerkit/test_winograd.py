@@ -18,7 +18,8 @@ from compilerkit import conv_tiles
 from compilerkit.backends.host import host_target
 from compilerkit.conv_tiles import winograd_variant
 from compilerkit.frontend import ModelError
-from compilerkit.lowering import depthwise, winograd
+from compilerkit.lowering import winograd
+from compilerkit.lowering.builder import chunk_count
 from compilerkit.lowering.conv_algorithm import ALGORITHMS, WINOGRAD
 from compilerkit.pipeline import compile_to
 from compilerkit.winograd_tables import MATRICES
@@ -207,8 +208,8 @@ def test_kernel_ir_is_winograd():
     rows = max(conv_tiles.FUSED_BYTES // (28 * 16 * 128 * 4),
                -(-conv_tiles.MIN_GROUP_TILES // 28), 1)
     assert 1 <= rows < 28
-    # V (and M) hold a slot per chunk of groups the threads take (`depthwise.chunk_count`)
-    slots = depthwise.chunk_count(28 // rows, winograd.MAX_BAND_CHUNKS, winograd.BAND_REUSE)
+    # V (and M) hold a slot per chunk of groups the threads take (`builder.chunk_count`)
+    slots = chunk_count(28 // rows, winograd.MAX_BAND_CHUNKS, winograd.BAND_REUSE)
     assert f"memref<{slots * 16 * rows * 28 * 64}xf32>" in fused
 
 
@@ -384,7 +385,7 @@ def test_fused_groups_with_a_ragged_last_group(monkeypatch, x_shape, m):
 
 def test_fused_groups_go_to_threads_in_chunks(monkeypatch):
     """Groups of one tile row over 8 (F(2,3), 16 x 16 output, 2 batch entries): the threads
-    take chunks of groups (`depthwise.chunk_count`: 4 chunks of 2), each chunk with its slot
+    take chunks of groups (`builder.chunk_count`: 4 chunks of 2), each chunk with its slot
     of V, M, temps and repair accumulator, and the chunk loop is the Conv's parallel loop. A
     NaN in one tile's window (the screen recomputes that tile directly, with the chunk's
     accumulator); the same bits at 1, 2 and 3 threads, onnxruntime's answer."""
