@@ -13,8 +13,11 @@ column offsets, one entry per k shared by its 8 rows' broadcasts. B = W^T, store
 the kernel's width (conv.py's `_columns_weights`) and read in place. A panel's rows are whole
 rows of the padded grid: positions past an axis's output extent (the padding's columns) are
 computed and thrown away; the planes get one spare row so that the last panel's throw-away
-positions read inside them. Per panel: t = bias, the product, then the epilogue writes the
-panel's real positions to the NCHW output, transposed, with the activation.
+positions read inside them. Convs of 3 or more spatial axes (EXACT_MIN_AXES) instead take one
+product per line of outputs (a run along the last axis, `_line_products`), each line's rows
+read at its first position in the planes: only real positions are computed, and t holds
+them packed. Per panel: t = bias, the product(s), then the epilogue writes the panel's real
+positions to the NCHW output, transposed, with the activation.
 
 A stride s > 1 on an axis splits the padded planes by phase first (`_phase_planes`): padded
 position P goes to phase P % s, grid position P // s, so output position o's tap k reads grid
@@ -35,7 +38,7 @@ from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, shape
 from compilerkit.lowering.conv_common import _bias_rows, _Conv, _copy_in, _finish, _scratch
 from compilerkit.lowering.depthwise import phase_pieces as _pieces
-from compilerkit.lowering.matmul import emit_strip_matmul
+from compilerkit.lowering.matmul import emit_matmul, emit_strip_matmul
 
 T_BYTES = 512 * 1024  # most bytes of one panel's t (in L2 while the epilogue reads it back)
 MIN_POSITIONS = 64  # fewest positions per panel (the rows of the micro-kernel's blocks)
@@ -76,6 +79,18 @@ MAX_STRIDE = 2  # a stride s has s phases per axis (s**2 planes per channel in 2
 # 0.463, 3 -> 64 at 224 unpadded 0.696 -> 0.721, 64 -> 64 at 113 unpadded (3.4 MB of
 # planes) 2.17 -> 2.39.
 STRIDED_MIN_K = 64
+# Convs of this many spatial axes or more compute only their real positions, a product per
+# line of outputs (`_line_products`), not the padded grid's rows (whose throw-away positions
+# are 2 rows and 2 columns per plane at 3x3x3: 6% at 64^3, 13% at 32^3). 1 thread, AVX-512,
+# 3x3x3 pad 1 + Relu, ms grid -> lines (same bits): 64 -> 32 at 64^3 217 -> 207, 16 -> 32
+# 61.7 -> 60.1, 4 -> 16 15.9 -> 15.4, 32 -> 32 at 32^3 14.2 -> 13.5, 32 -> 64 27.2 -> 26.0,
+# 128 -> 64 108 -> 106, 64 -> 64 44.2 -> 45.2; the 3D U-Net 1.02-1.03x at 1 and 2 threads.
+# In 2-D (one throw-away column pair per row) the lines measured the same as the grid
+# (0.98-1.03x: 27 x 27, 13 x 13, 55 x 55, 14 x 14, 28 x 28), so 2-D Convs keep the grid.
+# The waste bound (MAX_WASTE) still decides which Convs take the taps: lines in place of
+# im2col at 16^3 and 8^3 went either way (0.67-1.11x; a line's product re-reads W^T's strip
+# whole, 1.8 MB at 512 -> 256).
+EXACT_MIN_AXES = 3
 PHASE_BYTES = 2 * 1024 * 1024
 
 
@@ -147,9 +162,12 @@ def tap_panels(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
     # emulated targets' tests compare whole compiled models with the host's)
     ldt = max(width, -(-conv.oc // 32) * 32) + 16
     rows = conv.out_sp[0]
-    height, chunks = _panel_rows(rows, pitch[0] * ldt * 4, pitch[0])
+    exact = exact_lines(conv)
+    # positions per output row (first spatial axis): its lines only, or the padded grid's
+    row_positions = math.prod(conv.out_sp[1:]) if exact else pitch[0]
+    height, chunks = _panel_rows(rows, row_positions * ldt * 4, row_positions)
     per_chunk = rows // (height * chunks)
-    pw = height * pitch[0]  # positions per panel, the throw-away ones included
+    pw = height * row_positions  # positions per panel (t's rows)
     t = b.alloc([chunks, pw, ldt], conv.elem)
     p = math.prod(conv.out_sp)
     ov = b.view(out, [conv.n, conv.oc, p])
@@ -162,18 +180,51 @@ def tap_panels(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
         with b.nest([chunks, per_chunk]) as (jc, ji):
             jp = b.affine([(jc, per_chunk), (ji, 1)])  # this panel: rows jp * height ...
             _bias_rows(b, conv, t, jc, pw, width)
-            a_off = b.affine([(jp, pw)])  # the panel's first position in the planes
-            emit_strip_matmul(b, scratch, wt, t, pw, width, kdim,
-                              [a_off, zero, b.affine([(jc, pw * ldt)])], (1, plane), ldt,
-                              strip, a_taps=taps)
+            if exact:
+                _line_products(b, conv, scratch, wt, t, (jc, jp), height, pitch, plane, kdim,
+                               ldt, width, strip, taps)
+            else:
+                a_off = b.affine([(jp, pw)])  # the panel's first position in the planes
+                emit_strip_matmul(b, scratch, wt, t, pw, width, kdim,
+                                  [a_off, zero, b.affine([(jc, pw * ldt)])], (1, plane), ldt,
+                                  strip, a_taps=taps)
             # the panel's real positions, transposed back to NCHW
+            where = [math.prod(conv.out_sp[d + 1:]) for d in range(conv.r)] if exact else pitch
             with b.nest([conv.oc, height] + conv.out_sp[1:]) as ivs:
                 o, i, inner = ivs[0], ivs[1], ivs[2:]
-                q = b.affine([(i, pitch[0])] + [(v, pitch[d + 1]) for d, v in enumerate(inner)])
+                q = b.affine([(i, where[0])] + [(v, where[d + 1]) for d, v in enumerate(inner)])
                 at = b.affine([(jp, height * (p // rows)), (i, p // rows)]
                               + [(v, math.prod(conv.out_sp[d + 2:])) for d, v in
                                  enumerate(inner)])
                 b.store(_finish(b, conv, b.load(t, [jc, q, o]), [nn, o, at]), ov, [nn, o, at])
+
+
+def exact_lines(conv: _Conv) -> bool:
+    """Whether the panels' products run line by line (`_line_products`): Convs of
+    EXACT_MIN_AXES or more spatial axes."""
+    return conv.r >= max(2, EXACT_MIN_AXES)
+
+
+def _line_products(b: KernelBuilder, conv: _Conv, planes, wt, t, panel, height, pitch, plane,
+                   kdim, ldt, width, strip, taps):
+    """A panel's product line by line: for each strip of W^T's columns, each line of outputs
+    (a run along the last axis) one product of out_sp[-1] rows, read at the line's first
+    position in the planes and written to t at its place among the panel's real positions:
+    no throw-away position is computed."""
+    jc, jp = panel
+    line = conv.out_sp[-1]
+    lines = [height] + conv.out_sp[1:-1]
+    pw = math.prod(lines) * line
+    with b.nest([width // strip]) as (s,):
+        with b.nest(lines) as lv:
+            a_at = b.affine([(jp, height * pitch[0])]
+                            + [(v, pitch[d]) for d, v in enumerate(lv)])
+            c_at = b.affine([(jc, pw * ldt), (s, strip)]
+                            + [(v, math.prod(lines[d + 1:]) * line * ldt)
+                               for d, v in enumerate(lv)])
+            emit_matmul(b, planes, wt, t, line, strip, kdim,
+                        [a_at, b.affine([(s, kdim * strip)]), c_at], (1, plane), strip, ldt,
+                        a_taps=taps)
 
 
 def _tap_positions(k_sp):

@@ -5,7 +5,7 @@ the activations, BatchNorm forms and Pads that fuse-conv folds into a Conv."""
 
 import numpy as np
 import pytest
-from ckhelpers import check, lowering_refusal, make_model, ort_run
+from ckhelpers import check, lowering_refusal, make_model, ort_run, seeded
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from onnx import helper
@@ -361,3 +361,28 @@ def test_conv_with_nothing_to_sum(algo, k, c, bias, act):
     ref = ort_run(model, [x])[0]
     assert got.shape == ref.shape == (1, k, 8, 8)
     np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("algorithm", ["classic", "im2col", "direct"])
+@pytest.mark.parametrize("pads", [[0, 2, 2, 0], [2, 0, 0, 2], [1, 1, 1, 1], [2, 1, 0, 1]])
+def test_only_the_padding_is_zeroed_and_it_is_every_call(algorithm, pads):
+    """The scratch planes get zeros in their border only, a slab per side and axis; the
+    interior is the input's. Its arena is shared: a Conv before it leaves large values there
+    (and NaN on the second call) when buffer planning puts the planes there, which must
+    reach no output of the padded Conv."""
+    x = seeded((1, 6, 11, 9), 6)
+    w1, w2 = seeded((16, 6, 1, 1), 7), seeded((16, 6, 3, 3), 8, 0.3)
+    nodes = [helper.make_node("Mul", ["x", "big"], ["a"]),  # dead once m is made
+             helper.make_node("Conv", ["a", "w1"], ["m"]),
+             helper.make_node("Conv", ["x", "w2"], ["c"], pads=pads),
+             helper.make_node("Add", ["c", "m"], ["y"])]
+    model = make_model(nodes, [("x", x)], ["y", "c"],
+                       [("w1", w1), ("w2", w2), ("big", np.float32(1e30))], opset=17)
+    cm = ck.compile(model, asm=False, conv_algorithm=algorithm)
+    for call in range(2):
+        xin = x if call == 0 else np.where(np.arange(x.size).reshape(x.shape) % 7 == 0,
+                                           np.float32(np.nan), x).astype(np.float32)
+        got = cm.run(xin)[1]
+        ref = ort_run(model, [xin])[1]
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)

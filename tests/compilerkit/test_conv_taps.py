@@ -248,3 +248,52 @@ def test_a_table_with_other_row_strides_runs_row_by_row():
     assert np.array_equal(results[0], results[1])
     # the edit changed the answer: every position now holds position 0's sums
     assert not np.array_equal(results[0], ck.compile(model, asm=False).run(x)[0])
+
+
+def _matmul_rows(model, monkeypatch) -> set:
+    """The row counts of the Kernel IR's products, with the tap schedule taking every Conv
+    (as `Taps.compile`)."""
+    with monkeypatch.context() as m:
+        m.setattr(conv_taps, "MAX_WASTE", 10.0)
+        m.setattr(conv_taps, "STRIDED_MIN_K", 0)
+        m.setattr(conv_taps, "PHASE_BYTES", 1 << 40)
+        k = compile_to("kernel-ir", model, conv_algorithm="classic")
+    return {op.sizes.data[0].value.data for op in k.walk() if isinstance(op, krnl.MatMulOp)}
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", [
+    ((1, 8, 6, 13, 20), (32, 8, 3, 3, 3), dict(pads=[1] * 6)),  # 20 outputs a line
+    ((1, 4, 5, 9, 7), (16, 4, 3, 2, 3), dict(pads=[1, 0, 1, 1, 1, 0])),  # uneven pads
+    ((1, 6, 9, 14, 13), (16, 6, 3, 3, 3), dict(strides=[2, 2, 2], pads=[1] * 6)),  # phases
+])
+def test_volumes_compute_only_their_lines(taps, monkeypatch, x_shape, w_shape, attrs):
+    """A 3-D Conv's tap products run a line of outputs each (rows = the last axis's output
+    extent), no throw-away position: the same bits as the padded grid's rows (2-D's way) and
+    as the panels, at 1 and 2 threads, NaN and inf where onnxruntime has them."""
+    x = seeded(x_shape, 4)
+    x[0, 1, 2, 3, 4], x[0, 2, -1, -1, -1] = np.nan, np.inf
+    model = conv_act_model(x, w_shape, True, "Relu", **attrs)
+    out_last = (x_shape[-1] + attrs["pads"][2] + attrs["pads"][5] - w_shape[-1]) // (
+        attrs.get("strides", [1])[-1]) + 1
+    assert _matmul_rows(model, monkeypatch) == {out_last}
+    got, panels = taps.both(model, x)
+    two, _ = taps.both(model, x, threads=2)
+    monkeypatch.setattr(conv_taps, "EXACT_MIN_AXES", 4)  # the padded grid's rows
+    assert out_last not in _matmul_rows(model, monkeypatch)
+    grid, _ = taps.both(model, x)
+    for other in (panels, two, grid):
+        np.testing.assert_array_equal(got, other)
+    ref = ort_run(model, [x])[0]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_planes_lines_also_work_in_2d(taps, monkeypatch):
+    """Lines are 3-D's choice only by measurement: in 2-D they give the grid's bits too."""
+    x = seeded((2, 12, 10, 17), 5)
+    model = conv_act_model(x, (40, 12, 3, 3), False, "Relu", pads=[1, 0, 2, 1])
+    grid, _ = taps.both(model, x)
+    monkeypatch.setattr(conv_taps, "EXACT_MIN_AXES", 2)
+    assert _matmul_rows(model, monkeypatch) == {17 + 0 + 1 - 3 + 1}
+    lines, _ = taps.both(model, x, threads=2)
+    np.testing.assert_array_equal(lines, grid)

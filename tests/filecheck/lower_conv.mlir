@@ -31,10 +31,14 @@ func.func @conv_pad_stride(%x: tensor<1x2x5x5xf32>, %w: tensor<3x2x3x3xf32>) -> 
 // Nothing is written before the (n, g) nest: group g's planes are zeroed inside it.
 // CHECK-NOT:       "krnl.store"
 // CHECK:         ^bb0([[N:%[0-9]+]]: index, [[G:%[0-9]+]]: index):
+// Only the border is zeroed: a slab per side and axis (rows 0 and 6, then columns 0 and 6).
 // CHECK:           ^bb0([[Z0:%[0-9]+]]: index, [[Z1:%[0-9]+]]: index, [[Z2:%[0-9]+]]: index):
 // CHECK-NEXT:        [[ZERO:%[0-9]+]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:        "krnl.store"([[ZERO]], [[PAD]], [[G]], [[Z0]], [[Z1]], [[Z2]])
-// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 7 : i64], [0 : i64, 7 : i64]]
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 1 : i64], [0 : i64, 7 : i64]]
+// CHECK:           }) {bounds = {{\[\[}}0 : i64, 2 : i64], [6 : i64, 7 : i64], [0 : i64, 7 : i64]]
+// CHECK:           }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 7 : i64], [0 : i64, 1 : i64]]
+// CHECK:           }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 7 : i64], [6 : i64, 7 : i64]]
 // Copy-in: x[n, g*2 + c, h, w] -> scratch[g, c, h + 1, w + 1].
 // CHECK:           ^bb0([[C:%[0-9]+]]: index, [[H:%[0-9]+]]: index, [[WI:%[0-9]+]]: index):
 // CHECK-NEXT:        [[C2:%[0-9]+]] = arith.constant 2 : index
@@ -149,7 +153,14 @@ func.func @conv_same_upper(%x: tensor<1x1x4x4xf32>, %w: tensor<1x1x2x2xf32>) -> 
 // CHECK-NEXT:      ^bb0([[Z0:%[0-9]+]]: index, [[Z1:%[0-9]+]]: index, [[Z2:%[0-9]+]]: index):
 // CHECK-NEXT:        [[ZERO:%[0-9]+]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:        "krnl.store"([[ZERO]], [[PAD]], [[G]], [[Z0]], [[Z1]], [[Z2]])
-// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 5 : i64], [0 : i64, 5 : i64]]
+// Padding only after the input (row 4, then column 4): no slab before it.
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [4 : i64, 5 : i64], [0 : i64, 5 : i64]]
+// CHECK-NEXT:      "krnl.define_loops"
+// CHECK-NEXT:      "krnl.iterate"
+// CHECK-NEXT:      ^bb0
+// CHECK-NEXT:        arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:        "krnl.store"
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 5 : i64], [4 : i64, 5 : i64]]
 // CHECK-NEXT:      "krnl.define_loops"
 // CHECK-NEXT:      "krnl.iterate"
 // CHECK-NEXT:      ^bb0([[C:%[0-9]+]]: index, [[H:%[0-9]+]]: index, [[WI:%[0-9]+]]: index):
@@ -177,7 +188,14 @@ func.func @conv_same_lower(%x: tensor<1x1x4x4xf32>, %w: tensor<1x1x2x2xf32>) -> 
 // CHECK-NEXT:      ^bb0([[Z0:%[0-9]+]]: index, [[Z1:%[0-9]+]]: index, [[Z2:%[0-9]+]]: index):
 // CHECK-NEXT:        [[ZERO:%[0-9]+]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:        "krnl.store"([[ZERO]], [[PAD]], [[G]], [[Z0]], [[Z1]], [[Z2]])
-// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 5 : i64], [0 : i64, 5 : i64]]
+// Padding only before the input (row 0, then column 0): no slab after it.
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64], [0 : i64, 5 : i64]]
+// CHECK-NEXT:      "krnl.define_loops"
+// CHECK-NEXT:      "krnl.iterate"
+// CHECK-NEXT:      ^bb0
+// CHECK-NEXT:        arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:        "krnl.store"
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 5 : i64], [0 : i64, 1 : i64]]
 // CHECK-NEXT:      "krnl.define_loops"
 // CHECK-NEXT:      "krnl.iterate"
 // CHECK-NEXT:      ^bb0([[C:%[0-9]+]]: index, [[H:%[0-9]+]]: index, [[WI:%[0-9]+]]: index):

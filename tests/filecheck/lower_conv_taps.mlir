@@ -22,9 +22,13 @@ builtin.module {
 // CHECK:         [[S:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<1x4x19x32xf32>
 // CHECK:         [[T:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<2x256x48xf32>
 // CHECK:         [[YV:%[0-9]+]] = "krnl.reshape"([[Y]]) {onnx_node = "c"} : (memref<1x16x16x30xf32>) -> memref<1x16x480xf32>
-// The planes: zeroed, then x inside the border.
+// The planes: their border zeroed (first and last rows, the spare row with them; first and
+// last columns), then x inside it.
 // CHECK:           "krnl.store"({{%[0-9]+}}, [[S]],
-// CHECK:           }) {bounds = {{\[\[}}0 : i64, 4 : i64], [0 : i64, 19 : i64], [0 : i64, 32 : i64]]
+// CHECK:           }) {bounds = {{\[\[}}0 : i64, 4 : i64], [0 : i64, 1 : i64], [0 : i64, 32 : i64]]
+// CHECK:           }) {bounds = {{\[\[}}0 : i64, 4 : i64], [17 : i64, 19 : i64], [0 : i64, 32 : i64]]
+// CHECK:           }) {bounds = {{\[\[}}0 : i64, 4 : i64], [0 : i64, 19 : i64], [0 : i64, 1 : i64]]
+// CHECK:           }) {bounds = {{\[\[}}0 : i64, 4 : i64], [0 : i64, 19 : i64], [31 : i64, 32 : i64]]
 // CHECK:           "krnl.load"([[X]],
 // CHECK:           "krnl.store"({{%[0-9]+}}, [[S]],
 // Per (chunk, panel): t = bias, its padded columns 0, then the product over the panel's 256
