@@ -36,7 +36,8 @@ threads can share (the parallelize pass marks it: krnl_passes/parallelize.py):
   kernel reads each strip in place instead of packing the panel again on its stack. Same
   sums in the same order either way: bit-identical results.
 - taps (conv_taps.py; ungrouped, constant weights, stride 1 or 2, several taps, f32 with
-  vectors, at most conv_taps.MAX_WASTE positions computed per output: `conv_taps.taps_pay`):
+  vectors, few throw-away positions computed (`conv_taps.computes_little`; none in 3-D, which
+  runs line by line): `conv_taps.taps_pay`):
   the transposed GEMM below with X^T read in place from the zero-bordered input planes (at
   stride 2 split by phase first), one table entry per (channel, tap) column (krnl.matmul
   `a_taps`), per panel of whole rows of the padded grid; no column buffer at all.

@@ -191,13 +191,18 @@ def auto_choice(op, tiles=AUTO_TILES["auto"], taps: bool = True) -> str:
 
 
 def _taps_take(op, ws, out) -> bool:
-    """Whether "classic" lowers the Conv `op` to conv_taps.py's tap schedule (f32, 16 lanes:
-    auto_choice runs for targets with vectors)."""
+    """Whether "auto" may prefer conv_taps.py's tap schedule for the Conv `op` (f32, 16 lanes:
+    auto_choice runs for targets with vectors): "classic" takes it, on a grid with few
+    throw-away positions (3-D volumes of 16^3 and less run it line by line under "classic",
+    but lose to Winograd there)."""
     r = len(ws) - 2
     st = onnx_d.get_attr(op, "strides", [1] * r)
     dil = onnx_d.get_attr(op, "dilations", [1] * r)
     elem = onnx_d.numpy_dtype(op.results[0].type.element_type).itemsize
     return (conv_taps.taps_apply(onnx_d.get_attr(op, "group", 1), list(st), ws[2:], elem, 16)
+            # the grid's bound even in 3-D: where the grid wastes more (volumes of 16^3 and
+            # less), Winograd beat the taps' lines (16 -> 16 at 16^3: F(4, 3) 0.70 ms, F(2, 3)
+            # 1.05, lines 0.99; 48 -> 48: 3.12, 4.06, 5.73)
             and conv_taps.waste(ws[2:], list(dil), out, list(st)) <= conv_taps.MAX_WASTE
             and ws[0] >= conv_taps.MIN_OUT_CHANNELS)
 

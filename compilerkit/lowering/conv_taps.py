@@ -85,12 +85,17 @@ STRIDED_MIN_K = 64
 # 3x3x3 pad 1 + Relu, ms grid -> lines (same bits): 64 -> 32 at 64^3 217 -> 207, 16 -> 32
 # 61.7 -> 60.1, 4 -> 16 15.9 -> 15.4, 32 -> 32 at 32^3 14.2 -> 13.5, 32 -> 64 27.2 -> 26.0,
 # 128 -> 64 108 -> 106, 64 -> 64 44.2 -> 45.2; the 3D U-Net 1.02-1.03x at 1 and 2 threads.
-# In 2-D (one throw-away column pair per row) the lines measured the same as the grid
-# (0.98-1.03x: 27 x 27, 13 x 13, 55 x 55, 14 x 14, 28 x 28), so 2-D Convs keep the grid.
-# The waste bound (MAX_WASTE) still decides which Convs take the taps: lines in place of
-# im2col at 16^3 and 8^3 went either way (0.67-1.11x; a line's product re-reads W^T's strip
-# whole, 1.8 MB at 512 -> 256).
+# With no throw-away position the waste bound (MAX_WASTE) does not apply: 3-D Convs take the
+# lines on small volumes too, in place of im2col: 128 -> 128 at 16^3 33.1 -> 29.2, 512 -> 256
+# at 8^3 31.0 -> 26.8, 256 -> 256 at 8^3 15.0 -> 13.2, 64 -> 64 at 16^3 4.76 -> 4.66, 256 ->
+# 128 at 16^3 57.9 -> 58.4. That needs the sum cut in pieces of at most LINE_K (whole
+# channels' taps), every line's product over one piece before the next: with the whole sum
+# per line, each line re-read W^T's strip (1.8 MB at 512 -> 256) and 512 -> 256 at 8^3 took
+# 45 ms. In 2-D (one throw-away column pair per row) the lines measured the same as the grid
+# or slower (0.97-1.01x at 55 x 55, 27 x 27, 13 x 13, 14 x 14, 28 x 28; 0.69-0.82x against
+# im2col at 7 x 7 and 48 -> 192 at 13 x 13), so 2-D Convs keep the grid and the waste bound.
 EXACT_MIN_AXES = 3
+LINE_K = 128  # most of the sum per piece in `_line_products` (tile_matmul.UNIT_TK)
 PHASE_BYTES = 2 * 1024 * 1024
 
 
@@ -111,13 +116,13 @@ def taps_apply(groups, st, k_sp, elem_bytes: int, lanes: int) -> bool:
 
 def taps_pay(conv: _Conv, lanes: int) -> bool:
     """Whether the tap schedule takes the Conv (conv.py's "classic"): it applies
-    (`taps_apply`), computes at most MAX_WASTE positions per output (`waste`), has at
+    (`taps_apply`), computes few throw-away positions (`computes_little`), has at
     least MIN_OUT_CHANNELS output channels, and if strided, STRIDED_MIN_K sums per output and
     phase planes of at most PHASE_BYTES."""
     size = onnx_d.numpy_dtype(conv.elem).itemsize
     strided = any(s > 1 for s in conv.st)
     return (taps_apply(conv.groups, conv.st, conv.k_sp, size, lanes)
-            and waste(conv.k_sp, conv.dil, conv.out_sp, conv.st) <= MAX_WASTE
+            and computes_little(conv.k_sp, conv.dil, conv.out_sp, conv.st)
             and conv.oc >= MIN_OUT_CHANNELS
             and (not strided or (conv.cg * math.prod(conv.k_sp) >= STRIDED_MIN_K
                                  and math.prod(_phase_shape(conv)) * size <= PHASE_BYTES)))
@@ -205,26 +210,42 @@ def exact_lines(conv: _Conv) -> bool:
     return conv.r >= max(2, EXACT_MIN_AXES)
 
 
+def computes_little(k_sp, dil, out_sp, st=None) -> bool:
+    """Whether the tap schedule computes few positions beyond the real ones: none where it runs
+    line by line (EXACT_MIN_AXES), else at most MAX_WASTE per output (`waste`)."""
+    return (len(out_sp) >= max(2, EXACT_MIN_AXES)
+            or waste(k_sp, dil, out_sp, st) <= MAX_WASTE)
+
+
 def _line_products(b: KernelBuilder, conv: _Conv, planes, wt, t, panel, height, pitch, plane,
                    kdim, ldt, width, strip, taps):
-    """A panel's product line by line: for each strip of W^T's columns, each line of outputs
-    (a run along the last axis) one product of out_sp[-1] rows, read at the line's first
-    position in the planes and written to t at its place among the panel's real positions:
-    no throw-away position is computed."""
+    """A panel's product line by line: for each strip of W^T's columns and each piece of the
+    sum (whole channels' taps, at most LINE_K), each line of outputs (a run along the last
+    axis) one product of out_sp[-1] rows, read at the line's first position in the planes and
+    added to t at its place among the panel's real positions: no throw-away position is
+    computed, and the piece's rows of the strip stay in cache while every line reads them.
+    The pieces go in order over k, so every sum keeps the grid's order (the same bits)."""
     jc, jp = panel
     line = conv.out_sp[-1]
     lines = [height] + conv.out_sp[1:-1]
     pw = math.prod(lines) * line
+    per = max(1, LINE_K // len(taps))  # channels per piece
+    full, rest = divmod(kdim // len(taps), per)
     with b.nest([width // strip]) as (s,):
-        with b.nest(lines) as lv:
-            a_at = b.affine([(jp, height * pitch[0])]
-                            + [(v, pitch[d]) for d, v in enumerate(lv)])
-            c_at = b.affine([(jc, pw * ldt), (s, strip)]
-                            + [(v, math.prod(lines[d + 1:]) * line * ldt)
-                               for d, v in enumerate(lv)])
-            emit_matmul(b, planes, wt, t, line, strip, kdim,
-                        [a_at, b.affine([(s, kdim * strip)]), c_at], (1, plane), strip, ldt,
-                        a_taps=taps)
+        for count, first, depth in ((full, 0, per), (1 if rest else 0, full * per, rest)):
+            if not count:
+                continue
+            with b.nest([count]) as (pc,):
+                ch = b.affine([(pc, depth)], first)  # the piece's first channel
+                with b.nest(lines) as lv:
+                    a_at = b.affine([(jp, height * pitch[0]), (ch, plane)]
+                                    + [(v, pitch[d]) for d, v in enumerate(lv)])
+                    b_at = b.affine([(s, kdim * strip), (ch, len(taps) * strip)])
+                    c_at = b.affine([(jc, pw * ldt), (s, strip)]
+                                    + [(v, math.prod(lines[d + 1:]) * line * ldt)
+                                       for d, v in enumerate(lv)])
+                    emit_matmul(b, planes, wt, t, line, strip, depth * len(taps),
+                                [a_at, b_at, c_at], (1, plane), strip, ldt, a_taps=taps)
 
 
 def _tap_positions(k_sp):

@@ -265,6 +265,7 @@ def _matmul_rows(model, monkeypatch) -> set:
     ((1, 8, 6, 13, 20), (32, 8, 3, 3, 3), dict(pads=[1] * 6)),  # 20 outputs a line
     ((1, 4, 5, 9, 7), (16, 4, 3, 2, 3), dict(pads=[1, 0, 1, 1, 1, 0])),  # uneven pads
     ((1, 6, 9, 14, 13), (16, 6, 3, 3, 3), dict(strides=[2, 2, 2], pads=[1] * 6)),  # phases
+    ((1, 13, 5, 6, 7), (24, 13, 3, 3, 3), dict(pads=[1] * 6)),  # 3 pieces of 4 channels + 1
 ])
 def test_volumes_compute_only_their_lines(taps, monkeypatch, x_shape, w_shape, attrs):
     """A 3-D Conv's tap products run a line of outputs each (rows = the last axis's output
@@ -297,3 +298,25 @@ def test_planes_lines_also_work_in_2d(taps, monkeypatch):
     assert _matmul_rows(model, monkeypatch) == {17 + 0 + 1 - 3 + 1}
     lines, _ = taps.both(model, x, threads=2)
     np.testing.assert_array_equal(lines, grid)
+
+
+def test_small_volumes_take_the_lines(monkeypatch):
+    """3-D Convs compute no throw-away position, so the waste bound that keeps small 2-D planes
+    on im2col does not hold them back: an 8^3 volume (the grid would compute 1.56x) takes
+    the taps, in pieces of whole channels' taps (LINE_K), with the panels' bits."""
+    x = seeded((1, 22, 8, 8, 8), 9)
+    model = conv_act_model(x, (32, 22, 3, 3, 3), True, "Relu", pads=[1] * 6)
+    assert conv_taps.waste([3, 3, 3], [1, 1, 1], [8, 8, 8]) > conv_taps.MAX_WASTE
+    calls = []
+    real = conv_taps.tap_panels
+    monkeypatch.setattr(conv_taps, "tap_panels", lambda *a: calls.append(1) or real(*a))
+    got = ck.compile(model, asm=False, conv_algorithm="classic").run(x)[0]
+    assert calls
+    k = compile_to("kernel-ir", model, conv_algorithm="classic")
+    depths = sorted({op.sizes.data[2].value.data for op in k.walk()
+                     if isinstance(op, krnl.MatMulOp)})
+    assert depths == [2 * 27, 4 * 27]  # 22 channels: 5 pieces of 4 (LINE_K 128), then 2
+    monkeypatch.setattr(conv_taps, "taps_pay", lambda conv, lanes: False)
+    panels = ck.compile(model, asm=False, conv_algorithm="classic").run(x)[0]
+    np.testing.assert_array_equal(got, panels)
+    np.testing.assert_allclose(got, ort_run(model, [x])[0], rtol=1e-4, atol=1e-4)
