@@ -367,22 +367,27 @@ def test_conv_with_nothing_to_sum(algo, k, c, bias, act):
 @pytest.mark.parametrize("pads", [[0, 2, 2, 0], [2, 0, 0, 2], [1, 1, 1, 1], [2, 1, 0, 1]])
 def test_only_the_padding_is_zeroed_and_it_is_every_call(algorithm, pads):
     """The scratch planes get zeros in their border only, a slab per side and axis; the
-    interior is the input's. Its arena is shared: a Conv before it leaves large values there
-    (and NaN on the second call) when buffer planning puts the planes there, which must
-    reach no output of the padded Conv."""
+    interior is the input's. The arena is shared: here a dead Tile of x * 1e30 lies under the
+    planes (buffer planning puts them there), so a border slab left unwritten would put those
+    values into outputs; NaN inputs on the second call."""
     x = seeded((1, 6, 11, 9), 6)
-    w1, w2 = seeded((16, 6, 1, 1), 7), seeded((16, 6, 3, 3), 8, 0.3)
-    nodes = [helper.make_node("Mul", ["x", "big"], ["a"]),  # dead once m is made
-             helper.make_node("Conv", ["a", "w1"], ["m"]),
-             helper.make_node("Conv", ["x", "w2"], ["c"], pads=pads),
-             helper.make_node("Add", ["c", "m"], ["y"])]
-    model = make_model(nodes, [("x", x)], ["y", "c"],
-                       [("w1", w1), ("w2", w2), ("big", np.float32(1e30))], opset=17)
+    w = seeded((16, 6, 3, 3), 8, 0.3)
+    nodes = [helper.make_node("Mul", ["x", "big"], ["a"]),
+             helper.make_node("Tile", ["a", "reps"], ["t"]),  # dead before the Conv
+             helper.make_node("Reshape", ["t", "shape"], ["t5"]),
+             helper.make_node("ReduceMax", ["t5", "axis"], ["r"], keepdims=0),
+             helper.make_node("Mul", ["r", "small"], ["d"]),
+             helper.make_node("Conv", ["d", "w"], ["y"], pads=pads)]
+    model = make_model(nodes, [("x", x)], ["y"], [
+        ("w", w), ("big", np.float32(1e30)), ("small", np.float32(1e-30)),
+        ("reps", np.array([1, 16, 1, 1], np.int64)),
+        ("shape", np.array([1, 16, 6, 11, 9], np.int64)), ("axis", np.array([1], np.int64))],
+        opset=18)
     cm = ck.compile(model, asm=False, conv_algorithm=algorithm)
     for call in range(2):
         xin = x if call == 0 else np.where(np.arange(x.size).reshape(x.shape) % 7 == 0,
                                            np.float32(np.nan), x).astype(np.float32)
-        got = cm.run(xin)[1]
-        ref = ort_run(model, [xin])[1]
+        got = cm.run(xin)[0]
+        ref = ort_run(model, [xin])[0]
         np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
