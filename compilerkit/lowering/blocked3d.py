@@ -42,9 +42,8 @@ from xdsl.dialects.builtin import StringAttr, f32
 from compilerkit.dialects import krnl
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.krnl_passes.schedule import block
-from compilerkit.lowering.builder import KernelBuilder, shape
+from compilerkit.lowering.builder import KernelBuilder, fill_outside, shape
 from compilerkit.lowering.elementwise import activation
-from compilerkit.lowering.matmul import fill
 from compilerkit.onnx_passes.fuse_conv import fused_activation
 from compilerkit.onnx_passes.single_node import node_label
 
@@ -175,8 +174,10 @@ def blocked_conv(b: KernelBuilder, op, xb, pads):
     ext = [o + kk - 1 for o, kk in zip(out_sp, ks, strict=True)]
     if any(pads) or ext != list(in_sp):
         xp = b.alloc([n, cb_n, *ext, LANES], f32)
-        fill(b, xp, 0.0)
         inner = [min(i, e - p) for i, e, p in zip(in_sp, ext, pads, strict=True)]
+        # zeros only where the copy below does not write (builder.fill_outside)
+        fill_outside(b, xp, [], [None, None] + [(p, p + i) for p, i in zip(
+            pads, inner, strict=True)] + [None], 0.0)
         with b.nest([n, cb_n, *inner, LANES]) as ivs:
             at = [b.affine([(i, 1)], p) for i, p in zip(ivs[2:-1], pads, strict=True)]
             b.store(b.load(xb, ivs), xp, ivs[:2] + at + [ivs[-1]])

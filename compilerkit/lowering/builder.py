@@ -62,6 +62,21 @@ def chunk_count(blocks: int, most: int, least: int = 1) -> int:
     return max(even or divisors)
 
 
+def fill_outside(b: KernelBuilder, buf, lead, inside, value) -> None:
+    """buf[lead..., j...] = `value` wherever some j_d falls outside inside[d] = (lo, hi) (None:
+    the whole axis is inside): a padded buffer's border, written a slab per side and axis
+    (the corners more than once) so that the inside, which the caller fills, is written once.
+    `lead`: index values of buf's leading axes; `inside` covers the rest, one entry each."""
+    dims = shape(buf)[len(lead):]
+    for d, span in enumerate(inside):
+        if span is None:
+            continue
+        for lo, hi in ((0, span[0]), (span[1], dims[d])):
+            if hi > lo:
+                with b.nest([(lo, hi) if e == d else n for e, n in enumerate(dims)]) as ivs:
+                    b.store(b.const(value, buf.type.element_type), buf, list(lead) + ivs)
+
+
 class KernelBuilder:
     """Emits Kernel IR into `block`. `conv_algorithm`, `lanes` and `taps` are the lowering's
     compile choices (the options of the `lower-to-krnl` pass): the Conv algorithm asked for

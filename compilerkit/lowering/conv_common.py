@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from compilerkit.lowering.builder import KernelBuilder, shape
+from compilerkit.lowering.builder import KernelBuilder, fill_outside, shape
 from compilerkit.lowering.depthwise import phase_pieces
 from compilerkit.lowering.elementwise import activation
 
@@ -110,17 +110,10 @@ def _copy_in(b: KernelBuilder, conv: _Conv, scratch, nn, g, border=0.0):
     """Group g's planes of batch entry nn into the scratch: `border` in the padding (the
     arena is shared with other buffers, so it is rewritten every call), then the input
     inside. The planes are written just before the group's taps read them, while in cache.
-    Only the padding is filled, a slab per side and axis (the corners twice): filling the
-    whole planes first wrote every input element twice, a 3-D net's 37 MB planes too."""
-    ext = shape(scratch)[2:]
-    for d in range(conv.r):
-        inside = (conv.pads[d], conv.pads[d] + conv.in_sp[d])
-        for lo, hi in ((0, inside[0]), (inside[1], ext[d])):
-            if hi <= lo:
-                continue
-            spans = [(lo, hi) if e == d else n for e, n in enumerate(ext)]
-            with b.nest([conv.cg] + spans) as ivs:
-                b.store(b.const(border, conv.elem), scratch, [g] + ivs)
+    Only the padding is filled (`builder.fill_outside`): filling the whole planes first
+    wrote every input element twice, a 3-D net's 37 MB planes too."""
+    fill_outside(b, scratch, [g], [None] + [(conv.pads[d], conv.pads[d] + conv.in_sp[d])
+                                            for d in range(conv.r)], border)
     with b.nest([conv.cg] + conv.in_sp) as ivs:
         ch = b.affine([(g, conv.cg), (ivs[0], 1)])
         v = b.load(conv.x, [nn, ch] + ivs[1:])

@@ -62,7 +62,6 @@ from compilerkit.conv_tiles import FFT_TILES, choose_fft_tile, fft_axis_tiles, f
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, is_float
 from compilerkit.lowering.elementwise import activation
-from compilerkit.lowering.matmul import fill
 from compilerkit.lowering.winograd import (
     ConvSizes,
     Screen,
@@ -77,6 +76,7 @@ from compilerkit.lowering.winograd import (
     repair_tiles,
     screen_input,
     weights_array,
+    zero_around_input,
 )
 from compilerkit.onnx_passes.single_node import node_label
 
@@ -281,8 +281,7 @@ def lower_fft(b: KernelBuilder, op, ins, pads, t: int | None = None, fused: bool
     size = math.prod(p.ts)
     scr = Screen(b, p, overflow_bound(2.0 * size * size * 2 * p.c * float(np.abs(u_np).max()),
                                       p.elem), module, f"screen_bound_{node_label(op)}")
-    if p.ext != p.in_sp:
-        fill(b, xp, 0.0)
+    zero_around_input(b, p, xp)
     with b.nest([p.n]) as (nn,):
         copy_channels_last(b, p, xp, nn)
         screen_input(b, p, scr, nn)

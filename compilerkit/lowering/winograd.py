@@ -74,7 +74,13 @@ import numpy as np
 from compilerkit.conv_tiles import WINOGRAD_DEFAULT_M, fused_band, winograd_matrices
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering import matmul
-from compilerkit.lowering.builder import KernelBuilder, chunk_count, is_float, shape
+from compilerkit.lowering.builder import (
+    KernelBuilder,
+    chunk_count,
+    fill_outside,
+    is_float,
+    shape,
+)
 from compilerkit.lowering.elementwise import activation
 from compilerkit.lowering.matmul import emit_matmul, emit_strip_matmul, fill, in_strips
 from compilerkit.onnx_passes.fuse_conv import fused_activation
@@ -282,6 +288,13 @@ def _bands(p: _Plan):
 
 
 
+def zero_around_input(b: KernelBuilder, p, xp) -> None:
+    """xp's positions outside the input (at p.pads from its start) set to 0, the inside left
+    to `copy_channels_last` (`builder.fill_outside`). Shared with fft.py."""
+    fill_outside(b, xp, [], [(pad, pad + n) for pad, n in zip(p.pads, p.in_sp, strict=True)]
+                 + [None], 0.0)
+
+
 def copy_channels_last(b: KernelBuilder, p, xp, nn) -> None:
     """x[nn] (p.x, NC...) into xp, the zeroed padded input channels last, at p.pads from its
     start (unguarded: a guarded copy of every element measured slower). Shared with fft.py."""
@@ -424,8 +437,7 @@ def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = WINOGRAD_DEFAULT_M,
                  f"screen_bound_{node_label(op)}", slots)
     # zeros around the input (pads, and reads of partial tiles), written on every call (the
     # arena is shared with other buffers); the batch entries overwrite only the inside
-    if p.ext != p.in_sp:
-        fill(b, xp, 0.0)
+    zero_around_input(b, p, xp)
     with b.nest([p.n]) as (nn,):
         copy_channels_last(b, p, xp, nn)
         screen_input(b, p, scr, nn)

@@ -363,11 +363,12 @@ def test_conv_with_nothing_to_sum(algo, k, c, bias, act):
     np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("algorithm", ["classic", "im2col", "direct"])
+@pytest.mark.parametrize("algorithm", ["classic", "im2col", "direct", "winograd-f2", "fft"])
 @pytest.mark.parametrize("pads", [[0, 2, 2, 0], [2, 0, 0, 2], [1, 1, 1, 1], [2, 1, 0, 1]])
 def test_only_the_padding_is_zeroed_and_it_is_every_call(algorithm, pads):
-    """The scratch planes get zeros in their border only, a slab per side and axis; the
-    interior is the input's. The arena is shared: here a dead Tile of x * 1e30 lies under the
+    """The scratch planes (Winograd's and the FFT's padded channels-last input too) get zeros
+    in their border only, a slab per side and axis (builder.fill_outside); the interior is
+    the input's. The arena is shared: here a dead Tile of x * 1e30 lies under the
     planes (buffer planning puts them there), so a border slab left unwritten would put those
     values into outputs; NaN inputs on the second call."""
     x = seeded((1, 6, 11, 9), 6)

@@ -4,7 +4,7 @@
 // lowering/conv_algorithm.py). A Conv becomes: the transformed weights U [alpha^2, C, K] (in
 // strips [alpha^2, K / 32, C, 32] when K is a multiple of 32) as a
 // constant (krnl.global named winograd_f<m>_<node>), the input copied channels-last into a
-// zero-bordered buffer [tiles * m + 2 per axis, C], then per group of tiles: the input
+// buffer [tiles * m + 2 per axis, C] whose border alone is zeroed, then per group of tiles: the input
 // transform (one nest per axis, C innermost) into V [alpha^2, tiles, C], one krnl.matmul
 // nest per transformed position t (tiles x K x C) starting from zero, the output transform (one
 // nest per axis, K innermost) with the bias and activation, into out (or a whole-tile buffer
@@ -32,9 +32,13 @@ builtin.module {
 // The temps between passes, one slot (one chunk of tile-row groups).
 // CHECK-NEXT:    [[TIN:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<1x4x4x2xf32>
 // CHECK-NEXT:    [[TOUT:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<1x4x2x3xf32>
-// The padded buffer zeroed whole, once per call, before the batch loop.
+// The padded buffer's border zeroed, once per call, before the batch loop: rows 0 and 6-7,
+// then columns 0 and 6-7 (the input fills rows and columns 1-5).
 // CHECK:         "krnl.store"({{%[0-9]+}}, [[XP]], {{%[0-9]+}}, {{%[0-9]+}}, {{%[0-9]+}})
-// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 8 : i64], [0 : i64, 8 : i64], [0 : i64, 2 : i64]]
+// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 8 : i64], [0 : i64, 2 : i64]]
+// CHECK:         }) {bounds = {{\[\[}}6 : i64, 8 : i64], [0 : i64, 8 : i64], [0 : i64, 2 : i64]]
+// CHECK:         }) {bounds = {{\[\[}}0 : i64, 8 : i64], [0 : i64, 1 : i64], [0 : i64, 2 : i64]]
+// CHECK:         }) {bounds = {{\[\[}}0 : i64, 8 : i64], [6 : i64, 8 : i64], [0 : i64, 2 : i64]]
 // Batch entry n; x[n, c, h, w] goes to XP[h + 1, w + 1, c] (channels last, C innermost).
 // CHECK:         ^bb0([[N:%[0-9]+]]: index):
 // CHECK:           ^bb0([[H:%[0-9]+]]: index, [[W:%[0-9]+]]: index, [[C:%[0-9]+]]: index):
