@@ -205,16 +205,19 @@ def tap_panels(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
 
 
 def exact_lines(conv: _Conv) -> bool:
-    """Whether the panels' products run line by line (`_line_products`): Convs of
-    EXACT_MIN_AXES or more spatial axes."""
-    return conv.r >= max(2, EXACT_MIN_AXES)
+    """Whether the panels' products run line by line (`_line_products`)."""
+    return _by_lines(conv.r)
+
+
+def _by_lines(rank: int) -> bool:
+    """Convs of EXACT_MIN_AXES or more spatial axes (2 at least: a line is the last axis)."""
+    return rank >= max(2, EXACT_MIN_AXES)
 
 
 def computes_little(k_sp, dil, out_sp, st=None) -> bool:
     """Whether the tap schedule computes few positions beyond the real ones: none where it runs
-    line by line (EXACT_MIN_AXES), else at most MAX_WASTE per output (`waste`)."""
-    return (len(out_sp) >= max(2, EXACT_MIN_AXES)
-            or waste(k_sp, dil, out_sp, st) <= MAX_WASTE)
+    line by line (`_by_lines`), else at most MAX_WASTE per output (`waste`)."""
+    return _by_lines(len(out_sp)) or waste(k_sp, dil, out_sp, st) <= MAX_WASTE
 
 
 def _line_products(b: KernelBuilder, conv: _Conv, planes, wt, t, panel, height, pitch, plane,
