@@ -51,11 +51,11 @@ from compilerkit.pipeline import compile_to
 from mlsys_workbench.experiments.fastconv import best_cpu, compile_variants, conv_model
 
 # (name, C in, C out, H = W (= D)): ResNet-50's 3x3 layers, then layers of <= 64 channels,
-# then two 3x3x3 layers of a 3D U-Net
+# then 3x3x3 layers of a 3D U-Net (its wide levels: 128 channels at 16^3, 256 at 8^3)
 LAYERS = [("64@56", 64, 64, 56), ("128@28", 128, 128, 28), ("256@14", 256, 256, 14),
           ("512@7", 512, 512, 7), ("16@112", 16, 16, 112), ("32@112", 32, 32, 112),
           ("32@56", 32, 32, 56), ("64@112", 64, 64, 112), ("3d 16@32", 16, 16, 32),
-          ("3d 32@16", 32, 32, 16)]
+          ("3d 32@16", 32, 32, 16), ("3d 128@16", 128, 128, 16), ("3d 256@8", 256, 256, 8)]
 # (name, C in, C out, D = H = W, kernel): 3-D layers with large kernels for the FFT section
 FFT_LAYERS = [("3d k5 16@32", 16, 16, 32, 5), ("3d k5 32@24", 32, 32, 24, 5),
               ("3d k7 16@24", 16, 16, 24, 7), ("3d k7 8@32", 8, 8, 32, 7)]

@@ -45,7 +45,10 @@ values reach the outputs classic's reach. F(2, 3) under "auto" ran 1.24-1.87x "c
 every layer it took (ResNet-50's and DenseNet-121's 3x3 layers, the U-Net's 3x3x3 ones up to
 64 channels; 1 thread, AVX-512 Xeon); whole models: ResNet-50 70.4 -> 61.1 ms, DenseNet-121
 71.7 -> 58.6 ms, the 3D U-Net 1.87 -> 1.47 s ("auto-f4": 1.22 s), the others unchanged (no
-layer qualifies). The price is compile time: the transforms are more Kernel IR (ResNet-50
+layer qualifies). Its 3x3x3 layers of 128 to 512 channels (8^3 and 16^3) later came to F(2, 3)
+too, 1.55-2.15x the tap schedule's lines (AUTO_FUSED_TILES): the U-Net 775 -> 674 ms at 1
+thread, 503 -> 408 ms at 2, its error against onnxruntime 9.9e-6 -> 8.4e-6 of the output's
+scale. The price is compile time: the transforms are more Kernel IR (ResNet-50
 1.5 -> 2.6 s).
 
 The option is the `conv_algorithm` option of the `lower-to-krnl` pass
@@ -71,7 +74,15 @@ AUTO_MIN_CHANNELS = 16
 # once U is read in strips (512@7: 1.36 vs 2.43 ms); on 4 x 4, F(2,3)'s 4 tiles beat classic
 # (256@4: 0.13 vs 0.21 ms) where F(4,3)'s one tile did not; one tile (2 x 2) stays classic
 AUTO_MIN_TILES = 4
-AUTO_FUSED_CHANNELS = 64  # the L3-fused schedule up to this many channels
+AUTO_FUSED_CHANNELS = 64  # the L3-fused schedule up to this many channels ...
+# ... and for 3x3x3 Convs of more channels, from this many tiles per batch entry on (16^3 at
+# F(2, 3)). F(2, 3) takes 3x3x3 Convs of any channel count: 1 thread, AVX-512, pad 1 + Relu,
+# ms classic (the taps' lines) -> F(2, 3) three-stage / L3-fused: 128 -> 256 at 8^3 6.73 ->
+# 4.15 / 4.35, 256 -> 256 at 8^3 16.3 -> 7.57 / 8.76, 512 -> 256 at 8^3 27.2 -> 13.2 / 16.5,
+# 64 -> 128 at 16^3 15.3 -> 10.2 / 9.84, 128 -> 128 at 16^3 30.3 -> 17.1 / 16.0, 256 -> 128
+# at 16^3 60.2 -> 31.3 / 30.6, 128 -> 64 at 32^3 108 -> 110 / 94.5: on 64 tiles (8^3) the
+# fused schedule's groups are a few tiles each, from 16^3 on it is ahead
+AUTO_FUSED_TILES = 512
 # Fewer input or output channels than this, where "classic" is the tap schedule, stay classic:
 # 1 thread, AVX-512, 3x3 pad 1 + Relu, ms F(2, 3) -> taps: 16 -> 64 at 55 x 55 0.720 -> 0.501,
 # 32 -> 128 at 27 x 27 0.480 -> 0.445, 128 -> 32 at 56 x 56 2.01 -> 1.87, at 14 x 14 even
@@ -152,24 +163,23 @@ def _asked(op, name: str) -> str:
 
 
 def auto_choice(op, tiles=AUTO_TILES["auto"], taps: bool = True) -> str:
-    """"auto": Winograd F(m, 3) for the 3x3 (and, up to AUTO_FUSED_CHANNELS channels, 3x3x3)
-    Convs it takes with at least AUTO_MIN_CHANNELS input and output channels and at least
-    AUTO_MIN_TILES tiles per batch entry at the first m of `tiles` ((2,) for "auto", (4, 2)
-    for "auto-f4") that gives them and whose error bound holds for the layer
-    (`winograd_error_ratio` <= AUTO_ERROR_RATIO) (the products are tiles x K x C, the
-    transformed weights alpha^r x C x K: with one tile they are bound by reading U, and
-    im2col stays faster); L3-fused when both channel counts are at most AUTO_FUSED_CHANNELS.
-    Not where "classic" takes the tap schedule (`taps`) and a channel count is below
+    """"auto": Winograd F(m, 3) for the 3x3 and 3x3x3 Convs it takes with at least
+    AUTO_MIN_CHANNELS input and output channels and at least AUTO_MIN_TILES tiles per batch
+    entry at the first m of `tiles` ((2,) for "auto", (4, 2) for "auto-f4") that gives them
+    and whose error bound holds for the layer (`winograd_error_ratio` <= AUTO_ERROR_RATIO)
+    (the products are tiles x K x C, the transformed weights alpha^r x C x K: with one tile
+    they are bound by reading U, and im2col stays faster); L3-fused when both channel counts
+    are at most AUTO_FUSED_CHANNELS or, 3x3x3, there are AUTO_FUSED_TILES tiles or more. Not
+    where "classic" takes the tap schedule (`taps`) and a channel count is below
     AUTO_TAPS_CHANNELS: there the taps are faster. Else "classic". Measured at 1 thread in
     benchmarks/winograd_bench.py (benchmarks/results/winograd_bench.json, same run, against
-    "classic"); 3x3x3 layers were measured only at 16 and 32 channels, hence their limit."""
+    "classic"; 3x3x3 layers of 16 to 512 channels: AUTO_FUSED_TILES' comment)."""
     ws = onnx_d.shape_of(op.operands[1])
     xs = onnx_d.shape_of(op.operands[0])
     if max(ws[2:], default=0) >= AUTO_FFT_KERNEL:
         return _auto_fft(op, ws)
-    fused = "-fused" if max(ws[0], xs[1]) <= AUTO_FUSED_CHANNELS else ""
-    shape_ok = list(ws[2:]) == [3, 3] or (list(ws[2:]) == [3, 3, 3] and fused)
-    if not shape_ok or min(ws[0], ws[1]) < AUTO_MIN_CHANNELS or (
+    few = max(ws[0], xs[1]) <= AUTO_FUSED_CHANNELS
+    if list(ws[2:]) not in ([3, 3], [3, 3, 3]) or min(ws[0], ws[1]) < AUTO_MIN_CHANNELS or (
             winograd.applies(op) is not None):
         return "classic"
     if onnx_d.is_splat(winograd.weights_array(op)[0]):
@@ -184,9 +194,10 @@ def auto_choice(op, tiles=AUTO_TILES["auto"], taps: bool = True) -> str:
     if taps and min(ws[0], ws[1]) < AUTO_TAPS_CHANNELS and _taps_take(op, ws, out):
         return "classic"  # the tap schedule (conv_taps.py) beats F(2, 3) on few channels
     for m in tiles:
-        if (math.prod(-(-o // m) for o in out) >= AUTO_MIN_TILES
-                and winograd_error_ratio(op, m, spread) <= AUTO_ERROR_RATIO):
-            return f"winograd-f{m}{fused}"
+        count = math.prod(-(-o // m) for o in out)
+        if count >= AUTO_MIN_TILES and winograd_error_ratio(op, m, spread) <= AUTO_ERROR_RATIO:
+            fused = few or (len(out) == 3 and count >= AUTO_FUSED_TILES)
+            return f"winograd-f{m}{'-fused' if fused else ''}"
     return "classic"
 
 

@@ -264,12 +264,16 @@ def test_variant_names():
     (256, 256, 4, 3, "winograd-f2", "winograd-f2"), (512, 512, 2, 3, "classic", "classic"),
     (8, 64, 56, 3, "classic", "classic"), (64, 64, 56, 5, "fft", "fft"),
     (16, 16, (16, 16, 16), 3, "winograd-f2-fused", "winograd-f4-fused"),
-    (128, 128, (16, 16, 16), 3, "classic", "classic")])
+    (128, 128, (16, 16, 16), 3, "winograd-f2-fused", "winograd-f4"),
+    (256, 256, (8, 8, 8), 3, "winograd-f2", "winograd-f4"),
+    (512, 256, (8, 8, 8), 3, "winograd-f2", "winograd-f4"),
+    (128, 64, (32, 32, 32), 3, "winograd-f2-fused", "winograd-f4-fused"),
+    (256, 256, (2, 2, 2), 3, "classic", "classic")])
 def test_auto_choice(c, k, hw, kernel, auto, auto_f4):
     """"auto" (the default) takes Winograd only for the class it measured faster on
-    (conv_algorithm.py): 3x3 (3x3x3 up to 64 channels), >= 16 channels, >= 4 tiles, F(2,3)
-    only, fused up to 64 channels; "auto-f4" tries F(4,3) first; kernels of 5 and more go to
-    the roofline (FFT or classic)."""
+    (conv_algorithm.py): 3x3 and 3x3x3, >= 16 channels, >= 4 tiles, F(2,3) only, fused up to
+    64 channels and, 3x3x3, from 512 tiles (16^3 at F(2, 3)) on; "auto-f4" tries F(4,3)
+    first; kernels of 5 and more go to the roofline (FFT or classic)."""
     from compilerkit.lowering.conv_algorithm import choose
 
     sp = hw if isinstance(hw, tuple) else (hw, hw)
