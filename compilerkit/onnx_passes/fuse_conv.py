@@ -10,6 +10,8 @@ ConvActivationFusion), so the lowering emits one loop nest where the model has t
   This is how tf2onnx exports a BatchNormalization it could not fold (after a depthwise Conv
   in Keras MobileNetV2 and EfficientNet); a BatchNormalization node itself is folded into its
   Conv by `decompose`, before this pass;
+- ConvTranspose -> Add(c), c a constant per output channel: folded into its bias (a Keras
+  Conv3DTranspose's bias comes as that Add);
 - Conv -> activation: the activation becomes the Conv's `activation` attribute, with its
   parameters in `activation_params` (onnxruntime's com.microsoft FusedConv names both):
 
@@ -182,6 +184,33 @@ def _fold_scale_shift(conv, module, block) -> bool:
     else:
         bias = bias + vec
     _set_params(conv, module, block, w.astype(w.dtype), bias.astype(w.dtype))
+    _replace(user.results[0], conv.results[0], module, block, [user])
+    return True
+
+
+def _fold_shift_transposed(conv, module, block) -> bool:
+    """ConvTranspose -> Add(c) with a per-channel constant c: into its bias (as onnxruntime's
+    ConvAddFusion does for Conv; Keras exports a Conv3DTranspose's bias as that Add)."""
+    if not _is(conv, "ConvTranspose") or not onnx_d.is_static(conv.results[0].type) or all(
+            _const(v, module) is not None for v in conv.operands if not onnx_d.is_absent(v)):
+        return False
+    params = _weights(conv, module)
+    user = _only_use(conv.results[0])
+    if params is None or not _is(user, "Add"):
+        return False
+    other = user.operands[1] if user.operands[0] is conv.results[0] else user.operands[0]
+    c = onnx_d.constant_value(other, module)
+    if c is None or user.results[0].type != conv.results[0].type:
+        return False
+    w, b = params
+    vec = _channel_vector(c, conv, w)
+    if vec is None:
+        return False
+    bias = (b if b is not None else np.zeros(vec.shape, w.dtype)) + vec
+    const = onnx_d.make_constant(np.ascontiguousarray(bias.astype(w.dtype)), module,
+                                 node_label(conv) + "_b")
+    block.insert_op_before(const, conv)
+    conv.operands[2] = const.results[0]
     _replace(user.results[0], conv.results[0], module, block, [user])
     return True
 
@@ -389,6 +418,9 @@ def fuse_conv(module, sums: bool = True) -> int:
     while changed:
         changed = False
         for op in list(block.ops):
+            if op.parent is not None and _fold_shift_transposed(op, module, block):
+                count += 1
+                changed = True
             if op.parent is None or not _is(op, "Conv"):
                 continue
             while _fold_pad(op, module, block) or _fold_scale_shift(op, module, block):

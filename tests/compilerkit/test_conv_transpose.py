@@ -115,3 +115,23 @@ def test_the_product_is_a_matmul_in_the_kernel_ir():
     model, _ = _model((1, 8, 3, 4, 5), (8, 4, 2, 2, 2), dict(strides=[2, 2, 2]))
     text = str(ck.lower(ck.optimize_onnx(ck.import_onnx(model)), opt_level=1))
     assert '"krnl.matmul"' in text and "sizes = [32 : i64, 60 : i64, 8 : i64]" in text
+
+
+@pytest.mark.parametrize("xs,ws,attrs,bias,c_shape", [
+    ((1, 8, 4, 4, 4), (8, 4, 2, 2, 2), {"strides": [2, 2, 2]}, False, (1, 4, 1, 1, 1)),
+    ((1, 8, 4, 4, 4), (8, 4, 2, 2, 2), {"strides": [2, 2, 2]}, True, (4, 1, 1, 1)),
+    ((2, 6, 5, 5), (6, 2, 3, 3), {"strides": [2, 2], "group": 3}, True, (1, 6, 1, 1)),
+    ((1, 4, 5, 5), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, False, (1,))])
+def test_a_bias_add_after_it_folds_into_its_bias(xs, ws, attrs, bias, c_shape):
+    """ConvTranspose -> Add of a per-channel constant (a Keras Conv3DTranspose's bias) folds
+    into the ConvTranspose's bias (fuse-conv): no Add is left, and the result is onnxruntime's
+    on the unfused graph."""
+    from compilerkit.pipeline import compile_to
+
+    m, arrays = _model(xs, ws, attrs, bias=bias)
+    c = np.random.default_rng(7).standard_normal(c_shape).astype(np.float32)
+    m.graph.node[0].output[0] = "t"
+    m.graph.node.append(N("Add", ["c", "t"], ["y"]))
+    m.graph.initializer.append(helper.make_tensor("c", 1, c.shape, c.ravel().tolist()))
+    assert "onnx.Add" not in str(compile_to("onnx-ir", m))
+    _close(m, arrays)

@@ -146,3 +146,44 @@ builtin.module {
 // CHECK-LABEL: func.func @residual_off
 // CHECK:         "onnx.Add"(%{{.*}}, %x) {onnx_node_name = "sum", fused_conv = 0 : i64}
 // OFF-NOT:       fused_conv
+
+// -----
+// A Keras Conv3DTranspose's bias comes as an Add of a [1, C, 1, 1, 1] constant after the
+// ConvTranspose (W [C_in, C_out, k...]): it folds into the ConvTranspose's bias. By hand:
+// b = [1, -1], t = [0.5, 2] -> b' = [1.5, 1]; without b, b' = t.
+builtin.module {
+  func.func @convt_add(%x: tensor<1x1x2x2x2xf32>) -> tensor<1x2x4x4x4xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 17 : i64} {
+    %w = "onnx.Constant"() {value = dense<1.0> : tensor<1x2x2x2x2xf32>} : () -> tensor<1x2x2x2x2xf32>
+    %b = "onnx.Constant"() {value = dense<[1.0, -1.0]> : tensor<2xf32>} : () -> tensor<2xf32>
+    %c = "onnx.ConvTranspose"(%x, %w, %b) {strides = [2, 2, 2], onnx_node_name = "up"} : (tensor<1x1x2x2x2xf32>, tensor<1x2x2x2x2xf32>, tensor<2xf32>) -> tensor<1x2x4x4x4xf32>
+    %t = "onnx.Constant"() {value = dense<[[[[[0.5]]], [[[2.0]]]]]> : tensor<1x2x1x1x1xf32>} : () -> tensor<1x2x1x1x1xf32>
+    %y = "onnx.Add"(%c, %t) {onnx_node_name = "bias_add"} : (tensor<1x2x4x4x4xf32>, tensor<1x2x1x1x1xf32>) -> tensor<1x2x4x4x4xf32>
+    func.return %y : tensor<1x2x4x4x4xf32>
+  }
+}
+// CHECK-LABEL: func.func @convt_add
+// CHECK-NEXT:    %[[W:.*]] = "onnx.Constant"() {value = dense<1.000000e+00> : tensor<1x2x2x2x2xf32>}
+// CHECK-NEXT:    %[[B:.*]] = "onnx.Constant"() {value = dense<[1.500000e+00, 1.000000e+00]> : tensor<2xf32>}
+// CHECK-NEXT:    %[[C:.*]] = "onnx.ConvTranspose"(%x, %[[W]], %[[B]]) {strides = [2 : i64, 2 : i64, 2 : i64], onnx_node_name = "up"}
+// CHECK-NEXT:    func.return %[[C]]
+
+// -----
+// The same without a bias; an Add of a full tensor (not per channel) stays.
+builtin.module {
+  func.func @convt_add_nobias(%x: tensor<1x1x2x2x2xf32>, %s: tensor<1x2x4x4x4xf32>) -> (tensor<1x2x4x4x4xf32>, tensor<1x2x4x4x4xf32>) attributes {input_names = ["x", "s"], output_names = ["y", "z"], onnx_opset = 17 : i64} {
+    %w = "onnx.Constant"() {value = dense<1.0> : tensor<1x2x2x2x2xf32>} : () -> tensor<1x2x2x2x2xf32>
+    %none = "onnx.NoValue"() : () -> none
+    %c = "onnx.ConvTranspose"(%x, %w, %none) {strides = [2, 2, 2], onnx_node_name = "up"} : (tensor<1x1x2x2x2xf32>, tensor<1x2x2x2x2xf32>, none) -> tensor<1x2x4x4x4xf32>
+    %t = "onnx.Constant"() {value = dense<[[[[[0.5]]], [[[2.0]]]]]> : tensor<1x2x1x1x1xf32>} : () -> tensor<1x2x1x1x1xf32>
+    %y = "onnx.Add"(%t, %c) {onnx_node_name = "bias_add"} : (tensor<1x2x1x1x1xf32>, tensor<1x2x4x4x4xf32>) -> tensor<1x2x4x4x4xf32>
+    %d = "onnx.ConvTranspose"(%x, %w, %none) {strides = [2, 2, 2], onnx_node_name = "up2"} : (tensor<1x1x2x2x2xf32>, tensor<1x2x2x2x2xf32>, none) -> tensor<1x2x4x4x4xf32>
+    %z = "onnx.Add"(%d, %s) {onnx_node_name = "sum"} : (tensor<1x2x4x4x4xf32>, tensor<1x2x4x4x4xf32>) -> tensor<1x2x4x4x4xf32>
+    func.return %y, %z : tensor<1x2x4x4x4xf32>, tensor<1x2x4x4x4xf32>
+  }
+}
+// CHECK-LABEL: func.func @convt_add_nobias
+// CHECK:         %[[B:.*]] = "onnx.Constant"() {value = dense<[5.000000e-01, 2.000000e+00]> : tensor<2xf32>}
+// CHECK-NEXT:    %[[C:.*]] = "onnx.ConvTranspose"(%x, %{{.*}}, %[[B]]) {strides = [2 : i64, 2 : i64, 2 : i64], onnx_node_name = "up"}
+// CHECK:         %[[D:.*]] = "onnx.ConvTranspose"(%x, %{{.*}}, %{{.*}}) {strides = [2 : i64, 2 : i64, 2 : i64], onnx_node_name = "up2"}
+// CHECK-NEXT:    %[[Z:.*]] = "onnx.Add"(%[[D]], %s)
+// CHECK-NEXT:    func.return %[[C]], %[[Z]]
