@@ -32,7 +32,8 @@ builtin.module {
 // CHECK:           "krnl.load"([[X]],
 // CHECK:           "krnl.store"({{%[0-9]+}}, [[S]],
 // Per (chunk, panel): t = bias, its padded columns 0, then the product over the panel's 256
-// positions, then the 8 x 30 real positions of its 8 rows out, through the Relu.
+// positions, then the 8 x 30 real positions of its 8 rows out, through the Relu: blocks of
+// 16 channels x 16 columns (t's block rows read once), then the rows' last 14 columns.
 // CHECK:             "krnl.load"([[B]],
 // CHECK:             "krnl.store"({{%[0-9]+}}, [[T]],
 // CHECK:           }) {bounds = {{\[\[}}0 : i64, 256 : i64], [16 : i64, 32 : i64]]
@@ -41,5 +42,9 @@ builtin.module {
 // CHECK:             [[V:%[0-9]+]] = "krnl.load"([[T]],
 // CHECK:             [[R:%[0-9]+]] = arith.maximumf [[V]],
 // CHECK-NEXT:        "krnl.store"([[R]], [[YV]],
-// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 16 : i64], [0 : i64, 8 : i64], [0 : i64, 30 : i64]]
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 8 : i64], [0 : i64, 1 : i64], [0 : i64, 16 : i64], [0 : i64, 16 : i64]]
+// CHECK:             [[V2:%[0-9]+]] = "krnl.load"([[T]],
+// CHECK:             [[R2:%[0-9]+]] = arith.maximumf [[V2]],
+// CHECK-NEXT:        "krnl.store"([[R2]], [[YV]],
+// CHECK-NEXT:      }) {bounds = {{\[\[}}0 : i64, 16 : i64], [0 : i64, 8 : i64], [0 : i64, 14 : i64]]
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 1 : i64]]
