@@ -84,6 +84,7 @@ from compilerkit.lowering.conv_common import (
     _reads_x_in_place,
     _scratch,
     _tap,
+    transposing_nests,
 )
 from compilerkit.lowering.conv_panels import gemm, sum_pays
 from compilerkit.lowering.depthwise import direct_2d
@@ -392,8 +393,12 @@ def _transposed_gemm(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
             return
         emit_strip_matmul(b, src, wt, t, p, width, kdim, [a_off, zero, zero], a_strides,
                           width + 16, strip)
-        with b.nest([conv.oc, p]) as (o, q):
+
+        def write(o, ivs):
+            q = ivs[0]
             b.store(_finish(b, conv, b.load(t, [q, o]), [nn, o, q]), ov, [nn, o, q])
+
+        transposing_nests(b, conv.oc, [p], write)
 
 
 def _strip_by_strip(b: KernelBuilder, conv: _Conv, src, wt, t, ov, nn, p: int, kdim: int,
@@ -409,9 +414,12 @@ def _strip_by_strip(b: KernelBuilder, conv: _Conv, src, wt, t, ov, nn, p: int, k
             b.store(_bias_at(b, conv, o), t, [q, o])
         at = [a_off, b.affine([(s, kdim * strip)]), b.affine([(s, strip)])]
         emit_matmul(b, src, wt, t, p, strip, kdim, at, a_strides, strip, conv.oc + 16)
-        with b.nest([strip, p]) as (j, q):
-            o = b.affine([(s, strip), (j, 1)])
+
+        def write(j, ivs):
+            o, q = b.affine([(s, strip), (j, 1)]), ivs[0]
             b.store(_finish(b, conv, b.load(t, [q, o]), [nn, o, q]), ov, [nn, o, q])
+
+        transposing_nests(b, strip, [p], write)
 
 
 def _transposed_panel_rows(conv: _Conv, kdim: int) -> tuple[int, int]:
@@ -470,8 +478,12 @@ def _transposed_panels(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
                               [b.affine([(jc, pw * kdim)]), zero, b.affine([(jc, pw * ldt)])],
                               (kdim, 1), ldt, strip)
             q0 = b.affine([(jp, pw)])
-            with b.nest([conv.oc, pw]) as (o, q):
+
+            def write(o, ivs):
+                q = ivs[0]
                 at = [nn, o, b.affine([(q0, 1), (q, 1)])]
                 b.store(_finish(b, conv, b.load(t, [jc, q, o]), at), ov, at)
+
+            transposing_nests(b, conv.oc, [pw], write)
 
 

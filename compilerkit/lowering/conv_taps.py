@@ -36,7 +36,14 @@ import math
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, shape
-from compilerkit.lowering.conv_common import _bias_rows, _Conv, _copy_in, _finish, _scratch
+from compilerkit.lowering.conv_common import (
+    _bias_rows,
+    _Conv,
+    _copy_in,
+    _finish,
+    _scratch,
+    transposing_nests,
+)
 from compilerkit.lowering.depthwise import phase_pieces as _pieces
 from compilerkit.lowering.matmul import emit_matmul, emit_strip_matmul
 
@@ -95,7 +102,6 @@ STRIDED_MIN_K = 64
 # or slower (0.97-1.01x at 55 x 55, 27 x 27, 13 x 13, 14 x 14, 28 x 28; 0.69-0.82x against
 # im2col at 7 x 7 and 48 -> 192 at 13 x 13), so 2-D Convs keep the grid and the waste bound.
 EXACT_MIN_AXES = 3
-EPILOGUE_BLOCK = 16  # channels x positions per block of the epilogue (`_transposing_nests`)
 LINE_K = 128  # most of the sum per piece in `_line_products` (tile_matmul.UNIT_TK)
 PHASE_BYTES = 2 * 1024 * 1024
 
@@ -197,40 +203,15 @@ def tap_panels(b: KernelBuilder, conv: _Conv, out, wt, strip: int):
             # the panel's real positions, transposed back to NCHW
             where = [math.prod(conv.out_sp[d + 1:]) for d in range(conv.r)] if exact else pitch
 
-            def write(o, i, inner):
+            def write(o, ivs):
+                i, inner = ivs[0], ivs[1:]
                 q = b.affine([(i, where[0])] + [(v, where[d + 1]) for d, v in enumerate(inner)])
                 at = b.affine([(jp, height * (p // rows)), (i, p // rows)]
                               + [(v, math.prod(conv.out_sp[d + 2:])) for d, v in
                                  enumerate(inner)])
                 b.store(_finish(b, conv, b.load(t, [jc, q, o]), [nn, o, at]), ov, [nn, o, at])
 
-            _transposing_nests(b, conv, height, write)
-
-
-def _transposing_nests(b: KernelBuilder, conv: _Conv, height: int, body):
-    """The epilogue's loops over a panel's outputs, `body(o, i, inner)` emitted in them for
-    channel o, row i of the panel and the other spatial indices `inner`: channel-major, so
-    each output line is written in order while t is read down a column. Where the channels
-    come in whole blocks of EPILOGUE_BLOCK, the loops go block by block (EPILOGUE_BLOCK
-    channels x as many positions of the last axis innermost), the last axis's leftover
-    positions in a nest of their own: a block's rows of t, a cache line each, are read once
-    from L1, where the column walk took each line from L2 or farther once per channel. 1
-    thread, AVX-512, + Relu, ms: ResNet-50's 7x7 stride-2 stem 2.12 -> 1.88, 16 -> 32 3x3 at
-    224 x 224 4.25 -> 3.75, 32 -> 64 at 112 x 112 3.55 -> 3.36; 3x3x3 16 -> 32 at 64^3 60.1 ->
-    58.7, 32 -> 32 at 64^3 110.9 -> 109.5; the same bits."""
-    n = EPILOGUE_BLOCK
-    last = conv.out_sp[-1]
-    whole = last // n * n
-    if conv.oc % n or not whole:
-        with b.nest([conv.oc, height] + conv.out_sp[1:]) as ivs:
-            body(ivs[0], ivs[1], ivs[2:])
-        return
-    with b.nest([conv.oc // n, height] + conv.out_sp[1:-1] + [last // n, n, n]) as ivs:
-        ob, i, mid, xb, oi, xi = ivs[0], ivs[1], ivs[2:-3], ivs[-3], ivs[-2], ivs[-1]
-        body(b.affine([(ob, n), (oi, 1)]), i, list(mid) + [b.affine([(xb, n), (xi, 1)])])
-    if whole < last:
-        with b.nest([conv.oc, height] + conv.out_sp[1:-1] + [last - whole]) as ivs:
-            body(ivs[0], ivs[1], list(ivs[2:-1]) + [b.affine([(ivs[-1], 1)], whole)])
+            transposing_nests(b, conv.oc, [height] + conv.out_sp[1:], write)
 
 
 def exact_lines(conv: _Conv) -> bool:
