@@ -218,7 +218,7 @@ def lower_conv(b: KernelBuilder, op, ins, sum_with=None):
         conv.summand = b.view(s, [conv.n, conv.oc, math.prod(out_sp)])
         sum_with = None
     if schedule == "taps":
-        conv_taps.tap_panels(b, conv, out, *_stored_wt(b, conv, op))
+        conv_taps.tap_panels(b, conv, out, *_stored_wt(b, conv, op, narrow=True))
     elif schedule == "gemm":
         gemm(b, conv, out)
     else:
@@ -237,11 +237,14 @@ def _sum_after(b: KernelBuilder, out, sum_with):
     return lower_binary(b, add, [out, s] if k == 0 else [s, out])
 
 
-def _stored_wt(b: KernelBuilder, conv: _Conv, op):
+def _stored_wt(b: KernelBuilder, conv: _Conv, op, narrow: bool = False):
     """(W^T as a constant in strips of the micro-kernel's width, that width) for the
-    transposed and tap schedules."""
+    transposed and tap schedules; `narrow`: one vector wide where the output channels fit
+    one (the micro-kernel's one-vector blocks, `microkernel.half_rows`)."""
     w_np, module = weights_array(op)
     strip = matmul.strip_width(conv.oc, b.lanes)
+    if narrow and 1 < b.lanes and conv.oc <= b.lanes:
+        strip = b.lanes
     return b.constant(_columns_weights(conv, w_np, strip), module, f"wt_{node_label(op)}",
                       conv.elem), strip
 

@@ -70,6 +70,9 @@ CASES = [
     ((1, 4, 6, 32, 40), (12, 4, 3, 3, 3), dict(pads=[1] * 6), True, None),  # 3-D
     ((1, 3, 5, 30, 33), (10, 3, 2, 3, 3), dict(pads=[0, 1, 1, 1, 1, 1]), False, "Relu"),
     ((1, 32, 56, 56), (64, 32, 3, 3), dict(pads=[1, 1, 1, 1]), True, "Relu"),  # many panels
+    # one vector of output channels on AVX-512 (W^T in strips of 16: microkernel.half_rows)
+    ((1, 16, 30, 29), (16, 16, 3, 3), dict(pads=[1, 1, 1, 1]), True, "Clip"),
+    ((1, 4, 8, 16, 32), (16, 4, 3, 3, 3), dict(pads=[1] * 6), True, "Relu"),  # 3-D lines
     # strides: the phase planes (ResNet's stem, stride-2 3x3s, odd sizes, uneven pads)
     ((1, 3, 64, 64), (20, 3, 7, 7), dict(strides=[2, 2], pads=[3, 3, 3, 3]), True, "Relu"),
     ((1, 8, 15, 21), (16, 8, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]), False, None),
@@ -320,3 +323,23 @@ def test_small_volumes_take_the_lines(monkeypatch):
     panels = ck.compile(model, asm=False, conv_algorithm="classic").run(x)[0]
     np.testing.assert_array_equal(got, panels)
     np.testing.assert_allclose(got, ort_run(model, [x])[0], rtol=1e-4, atol=1e-4)
+
+
+def test_sixteen_channels_take_one_vector_strips():
+    """A Conv with at most one vector of output channels stores W^T in strips one vector
+    wide (16 columns on AVX-512, where the micro-kernel's strips are 32): its products run in
+    the kernel's one-vector blocks (microkernel.half_rows) instead of computing 16 zero
+    columns. Same bits as the panels (the CASES above)."""
+    from compilerkit.backends.host import host_target
+
+    lanes = host_target().vector_width
+    if lanes < 16:
+        pytest.skip("one-vector strips differ from two-vector ones only where 16 channels fit "
+                    "one vector")
+    x = seeded((1, 8, 20, 22), 3)
+    model = conv_act_model(x, (16, 8, 3, 3), True, "Relu", pads=[1, 1, 1, 1])
+    kir = str(compile_to("kernel-ir", model, conv_algorithm="classic"))
+    assert f"memref<1x72x{lanes}xf32>" in kir  # W^T: one strip of K = 8 x 9 rows
+    got = ck.compile(model, asm=False, conv_algorithm="classic").run(x)[0]
+    panels = ck.compile(model, asm=False, conv_algorithm="im2col").run(x)[0]
+    np.testing.assert_array_equal(got, panels)

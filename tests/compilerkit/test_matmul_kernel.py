@@ -235,6 +235,27 @@ def test_rows_one_element_apart_give_the_general_kernels_bits(m):
         assert np.array_equal(got[0], got[1])
 
 
+@pytest.mark.parametrize("m", [1, 12, 26, 27, 40, 53])
+@pytest.mark.parametrize("k", [7, 100, 1100])
+def test_one_vector_products_give_the_general_kernels_bits(m, k):
+    # Rows one element apart (Gemm transA = 1) and 16 columns with B's rows 16 apart: on a
+    # 16-lane host the unit variant's one-vector blocks (`half_rows`: 26, 13, 8, 4, 2, 1
+    # rows; k past the stack panel's KMAX in pieces); elsewhere its strips. The general
+    # variant's bits either way.
+    rng = np.random.default_rng(m * k)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, 16)).astype(np.float32)
+    c = rng.standard_normal(16).astype(np.float32)
+    got = {}
+    for trans in (0, 1):
+        ins = [("a", a.T.copy() if trans else a)]
+        model = make_model([helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=trans)],
+                           ins, ["y"], [("b", b), ("c", c)])
+        got[trans] = ck.compile(model, asm=False).run(ins[0][1])[0]
+    close(got[1], a, b, np.float32, c=c)
+    assert np.array_equal(got[0], got[1])
+
+
 def test_a_sum_too_long_for_a_table_takes_the_general_kernel():
     # Rows one element apart but K past UNIT_TABLE_MAX: the general variant (no table of K
     # entries in the module), same bits as the row-major product.

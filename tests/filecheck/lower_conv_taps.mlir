@@ -5,8 +5,9 @@
 // x [1, 4, 16, 30], pads 1: padded extent 18 x 32, plus one spare row (the last panel's
 // throw-away positions read inside it): scratch [1, 4, 19, 32], plane 19 * 32 = 608, pitch 32.
 // Taps (kh, kw) at kh * 32 + kw: 0, 1, 2, 32, 33, 34, 64, 65, 66. K = 4 * 9 = 36, A's rows one
-// position apart (row stride 1), its column (c, tap) at c * 608 + tap. W^T in strips of 32
-// (16 output channels, zero-padded): [1, 36, 32]. Panels: 16 rows in 2 chunks of 8 rows (a
+// position apart (row stride 1), its column (c, tap) at c * 608 + tap. W^T in one strip of
+// 16 columns (16 output channels: one vector, the micro-kernel's one-vector blocks; two
+// vectors of AVX2, one strip of its width): [1, 36, 16]. Panels: 16 rows in 2 chunks of 8 rows (a
 // chunk per thread), 8 * 32 = 256 positions each (2 of every 32 thrown away): t [2, 256, 48]
 // (rows one cache line longer than the strip).
 builtin.module {
@@ -18,7 +19,7 @@ builtin.module {
 }
 // CHECK-LABEL: func.func @taps_3x3(
 // CHECK-SAME:    [[X:%[0-9]+]]: memref<1x4x16x30xf32>, [[B:%[0-9]+]]: memref<16xf32>, [[Y:%[0-9]+]]: memref<1x16x16x30xf32>)
-// CHECK:         [[WT:%[0-9]+]] = "krnl.global"() {sym_name = "wt_c", {{.*}}} : () -> memref<1x36x32xf32>
+// CHECK:         [[WT:%[0-9]+]] = "krnl.global"() {sym_name = "wt_c", {{.*}}} : () -> memref<1x36x16xf32>
 // CHECK:         [[S:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<1x4x19x32xf32>
 // CHECK:         [[T:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<2x256x48xf32>
 // CHECK:         [[YV:%[0-9]+]] = "krnl.reshape"([[Y]]) {onnx_node = "c"} : (memref<1x16x16x30xf32>) -> memref<1x16x480xf32>
@@ -31,14 +32,14 @@ builtin.module {
 // CHECK:           }) {bounds = {{\[\[}}0 : i64, 4 : i64], [0 : i64, 19 : i64], [31 : i64, 32 : i64]]
 // CHECK:           "krnl.load"([[X]],
 // CHECK:           "krnl.store"({{%[0-9]+}}, [[S]],
-// Per (chunk, panel): t = bias, its padded columns 0, then the product over the panel's 256
+// Per (chunk, panel): t = bias, then the product over the panel's 256
 // positions, then the 8 x 30 real positions of its 8 rows out, through the Relu: blocks of
 // 16 channels x 16 columns (t's block rows read once), then the rows' last 14 columns.
 // CHECK:             "krnl.load"([[B]],
 // CHECK:             "krnl.store"({{%[0-9]+}}, [[T]],
-// CHECK:           }) {bounds = {{\[\[}}0 : i64, 256 : i64], [16 : i64, 32 : i64]]
+// CHECK:           }) {bounds = {{\[\[}}0 : i64, 256 : i64], [0 : i64, 16 : i64]]
 // CHECK:               "krnl.matmul"([[S]], [[WT]], [[T]],
-// CHECK-SAME:            {sizes = [256 : i64, 32 : i64, 36 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [1 : i64, 608 : i64, 32 : i64, 48 : i64], simd = 1 : i64, a_taps = [0 : i64, 1 : i64, 2 : i64, 32 : i64, 33 : i64, 34 : i64, 64 : i64, 65 : i64, 66 : i64]}
+// CHECK-SAME:            {sizes = [256 : i64, 16 : i64, 36 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [1 : i64, 608 : i64, 16 : i64, 48 : i64], simd = 1 : i64, a_taps = [0 : i64, 1 : i64, 2 : i64, 32 : i64, 33 : i64, 34 : i64, 64 : i64, 65 : i64, 66 : i64]}
 // CHECK:             [[V:%[0-9]+]] = "krnl.load"([[T]],
 // CHECK:             [[R:%[0-9]+]] = arith.maximumf [[V]],
 // CHECK-NEXT:        "krnl.store"([[R]], [[YV]],

@@ -19,7 +19,7 @@ builtin.module {
 }
 // CHECK-LABEL: func.func @taps_stride_2(
 // CHECK-SAME:    [[X:%[0-9]+]]: memref<1x8x16x20xf32>, [[B:%[0-9]+]]: memref<16xf32>, [[Y:%[0-9]+]]: memref<1x16x8x10xf32>)
-// CHECK:         [[WT:%[0-9]+]] = "krnl.global"() {sym_name = "wt_c", {{.*}}} : () -> memref<1x72x32xf32>
+// CHECK:         [[WT:%[0-9]+]] = "krnl.global"() {sym_name = "wt_c", {{.*}}} : () -> memref<1x72x16xf32>
 // CHECK:         [[S:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<8x4x10x11xf32>
 // CHECK:         [[T:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<1x88x48xf32>
 // CHECK:           "krnl.store"({{%[0-9]+}}, [[S]],
@@ -29,6 +29,6 @@ builtin.module {
 // CHECK-COUNT-2:     "krnl.load"([[X]],
 // CHECK:           }) {bounds = {{\[\[}}0 : i64, 8 : i64], [0 : i64, 8 : i64], [0 : i64, 10 : i64]]
 // CHECK:               "krnl.matmul"([[S]], [[WT]], [[T]],
-// CHECK-SAME:            {sizes = [88 : i64, 32 : i64, 72 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [1 : i64, 440 : i64, 32 : i64, 48 : i64], simd = 1 : i64, a_taps = [0 : i64, 110 : i64, 1 : i64, 220 : i64, 330 : i64, 221 : i64, 11 : i64, 121 : i64, 12 : i64]}
+// CHECK-SAME:            {sizes = [88 : i64, 16 : i64, 72 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [1 : i64, 440 : i64, 16 : i64, 48 : i64], simd = 1 : i64, a_taps = [0 : i64, 110 : i64, 1 : i64, 220 : i64, 330 : i64, 221 : i64, 11 : i64, 121 : i64, 12 : i64]}
 // CHECK:             "krnl.store"({{%[0-9]+}}, {{%[0-9]+}},
 // CHECK:           }) {bounds = {{\[\[}}0 : i64, 16 : i64], [0 : i64, 8 : i64], [0 : i64, 10 : i64]]
