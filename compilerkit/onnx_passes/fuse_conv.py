@@ -160,22 +160,28 @@ def _channel_vector(c, conv, w):
 
 # ---- the rewrites ----------------------------------------------------------------------------
 
-def _fold_scale_shift(conv, module, block) -> bool:
-    """Conv -> Mul(c) or Add(c) with a per-channel constant c: into W and b."""
-    if not _fusable(conv, module):
-        return False
+def _channel_user(conv, module, kinds):
+    """(the op's one user, W, b or None, c per output channel) where its result goes only to
+    an op of one of `kinds` whose other operand is a constant per output channel
+    (`_channel_vector`) and the result type stays; else None."""
     params = _weights(conv, module)
     user = _only_use(conv.results[0])
-    if params is None or not (_is(user, "Mul") or _is(user, "Add")):
-        return False
+    if params is None or not any(_is(user, kind) for kind in kinds):
+        return None
     other = user.operands[1] if user.operands[0] is conv.results[0] else user.operands[0]
     c = onnx_d.constant_value(other, module)
     if c is None or user.results[0].type != conv.results[0].type:
+        return None
+    vec = _channel_vector(c, conv, params[0])
+    return None if vec is None else (user, *params, vec)
+
+
+def _fold_scale_shift(conv, module, block) -> bool:
+    """Conv -> Mul(c) or Add(c) with a per-channel constant c: into W and b."""
+    found = _fusable(conv, module) and _channel_user(conv, module, ("Mul", "Add"))
+    if not found:
         return False
-    w, b = params
-    vec = _channel_vector(c, conv, w)
-    if vec is None:
-        return False
+    user, w, b, vec = found
     oc = w.shape[0]
     bias = b if b is not None else np.zeros(oc, w.dtype)
     if _is(user, "Mul"):
@@ -194,18 +200,10 @@ def _fold_shift_transposed(conv, module, block) -> bool:
     if not _is(conv, "ConvTranspose") or not onnx_d.is_static(conv.results[0].type) or all(
             _const(v, module) is not None for v in conv.operands if not onnx_d.is_absent(v)):
         return False
-    params = _weights(conv, module)
-    user = _only_use(conv.results[0])
-    if params is None or not _is(user, "Add"):
+    found = _channel_user(conv, module, ("Add",))
+    if found is None:
         return False
-    other = user.operands[1] if user.operands[0] is conv.results[0] else user.operands[0]
-    c = onnx_d.constant_value(other, module)
-    if c is None or user.results[0].type != conv.results[0].type:
-        return False
-    w, b = params
-    vec = _channel_vector(c, conv, w)
-    if vec is None:
-        return False
+    user, w, b, vec = found
     bias = (b if b is not None else np.zeros(vec.shape, w.dtype)) + vec
     const = onnx_d.make_constant(np.ascontiguousarray(bias.astype(w.dtype)), module,
                                  node_label(conv) + "_b")
