@@ -108,10 +108,11 @@ def _const(value, module):
     return None if onnx_d.is_absent(value) else onnx_d.constant_value(value, module)
 
 
-def _fusable(conv, module) -> bool:
-    """A Conv this pass may rewrite: no activation yet, a static result, and not all operands
-    constant (constant folding computes those, and knows no fused activation)."""
-    if not _is(conv, "Conv") or "activation" in conv.attributes:
+def _fusable(conv, module, kind: str = "Conv") -> bool:
+    """A Conv (or ConvTranspose, `kind`) this pass may rewrite: no activation yet, a static
+    result, and not all operands constant (constant folding computes those, and knows no fused
+    activation)."""
+    if not _is(conv, kind) or "activation" in conv.attributes:
         return False
     if not onnx_d.is_static(conv.results[0].type):
         return False
@@ -197,11 +198,8 @@ def _fold_scale_shift(conv, module, block) -> bool:
 def _fold_shift_transposed(conv, module, block) -> bool:
     """ConvTranspose -> Add(c) with a per-channel constant c: into its bias (as onnxruntime's
     ConvAddFusion does for Conv; Keras exports a Conv3DTranspose's bias as that Add)."""
-    if not _is(conv, "ConvTranspose") or not onnx_d.is_static(conv.results[0].type) or all(
-            _const(v, module) is not None for v in conv.operands if not onnx_d.is_absent(v)):
-        return False
-    found = _channel_user(conv, module, ("Add",))
-    if found is None:
+    found = _fusable(conv, module, "ConvTranspose") and _channel_user(conv, module, ("Add",))
+    if not found:
         return False
     user, w, b, vec = found
     bias = (b if b is not None else np.zeros(vec.shape, w.dtype)) + vec
