@@ -98,9 +98,25 @@ DOT_LANES = 32  # bytes of A and B per vector in the N = 1 dot products (fixed: 
 # A's and B's pointers and the loop's count and branch are paid once per K_UNROLL k (MLAS's
 # kernels unroll k by 4). 1 thread, AVX-512, in one process, GF/s with 1 -> 4: MatMul 1024^3
 # 144 -> 160, 196 x 2304 x 256 135 -> 157, 169 x 512 x 1000 146 -> 162 (onnxruntime 157, 167,
-# 166); ResNet-50 1.05x, DenseNet-121 1.02x. 8 was no faster; a software prefetch of B (MLAS's
-# prefetcht0, 256 or 512 bytes ahead) gained nothing measurable.
+# 166); ResNet-50 1.05x, DenseNet-121 1.02x. 8 was no faster; a software prefetch of B a few
+# lines ahead (MLAS's prefetcht0, 256 or 512 bytes) gained nothing measurable: the hardware's
+# prefetcher already follows a strip. What it does not do is fetch the next panel (NEXT_PANEL).
 K_UNROLL = 4
+# Where B is read in place from strips stored one after another (a Conv's W^T strips, Winograd's
+# transformed weights), every k of a register block also prefetches the same row of the next
+# panel, `kc` rows further on: the next k piece of the strip or the next strip, which the next
+# call (or piece) reads. Inside a model a layer's weights come from memory, not cache: the
+# first row block waited on every line of its panel, and the other row blocks, computing from
+# cache, left memory idle. Prefetched into L2 (`NEXT_PANEL_LOCALITY`, prefetcht1; t0 and t2
+# measured the same) while the current panel's row blocks compute, the next panel's lines are
+# there when its first row block starts. 1 thread, AVX-512, caches flushed before each call,
+# ms, without -> with: F(2, 3) 512 -> 512 at 7 x 7 2.63 -> 1.90, 256 -> 256 at 14 x 14
+# 1.44 -> 1.23; 1x1 2048 -> 512 at 7 x 7 0.99 -> 0.85, 512 -> 2048 1.05 -> 0.89; the models,
+# calls interleaved in one process: ResNet-50 56.0 -> 51.5, MobileNetV2 7.30 -> 7.02,
+# DenseNet-121 44.7 -> 44.0, SqueezeNet 5.92 -> 5.82 (EfficientNet-B0 and the 3D U-Net the
+# same within noise). A prefetch changes no value: the same bits.
+NEXT_PANEL = True
+NEXT_PANEL_LOCALITY = 2
 PACK_MIN_ROWS = 4 * MR  # fewer rows read B in place (measured: packing pays from ~4 row blocks)
 
 
@@ -209,7 +225,7 @@ def matmul_kernel(module: ir.Module, elem_t, simd: int, rows: str = "general") -
     ftype = ir.FunctionType(ir.VoidType(), [p, p, p] + [I64] * 13 + [p, I64]
                             + [I64, I64, elem_t, elem_t, I64.as_pointer()])
     key = (name, str(elem_t), simd, rows, MR, NV, ROW_TAILS, WIDE_ROWS, PANEL, KMAX, DOT_LANES,
-           PACK_MIN_ROWS, K_UNROLL)
+           PACK_MIN_ROWS, K_UNROLL, NEXT_PANEL, NEXT_PANEL_LOCALITY)
     kept = _BODIES.get(key)
     if kept is not None:
         body, intrinsics = kept
@@ -590,7 +606,7 @@ class _Body:
             bptr = b.gep(self.B, [b.add(self.b_off, b.add(b.mul(kb, self.ldb), jb))])
             cptr = b.gep(self.C, [b.add(b.add(self.c_off, b.mul(ii, self.ldc)), jb)])
             self.micro(rows, a_rows, kc, bptr, c(self.lanes), cptr, self.ldc,
-                       (ends[0], ends[1], starts), True, nv=1)
+                       (ends[0], ends[1], starts), True, nv=1, ahead=b.mul(kc, c(self.lanes)))
 
         self.row_blocks(2 * self.wide, tails, block)
 
@@ -676,8 +692,11 @@ class _Body:
             bptr = b.select(self.pack, packed, direct)
             # unpacked B with unit rows is a strip read in place (ldb == NR): see `pack`
             bstride = c(nr) if unit else b.select(self.pack, c(nr), self.ldb)
+            # the next panel follows this one where B's strips are read in place (after the
+            # stack panel: nothing to fetch; `ahead` 0 skips the prefetches)
+            ahead = b.select(self.pack, c(0), b.mul(kc, c(nr)))
             self.micro(rows, a_rows, kc, bptr, bstride, b.gep(self.C, [b.add(c_row, j)]),
-                       self.ldc, ends, unit)
+                       self.ldc, ends, unit, ahead=ahead)
 
         counted_loop(b, c(0), nfull, c(1), full_strip)
         with b.if_then(b.icmp_signed(">", tail, c(0))):
@@ -717,21 +736,36 @@ class _Body:
 
         counted_loop(b, c(0), c(rows), c(1), row)
 
-    def micro(self, rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, unit, nv=NV):
+    def micro(self, rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, unit, nv=NV,
+              ahead=None):
         """The register block: C[r, 0:nv*lanes] (at cptr, row stride cstride) +=
         sum_k A[r, k] * Bstrip[k, 0:nv*lanes] (at bptr, row stride bstride), k in [0, kc).
         `ends` (begins, finishes, the rows' start values): a block that begins the product
-        starts from the start values instead of C; one that finishes it is clamped."""
+        starts from the start values instead of C; one that finishes it is clamped.
+        `ahead`: elements from a row of B to the same row of the next panel, prefetched with
+        it (NEXT_PANEL) where B's row stride is the constant one of strips; 0 or None: none."""
         b, c = self.b, self.c
         if isinstance(bstride, ir.Constant):
-            return self._micro(rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, unit, nv)
+            return self._micro(rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, unit, nv,
+                               ahead)
         with b.if_else(b.icmp_signed("==", bstride, c(self.nr))) as (packed, direct):
             with packed:
-                self._micro(rows, a_rows, kc, bptr, c(self.nr), cptr, cstride, ends, unit, nv)
+                self._micro(rows, a_rows, kc, bptr, c(self.nr), cptr, cstride, ends, unit, nv,
+                            ahead)
             with direct:
                 self._micro(rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, unit, nv)
 
-    def _micro(self, rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, unit, nv):
+    def prefetch(self, ptr):
+        """llvm.prefetch of the line at `ptr` for reading, into NEXT_PANEL_LOCALITY."""
+        b, i32, i8p = self.b, ir.IntType(32), ir.IntType(8).as_pointer()
+        module = self.fn.module
+        fn = module.globals.get("llvm.prefetch.p0i8") or ir.Function(
+            module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0i8")
+        b.call(fn, [b.bitcast(ptr, i8p), ir.Constant(i32, 0),
+                    ir.Constant(i32, NEXT_PANEL_LOCALITY), ir.Constant(i32, 1)])
+
+    def _micro(self, rows, a_rows, kc, bptr, bstride, cptr, cstride, ends, unit, nv,
+               ahead=None):
         """`micro`'s body for B's row stride `bstride`. `unit`: the rows are one element
         apart (sa_r == 1)."""
         b, c, vt = self.b, self.c, self.vt
@@ -769,6 +803,10 @@ class _Body:
         full = (K_UNROLL > 1 and isinstance(bstride, ir.Constant) and nv == NV
                 and rows == (self.wide if unit else self.mr))
 
+        # the next panel's lines of each B row (a line is 64 bytes)
+        lines = (range(0, nv * self.lanes, max(1, 64 // self.esize))
+                 if NEXT_PANEL and ahead is not None else ())
+
         def ks(ps):
             brow = b.load(b_at)
             bvs = [self.vload(b.gep(brow, [c(v * self.lanes)]), self.esize) for v in range(nv)]
@@ -783,17 +821,32 @@ class _Body:
                     b.store(b.call(self.fma, [splat, bvs[v], b.load(accs[r][v])]), accs[r][v])
             b.store(b.gep(brow, [bstride]), b_at)
 
+        def prefetch_next(count):
+            # The next panel's rows for the trip's `count` k, in a block of their own (taken
+            # where there is a next panel): in the block of the loads and multiply-adds, LLVM's
+            # scheduler hoisted the trip's 32 broadcasts above them and spilled 15 to the stack
+            # (test_matmul_kernel's register test).
+            if not lines:
+                return
+            with b.if_then(b.icmp_signed("!=", ahead, c(0))):
+                brow = b.load(b_at)
+                for u in range(count):
+                    for x in lines:
+                        self.prefetch(b.gep(brow, [b.add(ahead, c(u * bstride.constant + x))]))
+
         if unit:
             table_at = self.alloca(self.a_table.type)
             base = b.gep(self.A, [a_base[0]])
             b.store(b.gep(self.a_table, [kb]), table_at)
 
             def step(k):
+                prefetch_next(1)
                 entry = b.load(table_at)
                 ks([b.gep(base, [b.load(entry)])])
                 b.store(b.gep(entry, [c(1)]), table_at)
 
             def steps(k):  # K_UNROLL table entries per trip
+                prefetch_next(K_UNROLL)
                 entry = b.load(table_at)
                 for u in range(K_UNROLL):
                     ks([b.gep(base, [b.load(b.gep(entry, [c(u)]))])])
@@ -809,12 +862,14 @@ class _Body:
                 b.store(b.gep(self.A, [a_rows[g]]), at)
 
             def step(k):
+                prefetch_next(1)
                 ps = [b.load(at) for at in group_at]
                 ks(ps)
                 for at, p in zip(group_at, ps, strict=True):
                     b.store(b.gep(p, [self.sa_k]), at)
 
             def steps(k):  # A's columns adjacent (sa_k == 1): at fixed displacements
+                prefetch_next(K_UNROLL)
                 ps = [b.load(at) for at in group_at]
                 for u in range(K_UNROLL):
                     ks([b.gep(p, [c(u)]) for p in ps])
