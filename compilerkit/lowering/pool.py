@@ -53,10 +53,8 @@ holds the identity, the trailing kernel axes unrolled, the leading ones loops ou
 output positions with the running value in the output buffer.
 
 GlobalAveragePool / GlobalMaxPool reduce each (batch entry, channel) plane, read as one flat
-axis, in order: a chunk of up to MAX_TAPS consecutive elements is summed unrolled into a value
-(the whole plane at once for ResNet's 7 x 7), chunks accumulate in the output. Planes of at
-least LANE_MIN elements, and planes whose chunks would be shorter than MIN_CHUNK (SqueezeNet's
-13 x 13: chunks of 13), are folded into LANES running values instead, so the loop vectorises
+axis: a plane of at most MAX_TAPS elements (ResNet's 7 x 7) is summed unrolled into one value,
+in order; a larger one is folded into LANES running values, so the loop vectorises
 (`_global_pool_lanes`).
 """
 
@@ -75,14 +73,15 @@ from compilerkit.lowering.builder import KernelBuilder, is_float, memref_type, s
 from compilerkit.lowering.conv import MAX_TAPS, conv_geometry
 from compilerkit.lowering.matmul import fill
 
-LANES = 16  # running values of a global pool over a large plane (two AVX2 vectors)
-LANE_MIN = 256  # planes at least this large use them (14 x 14 = 196 measured faster without)
-# ... and so do smaller planes whose largest chunk (a divisor of the plane, at most MAX_TAPS)
-# is below this: many short chunks each load and store the running value. 1 thread, 1000
-# channels of 13 x 13 (chunks of 13; SqueezeNet's last pool): 61-70 -> 32-35 us (onnxruntime
-# 20-29), 512 of 11 x 11 29 -> 18 us; 12 x 12 (chunks of 48) stays chunked: 31 us, 36 with
-# lanes; 9 x 9 (chunks of 27) even either way.
-MIN_CHUNK = 16
+# Running values of a global pool over a plane of more than MAX_TAPS elements (two AVX2
+# vectors). Planes of 65 to 255 elements were summed in unrolled chunks (the largest divisor of
+# the plane up to MAX_TAPS) onto the running value, one add waiting for the last: 1 thread,
+# us, chunks -> lanes: 240 channels of 14 x 14 (EfficientNet-B0's squeeze-and-excite) 17.5 ->
+# 12.3 (onnxruntime 14.5), 480 of 14 x 14 28.8 -> 17.9, 512 of 12 x 12 25.5 -> 16.0, 512 of
+# 9 x 9 17.3 -> 13.5 (onnxruntime 19.4, 13.8); and each chunk was LLVM IR of its own (a
+# 14 x 14 plane: 1,800 lines, EfficientNet-B0's compile 2.7 -> 2.4 s without them). Planes of
+# up to MAX_TAPS (7 x 7) ran the same either way: they stay one unrolled sum.
+LANES = 16
 # Positions per vector block of a row (`_row_pieces`): LLVM's vectoriser takes 16 as two 8-lane
 # iterations with no remainder (a loop of 8 it leaves scalar, as depthwise.TAIL says).
 TAIL = 16
@@ -441,35 +440,22 @@ def lower_global_pool(b: KernelBuilder, op, ins):
     fold = "max" if is_max else "add"
     flat = b.view(x, [n, c, size])
     res = b.view(out, [n, c])
-    # chunk: the largest divisor of the plane size up to MAX_TAPS, summed unrolled
-    chunk = max((d for d in range(1, min(size, MAX_TAPS) + 1) if size % d == 0), default=1)
-
-    def fold_chunk(ivs, base, acc):
-        for t in range(chunk):
-            at = b.affine([(base, chunk)], t) if base is not None else b.index(t)
-            acc = b.binary(fold, acc, b.load(flat, ivs + [at]))
-        return acc
 
     def finish(acc):
         return acc if is_max else b.binary("div", acc, b.const(float(size), elem))
 
-    if size == 0 or chunk == size:
-        with b.nest([n, c]) as ivs:
-            b.store(finish(fold_chunk(ivs, None, b.const(identity, elem))), res, ivs)
-        return [out]
-    if size >= LANE_MIN or (size >= 2 * LANES and chunk < MIN_CHUNK):
+    if size > MAX_TAPS:
         return _global_pool_lanes(b, flat, res, out, fold, identity, finish)
-    fill(b, res, identity)
-    with b.nest([n, c, size // chunk]) as ivs:
-        b.store(fold_chunk(ivs[:2], ivs[2], b.load(res, ivs[:2])), res, ivs[:2])
-    if not is_max:
-        with b.nest([n, c]) as ivs:
-            b.store(finish(b.load(res, ivs)), res, ivs)
+    with b.nest([n, c]) as ivs:  # the whole plane, unrolled, in order
+        acc = b.const(identity, elem)
+        for t in range(size):
+            acc = b.binary(fold, acc, b.load(flat, ivs + [b.index(t)]))
+        b.store(finish(acc), res, ivs)
     return [out]
 
 
 def _global_pool_lanes(b: KernelBuilder, flat, res, out, fold, identity, finish):
-    """A large plane (at least LANE_MIN elements) folded into LANES running values: value j
+    """A large plane (more than MAX_TAPS elements) folded into LANES running values: value j
     takes elements j, j + LANES, j + 2 * LANES, ... in order (the last, partial row of LANES
     into the first values), then the LANES values are folded in order. The loop over a row
     of LANES is consecutive and independent, so it vectorises: one sum of the whole plane in

@@ -314,28 +314,27 @@ func.func @global_maxpool_1d(%x: tensor<2x3x5xf32>) -> tensor<2x3x1xf32> attribu
 // CHECK:         func.return
 
 // -----
-// GlobalAveragePool on [1, 1, 9, 9]: 81 elements, more than MAX_TAPS, in chunks of 27 (the
-// largest divisor up to 64), each summed unrolled onto the running value in y, in order.
-func.func @global_avgpool_chunks(%x: tensor<1x1x9x9xf32>) -> tensor<1x1x1x1xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
+// GlobalAveragePool on [1, 1, 9, 9]: 81 elements, more than MAX_TAPS: 16 running values, the
+// nest (n, c, row, lane) over 81 // 16 = 5 rows, element 80 into lane 0, then the fold over
+// the lanes divided by 81.
+func.func @global_avgpool_lanes(%x: tensor<1x1x9x9xf32>) -> tensor<1x1x1x1xf32> attributes {input_names = ["x"], output_names = ["y"], onnx_opset = 13 : i64} {
   %y = "onnx.GlobalAveragePool"(%x) {onnx_node_name = "gap"} : (tensor<1x1x9x9xf32>) -> tensor<1x1x1x1xf32>
   func.return %y : tensor<1x1x1x1xf32>
 }
-// CHECK-LABEL: func.func @global_avgpool_chunks(
-// CHECK:         [[YF:%[0-9]+]] = "krnl.reshape"({{%[0-9]+}}) {{.*}} -> memref<1x1xf32>
+// CHECK-LABEL: func.func @global_avgpool_lanes(
+// CHECK:         [[ACC:%[0-9]+]] = "krnl.alloc"() {onnx_node = "gap"} : () -> memref<1x1x16xf32>
 // CHECK:         arith.constant 0.000000e+00 : f32
-// CHECK:         ^bb0([[N:%[0-9]+]]: index, [[C:%[0-9]+]]: index, [[K:%[0-9]+]]: index):
-// CHECK-NEXT:      [[OLD:%[0-9]+]] = "krnl.load"([[YF]], [[N]], [[C]])
-// CHECK-NEXT:      [[W:%[0-9]+]] = arith.constant 27 : index
-// CHECK-NEXT:      [[AT:%[0-9]+]] = arith.muli [[K]], [[W]] : index
-// CHECK-NEXT:      [[V:%[0-9]+]] = "krnl.load"({{%[0-9]+}}, [[N]], [[C]], [[AT]])
-// CHECK-NEXT:      arith.addf [[OLD]], [[V]] : f32
-// CHECK-COUNT-26:  arith.addf
-// CHECK-NEXT:      "krnl.store"({{%[0-9]+}}, [[YF]], [[N]], [[C]])
-// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64], [0 : i64, 3 : i64]]
+// CHECK:         ^bb0([[N:%[0-9]+]]: index, [[C:%[0-9]+]]: index, [[R:%[0-9]+]]: index, [[J:%[0-9]+]]: index):
+// CHECK:           arith.addf
+// CHECK:           "krnl.store"({{%[0-9]+}}, [[ACC]], [[N]], [[C]], [[J]])
+// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64], [0 : i64, 5 : i64], [0 : i64, 16 : i64]]
+// CHECK:           arith.constant 80 : index
+// CHECK-NOT:       arith.constant 81 : index
 // CHECK:           arith.constant 8.100000e+01 : f32
+// CHECK-NEXT:      arith.divf
 
 // -----
-// GlobalMaxPool on [1, 2, 259] (259 >= LANE_MIN = 256 elements): 16 running values, acc
+// GlobalMaxPool on [1, 2, 259] (more than MAX_TAPS = 64 elements): 16 running values, acc
 // [1, 2, 16], start at -inf; the nest (n, c, row, lane) over 259 // 16 = 16 rows folds
 // x[n, c, row * 16 + lane] into acc[n, c, lane] (lane innermost: it vectorises); then per
 // (n, c) the 259 - 256 = 3 leftover elements 256, 257, 258 go into lanes 0, 1, 2 and the 16
