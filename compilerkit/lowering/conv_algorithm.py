@@ -90,6 +90,21 @@ AUTO_FUSED_TILES = 512
 # and more F(2, 3) stays ahead: 64 -> 64 at 56 x 56 1.37 vs 1.82, 128 -> 128 at 28 x 28 1.27
 # vs 1.75, 256 -> 256 at 14 x 14 1.39 vs 1.98
 AUTO_TAPS_CHANNELS = 64
+# ... in 3x3x3 Convs; 3x3 Convs take F(2, 3) from this many on. Since those measurements the
+# fused schedule's products read U's strips in place and its groups go to threads: 1 thread,
+# ms, taps -> F(2, 3) fused: 24 -> 64 at 56 x 56 0.650 -> 0.571, 32 -> 64 0.877 -> 0.690,
+# 64 -> 32 0.860 -> 0.713, 32 -> 128 at 27 x 27 0.432 -> 0.338, DenseNet-121's 128 -> 32 at
+# 56 x 56 1.68 -> 1.36 and 28 x 28 0.441 -> 0.345 (at 14 x 14, three-stage, 0.124 -> 0.088);
+# 16 input channels stay with the taps (16 -> 64 at 55 x 55 0.475 vs 0.534, 16 -> 32 at
+# 112 x 112 0.925 vs 1.144). DenseNet-121 43.6 -> 40.1 ms, SqueezeNet 5.85 -> 5.26.
+AUTO_TAPS_CHANNELS_2D = 24
+# 3x3 Convs with more than AUTO_FUSED_CHANNELS channels take the fused schedule too from this
+# many tiles on (28 x 28 at F(2, 3)) when C x K is at most AUTO_FUSED_PRODUCT_2D (U of 1 MiB):
+# 1 thread, ms three-stage -> fused: 128 -> 128 at 28 x 28 0.977 -> 0.904, 64 -> 192 at
+# 56 x 56 3.61 -> 2.99; 256 -> 256 stays three-stage (at 28 x 28 3.33 vs 3.66, at 56 x 56
+# 15.8 vs 16.7), and so do 49 tiles (64 -> 256 at 13 x 13 0.285 vs 0.297).
+AUTO_FUSED_TILES_2D = 196
+AUTO_FUSED_PRODUCT_2D = 128 * 128
 AUTO_MAX_RANGE = 1000.0  # ... and weights whose max |w| is at most this many times the median
 # ... and a tile size m whose error bound on the layer (`winograd_error_ratio`: F(m, 3)'s
 # worst-case rounding error over direct convolution's) is at most this: 2-D F(4, 3) keeps
@@ -169,9 +184,11 @@ def auto_choice(op, tiles=AUTO_TILES["auto"], taps: bool = True) -> str:
     and whose error bound holds for the layer (`winograd_error_ratio` <= AUTO_ERROR_RATIO)
     (the products are tiles x K x C, the transformed weights alpha^r x C x K: with one tile
     they are bound by reading U, and im2col stays faster); L3-fused when both channel counts
-    are at most AUTO_FUSED_CHANNELS or, 3x3x3, there are AUTO_FUSED_TILES tiles or more. Not
-    where "classic" takes the tap schedule (`taps`) and a channel count is below
-    AUTO_TAPS_CHANNELS: there the taps are faster. Else "classic". Measured at 1 thread in
+    are at most AUTO_FUSED_CHANNELS or, 3x3x3, there are AUTO_FUSED_TILES tiles or more, or,
+    3x3, AUTO_FUSED_TILES_2D tiles and C x K at most AUTO_FUSED_PRODUCT_2D. Not where
+    "classic" takes the tap schedule (`taps`) and a channel count is below
+    AUTO_TAPS_CHANNELS (3x3x3) or AUTO_TAPS_CHANNELS_2D (3x3): there the taps are faster.
+    Else "classic". Measured at 1 thread in
     benchmarks/winograd_bench.py (benchmarks/results/winograd_bench.json, same run, against
     "classic"; 3x3x3 layers of 16 to 512 channels: AUTO_FUSED_TILES' comment)."""
     ws = onnx_d.shape_of(op.operands[1])
@@ -191,12 +208,15 @@ def auto_choice(op, tiles=AUTO_TILES["auto"], taps: bool = True) -> str:
     if spread > AUTO_MAX_RANGE:
         return "classic"
     out = onnx_d.shape_of(op.results[0])[2:]
-    if taps and min(ws[0], ws[1]) < AUTO_TAPS_CHANNELS and _taps_take(op, ws, out):
+    taps_below = AUTO_TAPS_CHANNELS if len(out) == 3 else AUTO_TAPS_CHANNELS_2D
+    if taps and min(ws[0], ws[1]) < taps_below and _taps_take(op, ws, out):
         return "classic"  # the tap schedule (conv_taps.py) beats F(2, 3) on few channels
     for m in tiles:
         count = math.prod(-(-o // m) for o in out)
         if count >= AUTO_MIN_TILES and winograd_error_ratio(op, m, spread) <= AUTO_ERROR_RATIO:
-            fused = few or (len(out) == 3 and count >= AUTO_FUSED_TILES)
+            fused = few or (len(out) == 3 and count >= AUTO_FUSED_TILES) or (
+                len(out) == 2 and count >= AUTO_FUSED_TILES_2D
+                and ws[0] * ws[1] <= AUTO_FUSED_PRODUCT_2D)
             return f"winograd-f{m}{'-fused' if fused else ''}"
     return "classic"
 

@@ -259,7 +259,10 @@ def test_variant_names():
 
 @pytest.mark.parametrize("c,k,hw,kernel,auto,auto_f4", [
     (64, 64, 56, 3, "winograd-f2-fused", "winograd-f4-fused"),
-    (128, 128, 28, 3, "winograd-f2", "winograd-f4"),
+    (128, 128, 28, 3, "winograd-f2-fused", "winograd-f4"),
+    (32, 128, 27, 3, "winograd-f2-fused", "winograd-f4"),
+    (128, 32, 56, 3, "winograd-f2-fused", "winograd-f4-fused"),
+    (128, 32, 14, 3, "winograd-f2", "winograd-f4"), (16, 64, 55, 3, "classic", "classic"),
     (256, 256, 14, 3, "winograd-f2", "winograd-f4"), (512, 512, 7, 3, "winograd-f2", "winograd-f4"),
     (256, 256, 4, 3, "winograd-f2", "winograd-f2"), (512, 512, 2, 3, "classic", "classic"),
     (8, 64, 56, 3, "classic", "classic"), (64, 64, 56, 5, "fft", "fft"),
@@ -272,8 +275,9 @@ def test_variant_names():
 def test_auto_choice(c, k, hw, kernel, auto, auto_f4):
     """"auto" (the default) takes Winograd only for the class it measured faster on
     (conv_algorithm.py): 3x3 and 3x3x3, >= 16 channels, >= 4 tiles, F(2,3) only, fused up to
-    64 channels and, 3x3x3, from 512 tiles (16^3 at F(2, 3)) on; "auto-f4" tries F(4,3)
-    first; kernels of 5 and more go to the roofline (FFT or classic)."""
+    64 channels, 3x3x3 from 512 tiles (16^3 at F(2, 3)) on, 3x3 from 196 tiles (28 x 28) on
+    with at most 128 x 128 channels; 3x3 with fewer than 24 channels take the taps (classic);
+    "auto-f4" tries F(4,3) first; kernels of 5 and more go to the roofline (FFT or classic)."""
     from compilerkit.lowering.conv_algorithm import choose
 
     sp = hw if isinstance(hw, tuple) else (hw, hw)
@@ -341,6 +345,42 @@ def test_threads_give_the_same_answer():
         one = cm.run(x, num_threads=1)[0]
         np.testing.assert_array_equal(cm.run(x, num_threads=2)[0], one)
         np.testing.assert_array_equal(cm.run(x, num_threads=3)[0], one)
+
+
+def test_an_odd_chunk_count_leaves_one_group_to_a_loop_of_its_own():
+    """The fused schedule's whole groups go to an even number of chunks, so two threads share
+    them: where `chunk_count` would give an odd number (7 groups: 1 chunk, the group loop
+    serial), one group becomes a loop of its own, before the ragged last group."""
+    from types import SimpleNamespace as Plan
+
+    assert chunk_count(7, winograd.MAX_BAND_CHUNKS, winograd.BAND_REUSE) == 1
+    assert winograd._bands(Plan(tiles=[14, 14], band=2)) == [(6, 2, 0), (1, 2, 12)]
+    assert winograd._bands(Plan(tiles=[15, 15], band=2)) == [(6, 2, 0), (1, 2, 12),
+                                                             (1, 1, 14)]
+    assert winograd._bands(Plan(tiles=[28, 28], band=1)) == [(28, 1, 0)]  # 4 chunks of 7
+    assert winograd._bands(Plan(tiles=[6, 6], band=2)) == [(3, 2, 0)]  # too few to share
+    assert winograd._bands(Plan(tiles=[9, 9], band=1)) == [(8, 1, 0), (1, 1, 8)]  # 3 -> 4
+
+
+def test_the_fused_groups_of_a_28_by_28_layer_run_on_threads():
+    """32 -> 128 3x3 at 27 x 27 under the fused schedule (14 tile rows, 7 groups of 2): the
+    chunk loop of its 6 whole groups is marked parallel; the answer is onnxruntime's and the
+    same bits at 1, 2 and 3 threads."""
+    from ckhelpers import ort_run
+
+    from compilerkit.dialects import krnl
+
+    wt = np.random.default_rng(6).standard_normal((128, 32, 3, 3)).astype(np.float32)
+    model, x = conv_model((1, 32, 27, 27), wt, pads=[1, 1, 1, 1])
+    kir = compile_to("kernel-ir", model, conv_algorithm="winograd-f2-fused")
+    chunks = [op for op in kir.walk() if isinstance(op, krnl.IterateOp)
+              and op.bound_list() == [(0, 2), (0, 3)]]
+    assert len(chunks) == 1 and krnl.parallel_loop(chunks[0]) is not None
+    cm = ck.compile(model, asm=False, conv_algorithm="winograd-f2-fused")
+    one = cm.run(x, num_threads=1)[0]
+    np.testing.assert_allclose(one, ort_run(model, [x])[0], rtol=1e-4, atol=1e-4)
+    for threads in (2, 3):
+        np.testing.assert_array_equal(cm.run(x, num_threads=threads)[0], one)
 
 
 @pytest.mark.parametrize("k, blocks", [(64, 4), (48, 3), (40, 1), (16, 1)])
