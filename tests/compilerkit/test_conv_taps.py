@@ -185,11 +185,13 @@ def test_the_rule(taps, x_shape, w_shape, attrs, taken):
     np.testing.assert_allclose(got, ort_run(model, [x])[0], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("channels, algorithm", [((16, 64), "classic"), ((32, 32), "classic"),
+@pytest.mark.parametrize("channels, algorithm", [((16, 64), "classic"), ((64, 16), "classic"),
+                                                 ((24, 24), "winograd-f2-fused"),
+                                                 ((32, 32), "winograd-f2-fused"),
                                                  ((64, 64), "winograd-f2-fused")])
 def test_auto_takes_the_taps_for_few_channels(channels, algorithm):
-    """"auto": F(2, 3) only where both channel counts reach AUTO_TAPS_CHANNELS; fewer go to
-    "classic", which is the tap schedule."""
+    """"auto": a 3x3 Conv takes F(2, 3) only where both channel counts reach
+    AUTO_TAPS_CHANNELS_2D; fewer go to "classic", which is the tap schedule."""
     c, k = channels
     x = seeded((1, c, 28, 28), 5)
     model = conv_act_model(x, (k, c, 3, 3), True, "Relu", pads=[1, 1, 1, 1])

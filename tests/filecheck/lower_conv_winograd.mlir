@@ -89,7 +89,9 @@ builtin.module {
 // L3-fused F(4,3) (alpha = 6), ResNet's 64 channels at 56 x 56, no bias: 14 x 14 tiles, a
 // tile row's V and M take 14 * 36 * (64 + 64) * 4 bytes = 252 KiB, so FUSED_BYTES = 256 KiB
 // holds 1 tile row, but a group has at least MIN_GROUP_TILES = 24 tiles: 2 tile rows, so 7
-// groups of 28 tiles, V and M 36 * 28 * 64 = 64512 values each. 56 is a multiple of 4, so
+// groups of 28 tiles. 7 groups would be one chunk (7 chunks of one group would each fill a
+// slot of their own, cold; BAND_REUSE = 2), so 6 go to 2 chunks of 3 and the 7th is a loop
+// of its own: V and M have 2 slots of 36 * 28 * 64 = 64512 values each. 56 is a multiple of 4, so
 // the output transform stores straight into y (no whole-tile buffer). K = 64 is two whole
 // strips of 32 (matmul.STRIP), so U is stored in strips, [36, 2, C, 32], and each position's
 // product runs strip by strip: sizes [28 tiles, 32 columns, 64 deep], B's rows 32 apart.
@@ -105,10 +107,10 @@ builtin.module {
 // CHECK-SAME:    [[X:%[0-9]+]]: memref<1x64x56x56xf32>, [[Y:%[0-9]+]]: memref<1x64x56x56xf32>)
 // CHECK:         [[U:%[0-9]+]] = "krnl.global"() {sym_name = "winograd_f4_c", {{.*}}} : () -> memref<36x2x64x32xf32>
 // CHECK-NEXT:    [[XP:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<58x58x64xf32>
-// CHECK-NEXT:    [[V:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<64512xf32>
-// CHECK-NEXT:    [[M:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<64512xf32>
-// CHECK-NEXT:    "krnl.alloc"() {onnx_node = "c"} : () -> memref<1x6x6x64xf32>
-// CHECK-NEXT:    "krnl.alloc"() {onnx_node = "c"} : () -> memref<1x6x4x64xf32>
+// CHECK-NEXT:    [[V:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<129024xf32>
+// CHECK-NEXT:    [[M:%[0-9]+]] = "krnl.alloc"() {onnx_node = "c"} : () -> memref<129024xf32>
+// CHECK-NEXT:    "krnl.alloc"() {onnx_node = "c"} : () -> memref<2x6x6x64xf32>
+// CHECK-NEXT:    "krnl.alloc"() {onnx_node = "c"} : () -> memref<2x6x4x64xf32>
 // CHECK:         "krnl.matmul"([[V]], [[U]], [[M]], {{.*}}) {sizes = [28 : i64, 32 : i64, 64 : i64], tile = [1 : i64, 1 : i64, 1 : i64], strides = [64 : i64, 1 : i64, 32 : i64, 64 : i64]
 // CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 28 : i64], [0 : i64, 32 : i64], [0 : i64, 64 : i64]]
 // CHECK-NEXT:  }) {bounds = {{\[\[}}0 : i64, 2 : i64]]
@@ -122,9 +124,14 @@ builtin.module {
 // CHECK-NEXT:    scf.if
 // CHECK:         "krnl.store"({{%[0-9]+}}, [[Y]]
 // CHECK:         }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 14 : i64]]
-// The group loop: 7 groups of 2 tile rows, inside the batch loop, as one chunk (7 chunks of
-// one group would each fill a slot of their own, cold; BAND_REUSE = 2).
-// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 7 : i64]]
+// The group loops, inside the batch loop: 2 chunks of 3 groups of 2 tile rows, then the 7th
+// group.
+// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 3 : i64]]
+// CHECK:         "krnl.matmul"([[V]], [[U]], [[M]], {{.*}}) {sizes = [28 : i64, 32 : i64, 64 : i64]
+// CHECK:         arith.cmpf ugt
+// CHECK-NEXT:    scf.if
+// CHECK:         }) {bounds = {{\[\[}}0 : i64, 2 : i64], [0 : i64, 14 : i64]]
+// CHECK-NEXT:    }) {bounds = {{\[\[}}0 : i64, 1 : i64], [0 : i64, 1 : i64]]
 // CHECK-NEXT:  }) {bounds = {{\[\[}}0 : i64, 1 : i64]], n_original = 1 : i64, onnx_node = "c"}
 
 // -----
