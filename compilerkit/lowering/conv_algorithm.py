@@ -90,9 +90,9 @@ AUTO_FUSED_TILES = 512
 # and more F(2, 3) stays ahead: 64 -> 64 at 56 x 56 1.37 vs 1.82, 128 -> 128 at 28 x 28 1.27
 # vs 1.75, 256 -> 256 at 14 x 14 1.39 vs 1.98
 AUTO_TAPS_CHANNELS = 64
-# ... in 3x3x3 Convs; 3x3 Convs take F(2, 3) from this many on. Since those measurements the
-# fused schedule's products read U's strips in place and its groups go to threads: 1 thread,
-# ms, taps -> F(2, 3) fused: 24 -> 64 at 56 x 56 0.650 -> 0.571, 32 -> 64 0.877 -> 0.690,
+# ... in 3x3x3 Convs; 3x3 Convs take F(2, 3) from this many on: against the fused schedule
+# (its products read U's strips in place, its groups go to threads), 1 thread, ms, taps ->
+# F(2, 3) fused: 24 -> 64 at 56 x 56 0.650 -> 0.571, 32 -> 64 0.877 -> 0.690,
 # 64 -> 32 0.860 -> 0.713, 32 -> 128 at 27 x 27 0.432 -> 0.338, DenseNet-121's 128 -> 32 at
 # 56 x 56 1.68 -> 1.36 and 28 x 28 0.441 -> 0.345 (at 14 x 14, three-stage, 0.124 -> 0.088);
 # 16 input channels stay with the taps (16 -> 64 at 55 x 55 0.475 vs 0.534, 16 -> 32 at

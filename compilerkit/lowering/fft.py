@@ -285,7 +285,7 @@ def lower_fft(b: KernelBuilder, op, ins, pads, t: int | None = None, fused: bool
     with b.nest([p.n]) as (nn,):
         copy_channels_last(b, p, xp, nn)
         screen_input(b, p, scr, nn)
-        for count, height, first in _bands(p):
+        for count, height, first in _bands(p, chunked=False):  # a serial group loop
             with b.nest([count]) as (jb,):
                 row0 = b.affine([(jb, height)], first)
                 g = height * p.inner

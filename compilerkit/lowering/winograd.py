@@ -279,15 +279,17 @@ class _Plan(ConvSizes):
         self.band = fused_band(self.tiles[0], self.inner, row_bytes) if fused else self.tiles[0]
 
 
-def _bands(p: _Plan):
+def _bands(p: _Plan, chunked: bool = True):
     """[(count, height, first tile row)]: `count` groups of `height` tile rows from `first` on
-    (the ragged last group is a loop of its own). Where the whole groups would go to an odd
-    number of chunks (`chunk_count`: 7 groups, one chunk), one group is a loop of its own too,
-    so the others go to an even number: two threads then share them. The fused 32 -> 128 and
-    128 -> 32 3x3 Convs at 28 x 28 (7 groups of 2 tile rows) ran no faster on 2 threads than
-    on 1 (0.33 ms both); split so, 0.22 ms on 2."""
+    (the ragged last group is a loop of its own). `chunked` (the group loop goes to threads in
+    chunks, `chunk_count`): where the whole groups would go to an odd number of chunks (7
+    groups, one chunk), one group is a loop of its own too, so the others go to an even
+    number: two threads then share them. The fused 32 -> 128 and 128 -> 32 3x3 Convs at
+    28 x 28 (7 groups of 2 tile rows) ran no faster on 2 threads than on 1 (0.33 ms both);
+    split so, 0.22 ms on 2."""
     full, rest = divmod(p.tiles[0], p.band)
-    odd = full > 2 * BAND_REUSE and chunk_count(full, MAX_BAND_CHUNKS, BAND_REUSE) % 2
+    odd = chunked and full > 2 * BAND_REUSE and chunk_count(full, MAX_BAND_CHUNKS,
+                                                             BAND_REUSE) % 2
     whole = full - 1 if odd else full
     groups = [(whole, p.band, 0), (1 if odd else 0, p.band, whole * p.band),
               (1 if rest else 0, rest, full * p.band)]
