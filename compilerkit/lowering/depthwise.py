@@ -18,6 +18,11 @@ channels, so chunks write disjoint memory.
    copies ROW_COPY-multiple columns (a vector loop with no remainder), the excess spilling into
    the next row's slots, which that row's own copy rewrites (the last rows, whose spill would
    read past the input plane, copy exactly, and the zero rows below are written last).
+   A stride-1 plane as wide as P (pads within the kernel's reach) on EDGE_MIN_ROWS or more
+   output rows is not copied whole (`_Planes.edges`): the positions whose taps all fall
+   inside the input read x's plane in place, and only the first and last positions read a
+   small scratch holding the zeros above and the first rows, the last rows and the zeros
+   below (`_fill_edges`); the same loads and sums, so the same bits.
 2. Flat loop. Output (oh, ow) and tap (kh, kw) read one plane at flat position
    q + offset(kh, kw), q = oh * P + ow, so one loop over q computes a whole output plane with
    consecutive loads: one long vector loop, where a loop per output row of 7 or 14 would be
@@ -88,6 +93,27 @@ GROUP_BLOCK_BYTES = 1536
 MAX_CHUNKS = 8
 
 
+# Stride-1 Convs with padding and at least this many output rows read the interior of their
+# input in place (`_Planes.edges`): the copy was a third of a large layer's time. 1 thread,
+# AVX-512, 3x3 pad 1 + Relu unless named, ms whole planes -> edges (same bits): 32 x 112 x
+# 112 0.228 -> 0.170, 144 x 56 x 56 0.199 -> 0.179, 96 x 56 x 56 5x5 0.261 -> 0.243,
+# MobileNetV2 7.49 -> 7.34 (best of 60 calls interleaved). Small planes lost: 240 x 28 x 28
+# 5x5 0.155 -> 0.178, 480 x 14 x 14 0.043 -> 0.083 (their first and last positions, a
+# tenth to a fifth of the plane, run as scalar loops, and the copies are short loops too).
+EDGE_MIN_ROWS = 48
+
+
+class _Edges:
+    """A stride-1 plane read in place: output positions [lo, hi) read every tap inside x's
+    plane; the first and last positions read a scratch of `length`: plane positions
+    [0, head) (the zeros above, the first rows), then [tail_start, plane_length) (the last
+    rows, the zeros below)."""
+
+    def __init__(self, lo, hi, head, tail_start, plane_length):
+        self.lo, self.hi, self.head, self.tail_start = lo, hi, head, tail_start
+        self.length = head + plane_length - tail_start
+
+
 class _Planes:
     """Where each input pixel and each tap lives in the phase planes (module docstring, 1.),
     in flat positions of one plane."""
@@ -121,6 +147,21 @@ class _Planes:
         # no tap reads padding: the taps read x's planes themselves, nothing is copied
         self.in_place = self.contiguous and self.start == 0 and self.length == self.h * self.w
 
+    def edges(self):
+        """Where a stride-1 Conv with padding reads its input in place (module docstring,
+        1.): None where the planes are copied whole (strided, rows narrower than the pitch,
+        fewer than EDGE_MIN_ROWS output rows), else an _Edges."""
+        if self.phases != 1 or not self.contiguous or self.in_place or self.oh < EDGE_MIN_ROWS:
+            return None
+        fr = [fr for _, fr in self.rows]
+        fc = [fc for _, fc in self.cols]
+        low = min(fr) * self.pitch + min(fc)  # the taps' reach around q, in x's flat positions
+        high = max(fr) * self.pitch + max(fc)
+        lo, hi = max(0, -low), min(self.span, self.h * self.w - high)
+        if hi - lo < max(2 * self.pitch, TAIL):
+            return None
+        return _Edges(lo, hi, self.start + lo + high, self.start + hi + low, self.length)
+
     @property
     def phases(self) -> int:
         return self.sh * self.sw
@@ -140,12 +181,16 @@ class _Planes:
 def direct_2d(b: KernelBuilder, conv, out):
     """out = act(bias + conv(x, w)) for a 2-D direct Conv, as the module docstring lays out."""
     pl = _Planes(conv)
-    per = _groups_per_block(conv, pl)
+    edges = pl.edges()
+    per = 1 if edges else _groups_per_block(conv, pl)
     blocks, planes, outs = conv.groups // per, per * conv.cg, per * conv.ocg
     chunks = chunk_count(blocks, MAX_CHUNKS)
     xf = b.view(conv.x, [conv.n, conv.c_in, pl.h * pl.w])  # x's planes, flat
-    scratch = None if pl.in_place else b.alloc([chunks, planes, pl.phases, pl.length],
-                                               conv.elem)
+    if edges:  # only the first and last rows are copied (module docstring, 1.)
+        scratch = b.alloc([chunks, planes, 1, edges.length], conv.elem)
+    else:
+        scratch = None if pl.in_place else b.alloc([chunks, planes, pl.phases, pl.length],
+                                                   conv.elem)
     masked = any(pl.column_range(kw) is not None for kw in range(pl.kw))
     col = _column_table(b, pl, conv.elem) if masked else None
     direct = pl.pitch == pl.ow
@@ -156,26 +201,37 @@ def direct_2d(b: KernelBuilder, conv, out):
         og = b.view(out, [conv.n, blocks, outs, pl.oh, pl.ow])
     with b.nest([conv.n, chunks, blocks // chunks]) as (nn, jc, ji):
         gb = b.affine([(jc, blocks // chunks), (ji, 1)])  # this block of groups
-        if scratch is not None:
+        if edges:
+            _fill_edges(b, conv, pl, edges, scratch, xf, nn, jc, gb, planes)
+        elif scratch is not None:
             _fill_planes(b, conv, pl, scratch, xf, nn, jc, gb, planes)
         with b.nest([per, conv.ocg]) as (j, o):
             och = b.affine([(j, conv.ocg), (o, 1)])  # output channel within the block
             oc = b.affine([(gb, outs), (och, 1)])
             bias, w = _weights(b, conv, oc)
 
-            def tap(c, phase, at):
-                """Input channel c of the group, phase plane `phase`, flat position `at`."""
-                if scratch is None:  # the planes are x's own
+            def tap(c, phase, at, shift=0, planes_own=scratch is None):
+                """Input channel c of the group, phase plane `phase`, flat position `at`
+                (+ `shift`, where the positions' planes start elsewhere)."""
+                if planes_own:  # the planes are x's own
                     ch = b.affine([(gb, planes), (j, conv.cg)], c)
-                    return b.load(xf, [nn, ch, at])
+                    return b.load(xf, [nn, ch, b.affine([(at, 1)], shift) if shift else at])
                 plane = b.affine([(j, conv.cg)], c)  # among the block's planes
-                return b.load(scratch, [jc, plane, b.index(phase), at])
+                return b.load(scratch, [jc, plane, b.index(phase),
+                                        b.affine([(at, 1)], shift) if shift else at])
 
-            def output(q):
+            def output(q, tap=tap):
                 v = _sum(b, conv, pl, tap, col, bias, w, q)
                 b.store(v, dst, [nn, gb, och, q] if direct else [jc, och, q])
 
-            flat_loop(b, pl.span, output)
+            if edges:  # the first positions, the interior read in x, the last positions
+                flat_loop(b, edges.lo, output)
+                flat_loop(b, edges.hi, lambda q: output(q, lambda c, phase, at: tap(
+                    c, phase, at, -pl.start, planes_own=True)), lo=edges.lo)
+                flat_loop(b, pl.span, lambda q: output(q, lambda c, phase, at: tap(
+                    c, phase, at, edges.head - edges.tail_start)), lo=edges.hi)
+            else:
+                flat_loop(b, pl.span, output)
         if not direct:
             with b.nest([outs, pl.oh, pl.ow]) as (o, i, jj):
                 v = b.load(dst, [jc, o, b.affine([(i, pl.pitch), (jj, 1)])])
@@ -190,18 +246,18 @@ def _groups_per_block(conv, pl: _Planes) -> int:
                if conv.groups % d == 0 and (d == 1 or d * plane <= GROUP_BLOCK_BYTES))
 
 
-def flat_loop(b: KernelBuilder, n: int, body):
-    """body(q) for q in [0, n): one loop, or, when its remainder mod 8 is TAIL_MIN or more, a
+def flat_loop(b: KernelBuilder, n: int, body, lo: int = 0):
+    """body(q) for q in [lo, n): one loop, or, when its remainder mod 8 is TAIL_MIN or more, a
     loop over the multiple of 8 and a TAIL-position block ending at n that recomputes the
     positions before (module docstring, 2.: `body` must store values that depend only on q)."""
-    rest = n % 8
-    if rest >= TAIL_MIN and n >= TAIL:
-        with b.nest([n - rest]) as (q,):
+    rest = (n - lo) % 8
+    if rest >= TAIL_MIN and n - lo >= TAIL:
+        with b.nest([(lo, n - rest)]) as (q,):
             body(q)
         with b.nest([TAIL]) as (q,):
             body(b.affine([(q, 1)], n - TAIL))
-    else:
-        with b.nest([n]) as (q,):
+    elif n > lo:
+        with b.nest([(lo, n)]) as (q,):
             body(q)
 
 
@@ -242,6 +298,32 @@ def _fill_planes(b: KernelBuilder, conv, pl: _Planes, scratch, xf, nn, slot, gb,
         _copy_rows(b, conv, pl, scratch, xf, nn, slot, gb, planes)
     for a, bb in itertools.product(range(pl.sh), range(pl.sw)):
         zeros(a * pl.sw + bb, pl.data_end[a], pl.length)
+
+
+def _fill_edges(b: KernelBuilder, conv, pl: _Planes, edges: _Edges, scratch, xf, nn, slot, gb,
+                planes: int):
+    """The first and last rows of block gb's planes, with the zeros above and below, into the
+    scratch's `slot` (`_Edges`): what the edge positions read outside x's plane."""
+    zero = b.const(0.0, conv.elem)
+    end = pl.start + pl.h * pl.w  # the plane position after the input's last pixel
+    with b.nest([planes]) as (c,):
+        ch = b.affine([(gb, planes), (c, 1)])
+        at = b.index(0)
+
+        def copy(lo, hi, to):  # plane positions [lo, hi) of the input to scratch lo + to
+            flat_loop(b, hi, lambda f: b.store(
+                b.load(xf, [nn, ch, b.affine([(f, 1)], -pl.start)]), scratch,
+                [slot, c, at, b.affine([(f, 1)], to)]), lo=lo)
+
+        def zeros(lo, hi, to):
+            flat_loop(b, hi, lambda f: b.store(
+                zero, scratch, [slot, c, at, b.affine([(f, 1)], to)]), lo=lo)
+
+        zeros(0, pl.start, 0)
+        copy(pl.start, edges.head, 0)
+        tail = edges.head - edges.tail_start
+        copy(edges.tail_start, end, tail)
+        zeros(max(end, edges.tail_start), pl.length, tail)
 
 
 def _copy_rows(b: KernelBuilder, conv, pl: _Planes, scratch, xf, nn, slot, gb,

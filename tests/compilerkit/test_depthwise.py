@@ -202,3 +202,67 @@ def test_nan_and_inf_spoil_only_their_windows(k, stride, pads):
     finite = np.isfinite(ref)
     assert finite.sum() > got.size // 2
     np.testing.assert_allclose(got[finite], ref[finite], rtol=1e-5, atol=1e-5)
+
+
+def _with_edges(monkeypatch, min_rows, model):
+    """The model compiled with depthwise.EDGE_MIN_ROWS = min_rows, and whether any Conv read
+    its interior in place (`_Planes.edges`)."""
+    taken = []
+    edges = dw._Planes.edges
+    monkeypatch.setattr(dw, "EDGE_MIN_ROWS", min_rows)
+    monkeypatch.setattr(dw._Planes, "edges", lambda self: taken.append(edges(self)) or taken[-1])
+    cm = compiled(model)
+    monkeypatch.undo()
+    return cm, any(e is not None for e in taken)
+
+
+@pytest.mark.parametrize("c, size, k, pads, dil", [
+    (4, (56, 56), 3, (1, 1, 1, 1), 1),       # MobileNetV2's 144 x 56 x 56, fewer channels
+    (3, (50, 61), 5, (2, 2, 2, 2), 1),
+    (3, (48, 48), 3, (0, 1, 2, 0), 1),       # asymmetric pads: no zero row above
+    (3, (52, 40), 5, (2, 0, 1, 1), 1),
+    (2, (49, 49), 3, (2, 2, 2, 2), 2),       # dilated
+    (5, (14, 14), 3, (1, 1, 1, 1), 1),       # small planes, taken with the bound lowered
+    (5, (9, 9), 5, (2, 2, 2, 2), 1),
+])
+def test_interior_read_in_place_gives_the_planes_bits(monkeypatch, c, size, k, pads, dil):
+    """Stride-1 Convs with padding read the interior of x in place and copy only the first and
+    last rows with the zeros around them (`_Planes.edges`): the same bits as copying whole
+    planes, onnxruntime's values, and special values spoiling exactly their windows (a NaN in
+    the first row, an inf in the last, one each at a left and right edge inside)."""
+    model, x = conv_model(c, size, k, 1, pads, dil, act="Relu")
+    h, w = size
+    x = x.copy()
+    x[0, 0, 0, w // 2] = np.nan
+    x[0, 1 % c, h - 1, 1] = np.inf
+    x[0, 2 % c, h // 2, 0] = np.nan
+    x[0, 0, h // 3, w - 1] = -np.inf
+    edged, took = _with_edges(monkeypatch, 1, model)
+    whole, took_whole = _with_edges(monkeypatch, 10**9, model)
+    assert took and not took_whole
+    got, want = edged.run(x, num_threads=1)[0], whole.run(x, num_threads=1)[0]
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(edged.run(x, num_threads=2)[0], got, equal_nan=True)
+    ref = ort_run(model, [x])[0]
+    assert np.array_equal(np.isnan(got), np.isnan(ref))
+    finite = np.isfinite(ref)
+    np.testing.assert_allclose(got[finite], ref[finite], rtol=1e-5, atol=1e-5)
+
+
+def test_interior_in_place_only_where_it_pays():
+    """The bound (EDGE_MIN_ROWS) and the cases that copy whole planes: strided, unpadded (x's
+    own planes, nothing copied), too few rows."""
+    from types import SimpleNamespace
+
+    def planes(size, k, stride, pads):
+        conv = SimpleNamespace(in_sp=list(size), st=[stride] * 2, dil=[1, 1],
+                               pads=list(pads[:2]), k_sp=[k, k],
+                               out_sp=[(size[i] + pads[i] + pads[i + 2] - k) // stride + 1
+                                       for i in range(2)])
+        return dw._Planes(conv)
+
+    assert planes((112, 112), 3, 1, (1, 1, 1, 1)).edges() is not None
+    assert planes((56, 56), 5, 1, (2, 2, 2, 2)).edges() is not None
+    assert planes((112, 112), 3, 2, (1, 1, 1, 1)).edges() is None
+    assert planes((56, 56), 3, 1, (0, 0, 0, 0)).edges() is None
+    assert planes((28, 28), 3, 1, (1, 1, 1, 1)).edges() is None
