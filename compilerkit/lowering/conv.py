@@ -10,7 +10,9 @@ threads can share (the parallelize pass marks it: krnl_passes/parallelize.py):
   depthwise.py (`direct_2d`): per (batch entry, block of groups), the input planes are copied
   into flat phase planes (zero rows for the vertical padding, split by stride phase), and one
   loop over flat output positions per output channel sums all taps with consecutive loads,
-  the horizontal padding dropped by a select per kernel column. 1-D and 3-D Convs: one nest
+  the horizontal padding dropped by a select per kernel column (large planes read x in
+  place instead: the interior of stride-1 planes, every output of wide stride-2 ones,
+  `strided_2d`). 1-D and 3-D Convs: one nest
   per (batch entry, group) over (output channel of the group, output positions), the last
   output axis innermost; its body sums all C/g * prod(kernel) taps, unrolled, into one value,
   adds the bias, applies the activation and stores once. The innermost loop walks an output

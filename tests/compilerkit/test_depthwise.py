@@ -266,3 +266,69 @@ def test_interior_in_place_only_where_it_pays():
     assert planes((112, 112), 3, 2, (1, 1, 1, 1)).edges() is None
     assert planes((56, 56), 3, 1, (0, 0, 0, 0)).edges() is None
     assert planes((28, 28), 3, 1, (1, 1, 1, 1)).edges() is None
+
+
+def _strided(monkeypatch, min_columns, model):
+    """The model compiled with depthwise.STRIDED_MIN_COLUMNS = min_columns, and whether any
+    Conv took `strided_2d`."""
+    taken = []
+    rule = dw.strided_in_place
+    monkeypatch.setattr(dw, "STRIDED_MIN_COLUMNS", min_columns)
+    monkeypatch.setattr(dw, "strided_in_place", lambda conv: taken.append(rule(conv)) or
+                        taken[-1])
+    cm = compiled(model)
+    monkeypatch.undo()
+    return cm, any(taken)
+
+
+@pytest.mark.parametrize("c, size, k, pads, per_group, mult", [
+    (4, (112, 112), 3, (1, 1, 1, 1), 1, 1),  # MobileNetV2's 96 x 112 x 112, fewer channels
+    (3, (112, 112), 3, (0, 0, 1, 1), 1, 1),  # EfficientNet-B0's (TF SAME: pad at the end)
+    (3, (97, 101), 3, (1, 0, 0, 1), 1, 2),   # odd sizes, asymmetric pads, channel multiplier
+    (4, (20, 23), 3, (1, 1, 1, 1), 2, 1),    # groups of two channels, the bound lowered
+    (3, (9, 9), 2, (0, 1, 1, 0), 1, 1),      # 2x2 kernel
+    (3, (15, 12), 1, (0, 0, 0, 0), 1, 1),    # 1x1: every output interior
+])
+def test_strided_in_place_gives_the_planes_bits(monkeypatch, c, size, k, pads, per_group, mult):
+    """Stride-2 Convs on wide planes read x in place (`strided_2d`): interior outputs load
+    their taps directly, border outputs clamp and drop what is outside. The same bits as the
+    phase planes at 1 and 2 threads, onnxruntime's values, and special values at the borders
+    and inside spoiling exactly their windows."""
+    model, x = conv_model(c, size, k, 2, pads, 1, act="Clip", mult=mult, per_group=per_group)
+    h, w = size
+    x = x.copy()
+    x[0, 0, 0, w // 2] = np.nan
+    x[0, 1, h - 1, w - 1] = np.inf
+    x[0, 2, h // 2, 0] = np.nan
+    x[0, 0, h // 3, w - 2] = -np.inf
+    inplace, took = _strided(monkeypatch, 1, model)
+    planes, took_planes = _strided(monkeypatch, 10**9, model)
+    assert took and not took_planes
+    got, want = inplace.run(x, num_threads=1)[0], planes.run(x, num_threads=1)[0]
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(inplace.run(x, num_threads=2)[0], got, equal_nan=True)
+    ref = ort_run(model, [x])[0]
+    assert np.array_equal(np.isnan(got), np.isnan(ref))
+    finite = np.isfinite(ref)
+    np.testing.assert_allclose(got[finite], ref[finite], rtol=1e-5, atol=1e-5)
+
+
+def test_strided_in_place_only_where_it_pays():
+    """Stride 2, kernels up to 3, STRIDED_MIN_COLUMNS output columns and an interior of half
+    the plane or more; 5x5 kernels and narrower planes keep the phase planes (slower in
+    place: their rows are one vector and a long remainder)."""
+    from types import SimpleNamespace
+
+    def conv(size, k, stride, pads):
+        return SimpleNamespace(in_sp=list(size), st=[stride] * 2, dil=[1, 1], k_sp=[k, k],
+                               pads=list(pads[:2]),
+                               out_sp=[(size[i] + pads[i] + pads[i + 2] - k) // stride + 1
+                                       for i in range(2)])
+
+    assert dw.strided_in_place(conv((112, 112), 3, 2, (1, 1, 1, 1)))
+    assert dw.strided_in_place(conv((112, 112), 3, 2, (0, 0, 1, 1)))
+    assert not dw.strided_in_place(conv((56, 56), 3, 2, (1, 1, 1, 1)))
+    assert not dw.strided_in_place(conv((112, 112), 5, 2, (2, 2, 2, 2)))
+    assert not dw.strided_in_place(conv((112, 112), 3, 1, (1, 1, 1, 1)))
+    assert not dw.strided_in_place(conv((150, 150), 3, 3, (1, 1, 1, 1)))
+    assert dw._interior(conv((112, 112), 3, 2, (1, 1, 1, 1))) == [(1, 56), (1, 56)]
