@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 from compilerkit.lowering.builder import KernelBuilder, fill_outside, shape
-from compilerkit.lowering.depthwise import phase_pieces
 from compilerkit.lowering.elementwise import activation
 
 # Column buffer + output of one GEMM panel: 2 MiB (L3-resident; this machine's L2 is 512 KiB)
@@ -45,6 +44,33 @@ class _Conv:
     def guarded(self, d) -> bool:
         """Whether some tap on axis d falls outside the input (into the padding)."""
         return self.pads[d] > 0 or self.reach(d) - self.pads[d] > self.in_sp[d]
+
+
+def phase_pieces(ranges):
+    """How to copy input columns into column-phase planes: `ranges[p]` is the [lo, hi) of
+    positions j that phase p has. The positions every phase has go in one piece with all the
+    phases, so its nest reads s neighbouring columns per j and writes one to each plane (an
+    interleaved group LLVM vectorises with shuffles; a nest per phase reads every s-th
+    element, lane by lane); the few positions only some phases have get a piece per phase.
+    Returns [(phases, (lo, hi))]."""
+    lo, hi = max(r[0] for r in ranges), min(r[1] for r in ranges)
+    pieces = [(list(range(len(ranges))), (lo, hi))] if lo < hi else []
+    for p, (r0, r1) in enumerate(ranges):
+        rest = [(r0, min(r1, lo)), (max(r0, hi), r1)] if lo < hi else [(r0, r1)]
+        pieces += [([p], r) for r in rest if r[0] < r[1]]
+    return pieces
+
+
+def interior(conv) -> list[tuple[int, int]]:
+    """[(lo, hi)] per spatial axis: the output positions whose taps all read inside the input
+    (no padding), an empty range (lo, lo) where there are none."""
+    out = []
+    for size, osize, s, d, p, k in zip(conv.in_sp, conv.out_sp, conv.st, conv.dil,
+                                       conv.pads, conv.k_sp, strict=True):
+        lo = -(-p // s)
+        hi = min(osize, (size - 1 - (k - 1) * d + p) // s + 1)
+        out.append((lo, max(lo, hi)))
+    return out
 
 
 def _finish(b, conv, v, at=None):
@@ -168,7 +194,7 @@ def _copy_phases(b: KernelBuilder, conv: _Conv, scratch, nn, g, border=0.0):
     """Group g's planes of x[nn] into the phase-split buffer: `border` everywhere, then the
     input columns j*s + q (padded column j*s + q + pad: phase (q + pad) % s, position
     j + (q + pad) // s), all phases q in one nest where they all have column j
-    (`depthwise.phase_pieces`)."""
+    (`phase_pieces`)."""
     s, pad, width = conv.st[-1], conv.pads[-1], conv.in_sp[-1]
     with b.nest(shape(scratch)[1:]) as ivs:
         b.store(b.const(border, conv.elem), scratch, [g] + ivs)

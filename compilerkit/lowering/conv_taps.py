@@ -44,7 +44,7 @@ from compilerkit.lowering.conv_common import (
     _scratch,
     transposing_nests,
 )
-from compilerkit.lowering.depthwise import phase_pieces as _pieces
+from compilerkit.lowering.conv_common import phase_pieces as _pieces
 from compilerkit.lowering.matmul import emit_matmul, emit_strip_matmul
 
 T_BYTES = 512 * 1024  # most bytes of one panel's t (in L2 while the epilogue reads it back)

@@ -66,6 +66,7 @@ from xdsl.dialects.builtin import i64
 
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering.builder import KernelBuilder, chunk_count
+from compilerkit.lowering.conv_common import interior, phase_pieces
 from compilerkit.lowering.elementwise import activation
 
 # The recomputed last block of a flat loop: two 8-lane vectors (LLVM's loop vectoriser takes
@@ -388,21 +389,6 @@ def _wide_rows(pl: _Planes, a: int, width: int) -> int:
     return count
 
 
-def phase_pieces(ranges):
-    """How to copy input columns into column-phase planes: `ranges[p]` is the [lo, hi) of
-    positions j that phase p has. The positions every phase has go in one piece with all the
-    phases, so its nest reads s neighbouring columns per j and writes one to each plane (an
-    interleaved group LLVM vectorises with shuffles; a nest per phase reads every s-th
-    element, lane by lane); the few positions only some phases have get a piece per phase.
-    Returns [(phases, (lo, hi))]."""
-    lo, hi = max(r[0] for r in ranges), min(r[1] for r in ranges)
-    pieces = [(list(range(len(ranges))), (lo, hi))] if lo < hi else []
-    for p, (r0, r1) in enumerate(ranges):
-        rest = [(r0, min(r1, lo)), (max(r0, hi), r1)] if lo < hi else [(r0, r1)]
-        pieces += [([p], r) for r in rest if r[0] < r[1]]
-    return pieces
-
-
 def _weights(b: KernelBuilder, conv, oc):
     """(bias[oc] or None, {(c, kh, kw): W[oc, c, kh, kw]}), loaded before the flat loop: inside
     it, a store to the output might alias W for all LLVM knows, which kept it reloading them."""
@@ -452,19 +438,8 @@ def strided_in_place(conv) -> bool:
     if (tuple(conv.st) != (2, 2) or max(conv.k_sp) > 3
             or conv.out_sp[1] < STRIDED_MIN_COLUMNS):
         return False
-    (r0, r1), (c0, c1) = _interior(conv)
+    (r0, r1), (c0, c1) = interior(conv)
     return 2 * (r1 - r0) * (c1 - c0) >= conv.out_sp[0] * conv.out_sp[1]
-
-
-def _interior(conv):
-    """[(lo, hi)] per axis: the outputs whose taps all read inside the input."""
-    out = []
-    for size, osize, s, d, p, k in zip(conv.in_sp, conv.out_sp, conv.st, conv.dil,
-                                       conv.pads, conv.k_sp, strict=True):
-        lo = -(-p // s)
-        hi = min(osize, (size - 1 - (k - 1) * d + p) // s + 1)
-        out.append((lo, max(lo, hi)))
-    return out
 
 
 def strided_2d(b: KernelBuilder, conv, out):
@@ -474,7 +449,7 @@ def strided_2d(b: KernelBuilder, conv, out):
     load clamped and drop what falls outside, as the phase planes do: rows of vertical
     padding multiply zeros, columns of horizontal padding drop their partial sum (the same
     bits as `direct_2d`)."""
-    (r0, r1), (c0, c1) = _interior(conv)
+    (r0, r1), (c0, c1) = interior(conv)
     oh, ow = conv.out_sp
     chunks = chunk_count(conv.groups, MAX_CHUNKS)
     with b.nest([conv.n, chunks, conv.groups // chunks]) as (nn, jc, ji):

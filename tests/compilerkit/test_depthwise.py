@@ -14,6 +14,7 @@ from onnx import helper
 import compilerkit as ck
 from compilerkit.lowering import depthwise as dw
 from compilerkit.lowering.builder import chunk_count
+from compilerkit.lowering.conv_common import interior
 from compilerkit.pipeline import compile_to
 
 N = helper.make_node
@@ -331,4 +332,4 @@ def test_strided_in_place_only_where_it_pays():
     assert not dw.strided_in_place(conv((112, 112), 5, 2, (2, 2, 2, 2)))
     assert not dw.strided_in_place(conv((112, 112), 3, 1, (1, 1, 1, 1)))
     assert not dw.strided_in_place(conv((150, 150), 3, 3, (1, 1, 1, 1)))
-    assert dw._interior(conv((112, 112), 3, 2, (1, 1, 1, 1))) == [(1, 56), (1, 56)]
+    assert interior(conv((112, 112), 3, 2, (1, 1, 1, 1))) == [(1, 56), (1, 56)]
