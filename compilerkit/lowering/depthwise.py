@@ -432,9 +432,9 @@ def _sum(b: KernelBuilder, conv, pl: _Planes, tap, col, bias, w, q):
 # ---- strided Convs read in place ---------------------------------------------------------------
 
 def strided_in_place(conv) -> bool:
-    """Whether `strided_2d` takes the Conv: strided on both axes, STRIDED_MIN_ROWS or more
-    output rows, and an interior (outputs whose taps all fall inside the input) of at least
-    half the plane."""
+    """Whether `strided_2d` takes the Conv: stride 2 on both axes, kernels up to 3,
+    STRIDED_MIN_COLUMNS or more output columns, and an interior (outputs whose taps all fall
+    inside the input, `conv_common.interior`) of at least half the plane."""
     if (tuple(conv.st) != (2, 2) or max(conv.k_sp) > 3
             or conv.out_sp[1] < STRIDED_MIN_COLUMNS):
         return False
@@ -444,7 +444,7 @@ def strided_in_place(conv) -> bool:
 
 def strided_2d(b: KernelBuilder, conv, out):
     """out = act(bias + conv(x, w)) for a strided 2-D direct Conv, reading x in place: the
-    interior outputs (`_interior`) load their taps directly, a vector loop along each output
+    interior outputs (`conv_common.interior`) load their taps directly, a vector loop along each output
     row whose strided loads LLVM interleaves (wide loads and shuffles); the border outputs
     load clamped and drop what falls outside, as the phase planes do: rows of vertical
     padding multiply zeros, columns of horizontal padding drop their partial sum (the same
