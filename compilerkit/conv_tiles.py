@@ -81,6 +81,29 @@ FUSED_BYTES = 256 * 1024
 MIN_GROUP_TILES = 24
 
 
+# 3-D Convs whose tile row (a whole plane of tiles) gives V and M of more than
+# LINE_GROUP_BYTES group their tiles by lines of the second axis instead (`fused_lines`). A
+# row of 16 x 16 tiles of a 64 -> 64 3x3x3 Conv at 32^3 is 8 MB of V and M, four times the
+# L2, and its transforms ran at memory speed (the band is at least one row); in groups of 2
+# lines (1 MB), 1 thread, F(2,3): 72.3 -> 51.2 ms, 128 -> 64 151 -> 113 ms; the 16^3 layers
+# (2-6 MB rows) within the noise either way; limits of 0.5, 2 and 4 MB measured no better.
+LINE_GROUP_BYTES = 1024 * 1024
+
+
+def fused_lines(tiles: list[int], tile_bytes: int) -> int | None:
+    """Lines of the second axis per group of the fused schedule, for a layer of `tiles`
+    tiles per axis whose V and M take `tile_bytes` per tile: where a 3-D layer's groups would
+    be single tile rows (`fused_band`) of more than LINE_GROUP_BYTES, as many lines as that
+    holds, at least one; else None (groups of whole rows). Shared by winograd.py and the
+    roofline."""
+    inner = math.prod(tiles[1:])
+    row_bytes = inner * tile_bytes
+    if len(tiles) < 3 or row_bytes <= LINE_GROUP_BYTES or fused_band(
+            tiles[0], inner, row_bytes) > 1:
+        return None
+    return min(tiles[1], max(1, LINE_GROUP_BYTES // (row_bytes // tiles[1])))
+
+
 def fused_band(rows: int, inner: int, row_bytes: int) -> int:
     """Tile rows per group of the fused schedule, for `rows` tile rows of `inner` tiles whose
     V and M take `row_bytes`: as many as FUSED_BYTES holds, at least MIN_GROUP_TILES tiles'

@@ -261,7 +261,7 @@ def stages(layer: Layer, algorithm: str, m: Machine) -> list[Stage]:
     return _tiled_stages(m, "winograd", x_bytes, y_bytes, tiles, a * 4, c, k,
                          a * c * k * 4, fused, -(-out[0] // mm),
                          fin * tiles * c, fout * tiles * k, 2.0 * a * tiles * c * k, k, c,
-                         (alpha / mm) ** rank)
+                         (alpha / mm) ** rank, [-(-o // mm) for o in out])
 
 
 @functools.cache
@@ -280,18 +280,25 @@ def _winograd_transform_flops(mm: int, r: int, rank: int) -> tuple[float, float]
 
 
 def _tiled_stages(m: Machine, name, x_bytes, y_bytes, tiles, pos_bytes, c, k, u_bytes, fused,
-                  first_axis_tiles, in_flops, out_flops, gemm_flops, cols, depth, overlap):
+                  first_axis_tiles, in_flops, out_flops, gemm_flops, cols, depth, overlap,
+                  axis_tiles=None):
     """Winograd's and the FFT's three stages: input transform (channels-last copy, read the
     overlapping tiles, write V), the products (read V and U, zero and accumulate M), output
     transform (read M, write the output). `pos_bytes`: bytes of one channel of one tile's
     transformed positions. Three-stage keeps all of V and M (the level they fit in); fused
-    keeps a group's and reads U once per group (lowering/winograd.py's groups)."""
+    keeps a group's and reads U once per group (lowering/winograd.py's groups: whole tile
+    rows, or where `axis_tiles` (tiles per axis, Winograd's) gives lines, lines of them)."""
     rate = "winograd" if name == "winograd" else "transform"
     unpacked = cols % (2 * m.lanes) == 0  # U in strips of the kernel's width (matmul.py)
     vm_tile = pos_bytes * (c + k)
     v_bytes, m_bytes = tiles * pos_bytes * c, tiles * pos_bytes * k
     groups, ws = 1, v_bytes + m_bytes
-    if fused:  # the lowerings' groups of whole tile rows
+    lines = conv_tiles.fused_lines(axis_tiles, vm_tile) if fused and axis_tiles else None
+    if lines is not None:  # groups of lines of the second axis, per tile row
+        per_line = math.prod(axis_tiles[2:])
+        groups = axis_tiles[0] * -(-axis_tiles[1] // lines)
+        ws = lines * per_line * vm_tile
+    elif fused:  # the lowerings' groups of whole tile rows
         inner = tiles // first_axis_tiles
         band = conv_tiles.fused_band(first_axis_tiles, inner, inner * vm_tile)
         groups, ws = -(-first_axis_tiles // band), band * inner * vm_tile

@@ -444,11 +444,11 @@ def strided_in_place(conv) -> bool:
 
 def strided_2d(b: KernelBuilder, conv, out):
     """out = act(bias + conv(x, w)) for a strided 2-D direct Conv, reading x in place: the
-    interior outputs (`conv_common.interior`) load their taps directly, a vector loop along each output
-    row whose strided loads LLVM interleaves (wide loads and shuffles); the border outputs
-    load clamped and drop what falls outside, as the phase planes do: rows of vertical
-    padding multiply zeros, columns of horizontal padding drop their partial sum (the same
-    bits as `direct_2d`)."""
+    interior outputs (`conv_common.interior`) load their taps directly, a vector loop along
+    each output row whose strided loads LLVM interleaves (wide loads and shuffles); the
+    border outputs load clamped and drop what falls outside, as the phase planes do: rows of
+    vertical padding multiply zeros, columns of horizontal padding drop their partial sum
+    (the same bits as `direct_2d`)."""
     (r0, r1), (c0, c1) = interior(conv)
     oh, ow = conv.out_sp
     chunks = chunk_count(conv.groups, MAX_CHUNKS)

@@ -71,7 +71,12 @@ import threading
 
 import numpy as np
 
-from compilerkit.conv_tiles import WINOGRAD_DEFAULT_M, fused_band, winograd_matrices
+from compilerkit.conv_tiles import (
+    WINOGRAD_DEFAULT_M,
+    fused_band,
+    fused_lines,
+    winograd_matrices,
+)
 from compilerkit.dialects import onnx as onnx_d
 from compilerkit.lowering import matmul
 from compilerkit.lowering.builder import (
@@ -277,6 +282,14 @@ class _Plan(ConvSizes):
         item = onnx_d.numpy_dtype(self.elem).itemsize
         row_bytes = self.inner * self.a * (self.c + self.k) * item
         self.band = fused_band(self.tiles[0], self.inner, row_bytes) if fused else self.tiles[0]
+        # lines of the second axis per group where groups split tile rows (3-D, large rows)
+        self.lines = fused_lines(self.tiles, row_bytes // self.inner) if fused else None
+
+    def group_tiles(self) -> int:
+        """Tiles of the largest group."""
+        if self.lines is not None:
+            return self.lines * math.prod(self.tiles[2:])
+        return self.band * self.inner
 
 
 def _bands(p: _Plan, chunked: bool = True):
@@ -367,21 +380,20 @@ def screen_input(b: KernelBuilder, p, scr: Screen, nn) -> None:
 
 
 def repair_tiles(b: KernelBuilder, p, scr: Screen, y, nn, row0, height, need,
-                 slot=None) -> None:
+                 slot=None, lines=None) -> None:
     """For each tile of the group whose input window (the screen's positions its outputs
     read) holds a value above the threshold, NaN or inf: recompute its outputs by a direct
     sum over (c, taps) from the padded channels-last input, with the bias and activation,
     over what the transforms wrote. `need[d]`: outputs per tile along axis d (its origin is
     the tile index times p.ms[d]); reads past the padded extent are zeros (fft's single-tile
     axes, whose end pads the FFT supplies). `slot`: the chunk whose accumulator it uses
-    (scr.acc[slot]; None: the first)."""
+    (scr.acc[slot]; None: the first). `lines` (line0, count): of the rows, those lines of the
+    second axis only (`_group_tiles`)."""
     acc = [b.index(0) if slot is None else slot]
     reach = [n + k - 1 for n, k in zip(need, p.k_sp, strict=True)]
     guard = any(t == 1 and r > e for r, e, t in zip(reach, p.ext, p.tiles, strict=True))
     win = [min(r, e) if t == 1 else r for r, e, t in zip(reach, p.ext, p.tiles, strict=True)]
-    with b.nest([height] + p.tiles[1:]) as ts:
-        origin = [b.affine([(row0, p.ms[0]), (ts[0], p.ms[0])])] + [
-            b.affine([(t, p.ms[d])]) for d, t in enumerate(ts[1:], start=1)]
+    with _group_tiles(b, p, (row0, height) + tuple(lines or ())) as (origin, _):
         b.store(b.const(0.0, p.elem), scr.acc, acc)
         with b.nest(win) as ws:
             at = [b.affine([(o, 1), (w, 1)]) for o, w in zip(origin, ws, strict=True)]
@@ -431,9 +443,10 @@ def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = WINOGRAD_DEFAULT_M,
     whole = [t * mm for t, mm in zip(p.tiles, p.ms, strict=True)]
     y = out if whole == p.out_sp else b.alloc([p.k] + whole, p.elem)
     xp = b.alloc(p.ext + [p.c], p.elem)  # zero-bordered, channels last
-    rows = p.band * p.inner  # tiles of the largest group
-    bands = _bands(p)
-    slots = max(chunk_count(count, MAX_BAND_CHUNKS, BAND_REUSE) for count, _, _ in bands)
+    rows = p.group_tiles()
+    bands = _bands(p) if p.lines is None else [(p.tiles[0], 1, 0)]
+    reuse = BAND_REUSE if p.lines is None else 1  # a row of line groups reuses its slot
+    slots = max(chunk_count(count, MAX_BAND_CHUNKS, reuse) for count, _, _ in bands)
     # V [A, tiles, C] and M [A, tiles, K] of a group, flat, a slot per chunk of groups (below):
     # a smaller group uses the front of its slot
     v_size, m_size = p.a * rows * p.c, p.a * rows * p.k
@@ -453,15 +466,21 @@ def lower_winograd(b: KernelBuilder, op, ins, pads, m: int = WINOGRAD_DEFAULT_M,
         for count, height, first in bands:
             # the threads take chunks of groups, each chunk with its slot of V, M, temps and
             # repair accumulator (`chunk_count`), its groups one after another
-            chunks = chunk_count(count, MAX_BAND_CHUNKS, BAND_REUSE)
+            chunks = chunk_count(count, MAX_BAND_CHUNKS, reuse)
             with b.nest([chunks, count // chunks]) as (jc, ji):
                 row0 = b.affine([(jc, (count // chunks) * height), (ji, height)], first)
-                _input_transform(b, p, xp, v, row0, height, t_in, jc, v_size)
-                g = height * p.inner
-                batched_products(b, v, u, mm, p.a, g, p.k, p.c, width,
-                                 (b.affine([(jc, v_size)]), b.affine([(jc, m_size)])))
-                _output_transform(b, p, mm, y, nn, row0, height, t_out, jc, m_size)
-                repair_tiles(b, p, scr, y, nn, row0, height, p.ms, jc)
+                if p.lines is None:
+                    _group(b, p, xp, v, u, mm, y, nn, (row0, height), (t_in, t_out), jc,
+                           (v_size, m_size), width, scr)
+                    continue
+                full, rest = divmod(p.tiles[1], p.lines)
+                for n_groups, lines, line_first in ((full, p.lines, 0),
+                                                    (1 if rest else 0, rest, full * p.lines)):
+                    if n_groups:
+                        with b.nest([n_groups]) as (gi,):
+                            line0 = b.affine([(gi, lines)], line_first)
+                            _group(b, p, xp, v, u, mm, y, nn, (row0, height, line0, lines),
+                                   (t_in, t_out), jc, (v_size, m_size), width, scr)
         if y is not out:
             with b.nest([p.k] + p.out_sp) as ivs:
                 b.store(b.load(y, ivs), out, [nn] + ivs)
@@ -500,6 +519,43 @@ def batched_products(b: KernelBuilder, v, u, mm, count: int, rows: int, cols: in
         else:
             emit_matmul(b, v, u, mm, rows, cols, depth, offs, (depth, 1), cols, cols,
                         start="zero")
+
+
+def _group(b: KernelBuilder, p: _Plan, xp, v, u, mm, y, nn, grp, temps, slot, sizes, width,
+           scr) -> None:
+    """One group of tiles (`grp`: (first tile row, rows) or (first tile row, rows, first
+    line, lines), as `_group_tiles`): input transform, products, output transform and
+    repair, in V's, M's and the temps' `slot`."""
+    (t_in, t_out), (v_size, m_size) = temps, sizes
+    _input_transform(b, p, xp, v, grp, t_in, slot, v_size)
+    batched_products(b, v, u, mm, p.a, math.prod(_group_sizes(p, grp)), p.k, p.c, width,
+                     (b.affine([(slot, v_size)]), b.affine([(slot, m_size)])))
+    _output_transform(b, p, mm, y, nn, grp, t_out, slot, m_size)
+    repair_tiles(b, p, scr, y, nn, grp[0], grp[1], p.ms, slot, lines=grp[2:] or None)
+
+
+def _group_sizes(p, grp) -> list[int]:
+    """The tile counts per axis of the group `grp` (`_group_tiles`)."""
+    sizes = [grp[1]] + list(p.tiles[1:])
+    if len(grp) > 2:
+        sizes[1] = grp[3]
+    return sizes
+
+
+@contextlib.contextmanager
+def _group_tiles(b: KernelBuilder, p, grp):
+    """The loops over the tiles of a group, `grp` = (row0, height): tile rows row0 ... of the
+    first axis, every tile of the others; or (row0, height, line0, lines): of those rows,
+    lines line0 ... of the second axis only (`_Plan.lines`). Yields (origin, tile): the
+    tile's first output position per axis (its first input position in the padded input)
+    and its row in the group's V and M, row-major over the group."""
+    sizes = _group_sizes(p, grp)
+    starts = [grp[0]] + ([grp[2]] if len(grp) > 2 else [])
+    with b.nest(sizes) as ts:
+        origin = [b.affine([(s0, p.ms[d]), (ts[d], p.ms[d])]) for d, s0 in enumerate(starts)]
+        origin += [b.affine([(t, p.ms[d])]) for d, t in enumerate(ts[len(starts):],
+                                                                   start=len(starts))]
+        yield origin, b.affine([(t, math.prod(sizes[d + 1:])) for d, t in enumerate(ts)])
 
 
 def _tile_index(b: KernelBuilder, p: _Plan, r0, rest):
@@ -575,15 +631,12 @@ def _temps(b: KernelBuilder, p: _Plan, mats, inner, slots: int = 1):
     return out
 
 
-def _input_transform(b: KernelBuilder, p: _Plan, xp, v, row0, height, temps, slot, size):
-    """V[t, tile, c] = (B^T d B)[t] for the group's tiles (C innermost), in V's and the
-    temps' `slot` (V's slot: `size` elements)."""
-    g = height * p.inner
+def _input_transform(b: KernelBuilder, p: _Plan, xp, v, grp, temps, slot, size):
+    """V[t, tile, c] = (B^T d B)[t] for the group's tiles (`grp`: `_group_tiles`; C
+    innermost), in V's and the temps' `slot` (V's slot: `size` elements)."""
+    g = math.prod(_group_sizes(p, grp))
     a_strides = [math.prod(p.alphas[d + 1:]) * g * p.c for d in range(p.r)]
-    with b.nest([height] + p.tiles[1:]) as ts:
-        origin = [b.affine([(row0, p.ms[0]), (ts[0], p.ms[0])])] + [
-            b.affine([(t, p.ms[d])]) for d, t in enumerate(ts[1:], start=1)]
-        tile = _tile_index(b, p, ts[0], ts[1:])
+    with _group_tiles(b, p, grp) as (origin, tile):
 
         def load(coords, c):
             return b.load(xp, [_at(b, [x], [1], [(o, 1)]) for x, o in zip(
@@ -601,21 +654,17 @@ def _channel_blocks(n: int) -> int:
     return n // CHANNEL_BLOCK if n % CHANNEL_BLOCK == 0 and n >= 2 * CHANNEL_BLOCK else 1
 
 
-def _output_transform(b: KernelBuilder, p: _Plan, mm, y, nn, row0, height, temps, slot,
-                      size):
+def _output_transform(b: KernelBuilder, p: _Plan, mm, y, nn, grp, temps, slot, size):
     """y[k, tile origin + i] = act(bias[k] + (A^T M A)[i]) for the group's tiles (K
     innermost); y is out[nn] itself, or the whole-tile buffer when tiles hang over its end.
     The outer loop walks blocks of output channels (`_channel_blocks`), all tiles in each:
     threads then write whole planes of their own channels (tile rows of a small plane share
     cache lines between threads) and each temps element belongs to one block. M and the
     temps are read from `slot` (M's slot: `size` elements)."""
-    g = height * p.inner
+    g = math.prod(_group_sizes(p, grp))
     a_strides = [math.prod(p.alphas[d + 1:]) * g * p.k for d in range(p.r)]
     blocks = _channel_blocks(p.k)
-    with b.nest([blocks]) as (kb,), b.nest([height] + p.tiles[1:]) as ts:
-        origin = [b.affine([(row0, p.ms[0]), (ts[0], p.ms[0])])] + [
-            b.affine([(t, p.ms[d])]) for d, t in enumerate(ts[1:], start=1)]
-        tile = _tile_index(b, p, ts[0], ts[1:])
+    with b.nest([blocks]) as (kb,), _group_tiles(b, p, grp) as (origin, tile):
 
         def load(coords, k):
             return b.load(mm, [_at(b, coords, a_strides, [(tile, p.k), (k, 1), (slot, size)])])

@@ -457,6 +457,61 @@ def test_fused_groups_go_to_threads_in_chunks(monkeypatch):
     np.testing.assert_allclose(one, ref, rtol=1e-4, atol=1e-4)
 
 
+def test_large_three_d_rows_group_by_lines():
+    """A 3-D layer whose tile row (a plane of tiles) holds more V and M than LINE_GROUP_BYTES
+    groups its tiles by lines of the second axis, as many as LINE_GROUP_BYTES holds
+    (`conv_tiles.fused_lines`).
+    Hand-worked: 64 -> 64 at 32^3, F(2,3): 16 x 16 tiles per row, 64 x (64 + 64) x 4 bytes
+    per tile, 8 MB per row, 512 KB per line of 16 tiles: groups of 2 lines (32 tiles), V a
+    slot of 64 x 32 x 64 per chunk, 8 chunks of the 16 rows. A 2-D layer keeps whole rows:
+    64 -> 64 at 224 x 224, 112 tiles per row, V 8 slots of 16 x 112 x 64."""
+    tile = 64 * (64 + 64) * 4
+    assert conv_tiles.fused_lines([16, 16, 16], tile) == 2
+    assert conv_tiles.fused_lines([8, 8, 8], tile) == 4  # 2 MB rows, 256 KB lines
+    assert conv_tiles.fused_lines([4, 4, 4], tile) is None  # 512 KB rows fit
+    assert conv_tiles.fused_lines([112, 112], 16 * 128 * 4) is None  # 2-D: whole rows
+    wt = np.ones((64, 64, 3, 3, 3), np.float32)
+    model, _ = conv_model((1, 64, 32, 32, 32), wt, pads=[1] * 6)
+    text = str(compile_to("kernel-ir", model, conv_algorithm="winograd-f2-fused"))
+    assert f"memref<{8 * 64 * 32 * 64}xf32>" in text
+    assert f"memref<{8 * 64 * 256 * 64}xf32>" not in text
+    model, _ = conv_model((1, 64, 224, 224), wt[..., 0], pads=[1] * 4)
+    text = str(compile_to("kernel-ir", model, conv_algorithm="winograd-f2-fused"))
+    assert f"memref<{8 * 16 * 112 * 64}xf32>" in text
+
+
+def test_line_groups_with_a_ragged_last_group(monkeypatch):
+    """Line groups of 2 over 5 tile lines (F(2,3), 6 x 10 x 6 output: 3 x 5 x 3 tiles), so
+    each row has two groups of 2 lines and one of 1; a NaN in one tile's window (recomputed
+    directly, with the chunk's accumulator) and a 1e30 in another. The same bits as whole-row
+    groups at 1, 2 and 3 threads, and onnxruntime's answer."""
+    from ckhelpers import ort_run
+
+    monkeypatch.setattr(conv_tiles, "FUSED_BYTES", 1)
+    monkeypatch.setattr(conv_tiles, "MIN_GROUP_TILES", 1)
+    wt = np.random.default_rng(9).standard_normal((4, 4, 3, 3, 3)).astype(np.float32)
+    model, x = conv_model((2, 4, 6, 10, 6), wt, np.ones(4, np.float32), [1] * 6, "Relu")
+    x[1, 2, 3, 7, 1] = np.nan
+    x[0, 1, 1, 2, 4] = 1e30
+    line_bytes = 3 * 64 * (4 + 4) * 4  # a line of 3 tiles, alpha^3 x (C + K) floats each
+    answers = {}
+    for name, limit in (("lines", 2 * line_bytes), ("rows", 10**12)):
+        monkeypatch.setattr(conv_tiles, "LINE_GROUP_BYTES", limit)
+        text = str(compile_to("kernel-ir", model, conv_algorithm="winograd-f2-fused"))
+        group = 6 if name == "lines" else 15  # tiles per group
+        slots = chunk_count(3, winograd.MAX_BAND_CHUNKS, 1 if name == "lines" else
+                            winograd.BAND_REUSE)
+        assert f"memref<{slots * 64 * group * 4}xf32>" in text, name
+        cm = ck.compile(model, asm=False, conv_algorithm="winograd-f2-fused")
+        answers[name] = [cm.run(x, num_threads=t)[0] for t in (1, 2, 3)]
+    for y in answers["lines"] + answers["rows"][1:]:
+        np.testing.assert_array_equal(y, answers["rows"][0])
+    ref = ort_run(model, [x])[0]
+    one = answers["lines"][0]
+    np.testing.assert_array_equal(np.isnan(one), np.isnan(ref))
+    np.testing.assert_allclose(one, ref, rtol=1e-4, atol=1e-4 * np.nanmax(np.abs(ref)))
+
+
 def test_winograd_error_ratio_hand_worked():
     """The transforms' gains per axis (row sums of |A^T|, |G|, |B^T| multiplied): F(2, 3)
     3 x 1.5 x 2 = 9, F(4, 3) 19 x 1 x 10 = 190; over the 9 (27) products of a direct output,
